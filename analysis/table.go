@@ -1,0 +1,143 @@
+package analysis
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// Table is a titled grid of cells, rendered for the terminal, Markdown or CSV.
+type Table struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+	Notes  []string // printed under the table
+}
+
+// Comparison returns one table per scenario: a row per policy, a column per
+// metric (mean over seeds, with ± the standard deviation when seeds > 1).
+func (r *Results) Comparison() []Table {
+	var tables []Table
+	for _, sc := range r.Scenarios {
+		t := Table{Title: fmt.Sprintf("%s — scenario %s (%s, %d seed(s))", r.Experiment, sc, r.Substrate, len(r.Seeds))}
+		t.Header = append(t.Header, "policy")
+		for _, m := range r.Metrics {
+			h := m.Name
+			if m.Unit != "" && !strings.HasSuffix(m.Name, "_"+m.Unit) {
+				h += " (" + m.Unit + ")"
+			}
+			t.Header = append(t.Header, h)
+		}
+		for _, p := range r.Policies {
+			agg := r.Aggregate(sc, p)
+			if len(agg) == 0 {
+				continue
+			}
+			row := []string{p}
+			for _, m := range r.Metrics {
+				s, ok := agg[m.Name]
+				switch {
+				case !ok:
+					row = append(row, "–")
+				case s.N > 1 && s.Std > 0:
+					row = append(row, FormatValue(s.Mean)+" ± "+FormatValue(s.Std))
+				default:
+					row = append(row, FormatValue(s.Mean))
+				}
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		tables = append(tables, t)
+	}
+	return tables
+}
+
+// WriteText renders t for a terminal with box-drawing borders.
+func (t Table) WriteText(w io.Writer) error {
+	if t.Title != "" {
+		fmt.Fprintln(w, t.Title)
+	}
+	tab := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+	)
+	tab.Header(t.Header)
+	if err := tab.Bulk(t.Rows); err != nil {
+		return err
+	}
+	if err := tab.Render(); err != nil {
+		return err
+	}
+	for _, n := range t.Notes {
+		fmt.Fprintln(w, n)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// WriteMarkdown renders t as a GitHub-flavoured Markdown table.
+func (t Table) WriteMarkdown(w io.Writer) error {
+	if t.Title != "" {
+		fmt.Fprintf(w, "### %s\n\n", t.Title)
+	}
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	line := func(cells []string) {
+		for i := range cells {
+			cells[i] = esc(cells[i])
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	line(append([]string(nil), t.Header...))
+	sep := make([]string, len(t.Header))
+	for i := range sep {
+		sep[i] = "---:"
+		if i == 0 {
+			sep[i] = "---"
+		}
+	}
+	fmt.Fprintf(w, "|%s|\n", strings.Join(sep, "|"))
+	for _, r := range t.Rows {
+		line(append([]string(nil), r...))
+	}
+	for _, n := range t.Notes {
+		fmt.Fprintf(w, "\n%s\n", n)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// CSV returns every run as one CSV row: scenario, policy, seed, then each
+// metric in the order of r.Metrics.
+func (r *Results) CSV() ([]byte, error) {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	head := []string{"experiment", "scenario", "policy", "seed"}
+	for _, m := range r.Metrics {
+		head = append(head, m.Name)
+	}
+	if err := w.Write(head); err != nil {
+		return nil, err
+	}
+	for _, run := range r.Runs {
+		row := []string{r.Experiment, run.Scenario, run.Policy, fmt.Sprint(run.Seed)}
+		for _, m := range r.Metrics {
+			if v, ok := run.Metrics[m.Name]; ok {
+				row = append(row, fmt.Sprint(v))
+			} else {
+				row = append(row, "")
+			}
+		}
+		if err := w.Write(row); err != nil {
+			return nil, err
+		}
+	}
+	w.Flush()
+	return b.Bytes(), w.Error()
+}

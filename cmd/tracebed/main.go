@@ -1,0 +1,141 @@
+// Command tracebed runs trace-driven experiments on switch resources shared
+// by many tenants: in-network aggregation (DynaINA and its baselines) and
+// far-memory eviction (Glitter and Fastswap), on a deterministic simulation
+// or on real network namespaces.
+//
+// Exit codes: 0 success, 1 a run failed, 2 bad input (a file, a flag).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/yamlx"
+	"github.com/tracebed/tracebed/workloads/incast"
+)
+
+// version is tracebed's release; commit is set at build time by the Makefile
+// (-ldflags "-X main.commit=…") or read from the Go build information.
+var (
+	version = "0.1.0-dev"
+	commit  = ""
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitRunError = 1
+	exitBadInput = 2
+)
+
+// inputError marks errors caused by the user's input (exit code 2).
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+func badInput(err error) error { return inputError{err} }
+
+// app holds what the commands share; main builds one, tests build their own.
+type app struct {
+	stdout, stderr io.Writer
+	registry       *experiments.Registry
+	embedded       []embeddedFS
+}
+
+// embeddedFS is a directory of files built into the binary, reachable by
+// paths that start with prefix (e.g. "traces/").
+type embeddedFS struct {
+	prefix string
+	fsys   fs.FS
+}
+
+func newApp(stdout, stderr io.Writer) *app {
+	return &app{
+		stdout: stdout, stderr: stderr,
+		registry: experiments.NewRegistry(
+			incast.Kind{},
+		),
+	}
+}
+
+// readEmbedded serves a file built into the binary by its repository path.
+func (a *app) readEmbedded(path string) ([]byte, error) {
+	for _, e := range a.embedded {
+		if rest, ok := strings.CutPrefix(path, e.prefix); ok {
+			return fs.ReadFile(e.fsys, rest)
+		}
+	}
+	return nil, fs.ErrNotExist
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "tracebed",
+		Short: "A trace-driven testbed for switch resources shared by many tenants",
+		Long: `tracebed reproduces multi-tenant in-network aggregation (DynaINA against
+SwitchML, ATP and no INA) and far-memory eviction (Glitter against Fastswap)
+on a deterministic simulation (sim, the default) or on real network
+namespaces (netns), and prints comparison tables.
+
+Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+	})
+	root.AddCommand(a.runCommand(), a.validateCommand(), a.versionCommand(), a.topoCommand())
+	return root
+}
+
+// execute runs the command line and returns the exit code.
+func (a *app) execute(ctx context.Context, args []string) int {
+	root := a.rootCommand()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(a.stderr, "tracebed:", err)
+	var ie inputError
+	if errors.As(err, &ie) || yamlx.IsInputError(err) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.Contains(err.Error(), "accepts ") || strings.Contains(err.Error(), "requires at least") {
+		return exitBadInput
+	}
+	return exitRunError
+}
+
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return s.Value[:12]
+			}
+		}
+	}
+	return ""
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := newApp(os.Stdout, os.Stderr).execute(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}

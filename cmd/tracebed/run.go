@@ -1,0 +1,221 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/yamlx"
+)
+
+func (a *app) runCommand() *cobra.Command {
+	var (
+		substrate string
+		out       string
+		seed      int64
+		quiet     bool
+		parallel  int
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] [SPEC...]",
+		Short: "Run experiments and print their comparison tables",
+		Long: `Run each SPEC — a spec file, or the name of a ready experiment such as
+"incast" — for every policy, scenario and seed, in parallel across cores.
+Without SPEC, run the default suite (the ready specs marked default: true).
+
+Results go to OUT/<experiment>/: results.json, results.csv, results.md.`,
+		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			specs, err := a.loadSpecs(args)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("substrate") && !slices.Contains(experiments.Substrates, substrate) {
+				return badInput(fmt.Errorf("--substrate %q: want one of %s", substrate, strings.Join(experiments.Substrates, ", ")))
+			}
+			type compiled struct {
+				spec *experiments.Spec
+				exp  experiments.Experiment
+			}
+			var todo []compiled
+			for _, s := range specs {
+				if cmd.Flags().Changed("substrate") {
+					s.Substrate = substrate
+				}
+				if cmd.Flags().Changed("seed") {
+					s.Seeds = []int64{seed}
+				}
+				exp, err := a.registry.Compile(s)
+				if err != nil {
+					return badInput(err)
+				}
+				todo = append(todo, compiled{s, exp})
+			}
+			for _, c := range todo {
+				start := time.Now()
+				bar := newProgress(a.stderr, quiet, c.spec.Name)
+				res, err := experiments.Execute(cmd.Context(), c.spec, c.exp, experiments.Options{
+					Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar,
+				})
+				bar.finish()
+				if err != nil {
+					return err
+				}
+				tables := experiments.Tables(c.exp, res)
+				dir, err := experiments.Write(out, res, tables)
+				if err != nil {
+					return err
+				}
+				for _, t := range tables {
+					if err := t.WriteText(a.stdout); err != nil {
+						return err
+					}
+				}
+				if !quiet {
+					fmt.Fprintf(a.stderr, "%s: %d runs in %.1fs; results in %s\n", c.spec.Name, len(res.Runs), time.Since(start).Seconds(), dir)
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec)")
+	f.StringVar(&out, "out", "results", "directory for results")
+	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")
+	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "runs executed at once")
+	return cmd
+}
+
+// loadSpecs opens the named specs, or the default suite when none is named.
+func (a *app) loadSpecs(args []string) ([]*experiments.Spec, error) {
+	if len(args) == 0 {
+		specs, err := experiments.DefaultSuite(a.readEmbedded)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		return specs, nil
+	}
+	var specs []*experiments.Spec
+	for _, arg := range args {
+		s, err := experiments.Open(arg, a.readEmbedded)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
+}
+
+func (a *app) validateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check topology, experiment spec and trace files",
+		Long: `Check each FILE and report every problem with its file, line and field.
+A YAML file with a "kind" key is an experiment spec (checked against its
+kind), one with a "topology" key is a topology; other files are checked as
+traces by their extension.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var errs []error
+			for _, path := range args {
+				what, err := a.validate(path)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "%s: ok (%s)\n", path, what)
+			}
+			if len(errs) > 0 {
+				return badInput(errors.Join(errs...))
+			}
+			return nil
+		},
+	}
+}
+
+// validate checks one file and says what it was.
+func (a *app) validate(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		root, err := yamlx.Parse(path, data)
+		if err != nil {
+			return "", err
+		}
+		pairs, err := yamlx.Pairs(path, root, "")
+		if err != nil {
+			return "", err
+		}
+		for _, p := range pairs {
+			switch p.Key {
+			case "kind":
+				s, err := experiments.ParseSpec(path, data, a.readEmbedded)
+				if err != nil {
+					return "", err
+				}
+				exp, err := a.registry.Compile(s)
+				if err != nil {
+					return "", err
+				}
+				runs := len(s.Policies) * len(s.Scenarios) * len(s.Seeds)
+				_ = exp
+				return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs), nil
+			case "topology":
+				top, err := a.loadTopology(path, data)
+				if err != nil {
+					return "", err
+				}
+				return "topology " + top.Summary(), nil
+			}
+		}
+		return "", yamlx.Errorf(yamlx.NodePos(path, root), "", "neither an experiment spec (no kind field) nor a topology (no topology field)")
+	}
+	if v, ok := a.traceValidators()[strings.ToLower(filepath.Ext(path))]; ok {
+		return v(path, data)
+	}
+	return "", fmt.Errorf("%s: unknown file type %q; tracebed validates .yaml topologies and specs and traces (%s)", path, filepath.Ext(path), strings.Join(a.traceExtensions(), ", "))
+}
+
+// traceValidators maps a file extension to the validator of that trace format.
+func (a *app) traceValidators() map[string]func(path string, data []byte) (string, error) {
+	return map[string]func(string, []byte) (string, error){}
+}
+
+func (a *app) traceExtensions() []string {
+	var exts []string
+	for e := range a.traceValidators() {
+		exts = append(exts, e)
+	}
+	slices.Sort(exts)
+	if len(exts) == 0 {
+		return []string{"none yet"}
+	}
+	return exts
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print tracebed's version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			c := buildCommit()
+			if c == "" {
+				c = "unknown"
+			}
+			fmt.Fprintf(a.stdout, "tracebed %s (commit %s, %s, %s/%s)\n", version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		},
+	}
+}

@@ -1,0 +1,96 @@
+// Package emulator holds the contracts shared by tracebed's substrates.
+//
+// Code under study is written once against these interfaces and runs
+// unchanged on the deterministic simulation (package emulator/sim) and on real
+// network namespaces (package emulator/netns):
+//
+//   - host agents are sans-IO state machines driven through an Env;
+//   - switch data planes implement Pipeline, one frame in, zero or more out.
+//
+// Neither side ever touches a socket or a clock directly.
+package emulator
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"time"
+)
+
+// Addr is a UDP endpoint: a host's IPv4 address and a port.
+type Addr = netip.AddrPort
+
+// Env is everything an agent may use of the world. All of an agent's
+// callbacks (Start, Recv and timer functions) run on one goroutine, one at a
+// time, so agents need no locks.
+type Env interface {
+	// Now returns the time since the start of the run: virtual time on sim,
+	// wall-clock time on netns.
+	Now() time.Duration
+	// Local returns the address the agent is bound to.
+	Local() Addr
+	// Send sends one datagram. Delivery is best effort: the datagram may be
+	// lost, duplicated or reordered by the network. Send copies payload; the
+	// caller may reuse it once Send returns.
+	Send(to Addr, payload []byte)
+	// After calls f on the agent's goroutine once d has elapsed, unless the
+	// returned Timer is stopped first. A non-positive d fires as soon as
+	// possible, after the current callback returns.
+	After(d time.Duration, f func()) Timer
+	// Rand returns the agent's own random source, seeded from the run's
+	// seed and the agent's address, so runs are reproducible.
+	Rand() *rand.Rand
+}
+
+// Timer is a pending call scheduled with Env.After.
+type Timer interface {
+	// Stop cancels the call. It reports whether the call was still pending.
+	Stop() bool
+}
+
+// Agent is a host program under study.
+type Agent interface {
+	// Start is called once, before any Recv, with the agent's environment.
+	Start(env Env)
+	// Recv is called for every datagram addressed to the agent. The agent
+	// owns payload.
+	Recv(from Addr, payload []byte)
+}
+
+// Pipeline is a switch data plane. Frames are whole Ethernet frames; ports are
+// numbered from 1 in the order a switch's links appear in the topology.
+type Pipeline interface {
+	// Process handles one frame that arrived on port in at time now. It may
+	// modify frame and emit it; it emits any number of frames through out.
+	// The pipeline must not keep or touch a slice after emitting it, and must
+	// not keep frame after returning. Process never panics on malformed
+	// input: it drops the frame and counts the drop.
+	Process(now time.Duration, in int, frame []byte, out Emitter)
+}
+
+// Emitter receives the frames a Pipeline sends.
+type Emitter interface {
+	// Emit queues frame on egress port with priority prio; 0 is the lowest
+	// priority, and a value at or above the port's number of queues uses
+	// the highest queue. Emit takes ownership of frame.
+	Emit(port int, prio int, frame []byte)
+}
+
+// AgentFunc adapts plain functions to Agent, for tests and small tools.
+type AgentFunc struct {
+	OnStart func(env Env)
+	OnRecv  func(from Addr, payload []byte)
+}
+
+// Start implements Agent.
+func (a AgentFunc) Start(env Env) {
+	if a.OnStart != nil {
+		a.OnStart(env)
+	}
+}
+
+// Recv implements Agent.
+func (a AgentFunc) Recv(from Addr, payload []byte) {
+	if a.OnRecv != nil {
+		a.OnRecv(from, payload)
+	}
+}

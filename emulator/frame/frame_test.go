@@ -1,0 +1,136 @@
+package frame
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+func sampleUDP() UDP {
+	return UDP{
+		SrcMAC: MAC{2, 0, 0, 0, 0, 1},
+		DstMAC: MAC{2, 0, 0, 0, 0, 2},
+		Src:    netip.MustParseAddrPort("10.0.0.1:4000"),
+		Dst:    netip.MustParseAddrPort("10.0.1.7:9000"),
+		TOS:    0x20,
+	}
+}
+
+func TestAppendParseRoundTrip(t *testing.T) {
+	for _, n := range []int{0, 1, 256, 1458, 9000} {
+		payload := bytes.Repeat([]byte{0xab}, n)
+		f := AppendUDP(nil, sampleUDP(), payload)
+		if len(f) != HeaderLen+n {
+			t.Fatalf("len = %d, want %d", len(f), HeaderLen+n)
+		}
+		h, p, err := ParseUDP(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sampleUDP()
+		want.TTL = DefaultTTL
+		if h != want || !bytes.Equal(p, payload) {
+			t.Fatalf("parsed %+v / %d bytes, want %+v / %d bytes", h, len(p), want, n)
+		}
+	}
+}
+
+// TestGopacketAgrees decodes our frames with gopacket: an independent check of
+// the layout and of the IPv4 checksum.
+func TestGopacketAgrees(t *testing.T) {
+	f := AppendUDP(nil, sampleUDP(), []byte("hello"))
+	pkt := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	if el := pkt.ErrorLayer(); el != nil {
+		t.Fatal(el.Error())
+	}
+	ip := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+	udp := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
+	if ip.SrcIP.String() != "10.0.0.1" || ip.DstIP.String() != "10.0.1.7" || udp.SrcPort != 4000 || udp.DstPort != 9000 {
+		t.Fatalf("gopacket read %v -> %v ports %d -> %d", ip.SrcIP, ip.DstIP, udp.SrcPort, udp.DstPort)
+	}
+	if string(udp.Payload) != "hello" {
+		t.Fatalf("payload %q", udp.Payload)
+	}
+	if Checksum(f[EthLen:EthLen+IPv4Len]) != 0 {
+		t.Fatal("IPv4 header checksum does not verify")
+	}
+}
+
+func TestDecTTLKeepsChecksum(t *testing.T) {
+	for ttl := 255; ttl >= 0; ttl-- {
+		h := sampleUDP()
+		h.TTL = uint8(ttl)
+		f := AppendUDP(nil, h, nil)
+		if ttl == 0 { // AppendUDP reads 0 as DefaultTTL: set it by hand
+			f[offTTL] = 0
+			binary.BigEndian.PutUint16(f[offIPCsum:], 0)
+			binary.BigEndian.PutUint16(f[offIPCsum:], Checksum(f[EthLen:EthLen+IPv4Len]))
+		}
+		ok := DecTTL(f)
+		if ok != (ttl > 1) {
+			t.Fatalf("ttl %d: DecTTL = %v", ttl, ok)
+		}
+		if Checksum(f[EthLen:EthLen+IPv4Len]) != 0 {
+			t.Fatalf("ttl %d: checksum broken after DecTTL", ttl)
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	good := AppendUDP(nil, sampleUDP(), []byte("data"))
+	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	tests := map[string][]byte{
+		"empty":        nil,
+		"short":        good[:20],
+		"arp":          mut(func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }),
+		"ipv6 version": mut(func(b []byte) []byte { b[14] = 0x65; return b }),
+		"tcp":          mut(func(b []byte) []byte { b[offProto] = 6; return b }),
+		"fragment":     mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[offIP+6:], 0x2000); return b }),
+		"total>len":    mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[offTotalLen:], 1000); return b }),
+		"udp len big":  mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[offUDP+4:], 500); return b }),
+		"udp len tiny": mut(func(b []byte) []byte { binary.BigEndian.PutUint16(b[offUDP+4:], 3); return b }),
+		"ihl small":    mut(func(b []byte) []byte { b[14] = 0x44; return b }),
+	}
+	for name, f := range tests {
+		if _, _, err := ParseUDP(f); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestFlowHashStable(t *testing.T) {
+	a := AppendUDP(nil, sampleUDP(), []byte("x"))
+	b := AppendUDP(nil, sampleUDP(), []byte("a different payload"))
+	if FlowHash(a) != FlowHash(b) {
+		t.Fatal("same 5-tuple, different hash")
+	}
+	h := sampleUDP()
+	h.Src = netip.MustParseAddrPort("10.0.0.1:4001")
+	if FlowHash(AppendUDP(nil, h, nil)) == FlowHash(a) {
+		t.Fatal("source port does not change the hash")
+	}
+}
+
+func FuzzParseUDP(f *testing.F) {
+	f.Add(AppendUDP(nil, sampleUDP(), []byte("seed")))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, p, err := ParseUDP(b)
+		if err != nil {
+			return
+		}
+		if len(p) > len(b) || !h.Src.Addr().Is4() {
+			t.Fatalf("inconsistent parse %+v, %d payload bytes of %d", h, len(p), len(b))
+		}
+		if IsIPv4(b) {
+			_ = FlowHash(b)
+			c := bytes.Clone(b)
+			DecTTL(c)
+			ClearUDPChecksum(c)
+		}
+	})
+}

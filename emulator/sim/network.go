@@ -1,0 +1,456 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// Packet is a frame in flight.
+type Packet struct {
+	Data []byte
+	prio int
+}
+
+// Options configure a Network.
+type Options struct {
+	// Seed seeds every random source of the run: agents' Env.Rand and the
+	// links' loss, duplication and reordering.
+	Seed uint64
+	// Pipeline builds the data plane of each switch. It receives the
+	// switch, its routes and the plain forwarding pipeline built from them,
+	// which it may wrap or return unchanged. Nil means plain forwarding.
+	Pipeline func(sw *topologies.Node, fwd *fwd.Pipeline) (emulator.Pipeline, error)
+	// HostBuffer limits each host's NIC queue in bytes; 0 means unlimited,
+	// which models a sender that blocks on a full socket buffer instead of
+	// losing data.
+	HostBuffer units.Bytes
+}
+
+// Network is a topology brought to life on a Sim.
+type Network struct {
+	Sim      *Sim
+	Topology *topologies.Topology
+
+	opts     Options
+	hosts    map[string]*hostNode
+	switches map[string]*SwitchNode
+	byIP     map[netip.Addr]*hostNode
+	free     []*Packet
+}
+
+// NewNetwork builds the network of topo on s.
+func NewNetwork(s *Sim, topo *topologies.Topology, opts Options) (*Network, error) {
+	n := &Network{
+		Sim: s, Topology: topo, opts: opts,
+		hosts:    map[string]*hostNode{},
+		switches: map[string]*SwitchNode{},
+		byIP:     map[netip.Addr]*hostNode{},
+	}
+	routes := topo.Routes()
+	ports := map[*topologies.Port]*port{}
+	for _, node := range topo.Nodes {
+		for _, tp := range node.Ports {
+			ports[tp] = &port{net: n, tp: tp}
+		}
+	}
+	for _, l := range topo.Links {
+		for _, dir := range [2][2]*topologies.Port{{l.A, l.B}, {l.B, l.A}} {
+			out, in := ports[dir[0]], ports[dir[1]]
+			out.peer = in
+			out.rate = l.Rate
+			out.delay = FromDuration(l.Delay)
+			out.loss, out.dup, out.reorder = l.Loss, l.Duplicate, l.Reorder
+			if out.loss > 0 || out.dup > 0 || out.reorder > 0 {
+				out.rng = rand.New(rand.NewPCG(opts.Seed, uint64(l.Index)*2+uint64(boolInt(dir[0] == l.B))+0x6c696e6b))
+			}
+		}
+	}
+	for _, node := range topo.Nodes {
+		if node.IsHost() {
+			h := &hostNode{net: n, node: node, agents: map[uint16]*hostEnv{}}
+			h.nic = ports[node.Ports[0]]
+			h.nic.limit = int64(opts.HostBuffer)
+			h.nic.queues = make([]fifo, 1)
+			h.nic.qbytes = make([]int64, 1)
+			h.nic.owner = h
+			n.hosts[node.Name] = h
+			n.byIP[node.IP] = h
+			continue
+		}
+		sw := &SwitchNode{net: n, Node: node, latency: FromDuration(node.Latency)}
+		sw.ports = make([]*port, len(node.Ports)+1)
+		for _, tp := range node.Ports {
+			p := ports[tp]
+			p.limit = int64(tp.Link.Buffer)
+			p.queues = make([]fifo, node.Queues)
+			p.qbytes = make([]int64, node.Queues)
+			p.owner = sw
+			sw.ports[tp.Num] = p
+		}
+		base := fwd.New(node, routes[node.Name])
+		sw.Pipeline = base
+		if opts.Pipeline != nil {
+			pl, err := opts.Pipeline(node, base)
+			if err != nil {
+				return nil, fmt.Errorf("switch %s: %w", node.Name, err)
+			}
+			sw.Pipeline = pl
+		}
+		n.switches[node.Name] = sw
+	}
+	return n, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Switch returns the named switch, or nil.
+func (n *Network) Switch(name string) *SwitchNode { return n.switches[name] }
+
+// Attach binds agent to UDP port on the named host and schedules its Start at
+// the current time. It returns the agent's environment.
+func (n *Network) Attach(host string, udpPort uint16, agent emulator.Agent) (emulator.Env, error) {
+	h := n.hosts[host]
+	if h == nil {
+		return nil, fmt.Errorf("attach: %q is not a host of topology %s", host, n.Topology.Name)
+	}
+	if _, taken := h.agents[udpPort]; taken {
+		return nil, fmt.Errorf("attach: port %d on %s is taken", udpPort, host)
+	}
+	local := netip.AddrPortFrom(h.node.IP, udpPort)
+	hash := fnv.New64a()
+	b, _ := local.MarshalBinary()
+	hash.Write(b)
+	e := &hostEnv{host: h, local: local, agent: agent, rng: rand.New(rand.NewPCG(n.opts.Seed, hash.Sum64()))}
+	h.agents[udpPort] = e
+	n.Sim.At(n.Sim.now, func() { agent.Start(e) })
+	return e, nil
+}
+
+// PortStats are the counters of one egress port.
+type PortStats struct {
+	TxPackets, TxBytes uint64
+	Drops              uint64 // drop-tail: the queue was full
+	Lost, Duplicated   uint64 // injected impairments
+	Reordered          uint64
+	MaxQueueBytes      int64 // largest backlog seen, over all queues, excluding the frame on the wire
+	QueueBytes         int64 // current backlog
+}
+
+// Stats returns the counters of the egress port of node towards its port
+// number num.
+func (n *Network) Stats(node string, num int) (PortStats, error) {
+	if h := n.hosts[node]; h != nil && num == 1 {
+		return h.nic.stats(), nil
+	}
+	if sw := n.switches[node]; sw != nil && num >= 1 && num < len(sw.ports) {
+		return sw.ports[num].stats(), nil
+	}
+	return PortStats{}, fmt.Errorf("stats: no port %s:%d", node, num)
+}
+
+// HostStats are the receive counters of a host.
+type HostStats struct {
+	Delivered  uint64
+	NoListener uint64 // no agent on the destination port
+	Malformed  uint64 // not a UDP/IPv4 frame for this host
+}
+
+// HostStats returns the receive counters of a host.
+func (n *Network) HostStats(host string) HostStats {
+	if h := n.hosts[host]; h != nil {
+		return h.stats
+	}
+	return HostStats{}
+}
+
+// Tap calls f with every frame that starts transmission on the egress port
+// num of node (for captures). f must not keep or modify the frame.
+func (n *Network) Tap(node string, num int, f func(t Time, frame []byte)) error {
+	if h := n.hosts[node]; h != nil && num == 1 {
+		h.nic.tap = f
+		return nil
+	}
+	if sw := n.switches[node]; sw != nil && num >= 1 && num < len(sw.ports) {
+		sw.ports[num].tap = f
+		return nil
+	}
+	return fmt.Errorf("tap: no port %s:%d", node, num)
+}
+
+func (n *Network) packet(data []byte, prio int) *Packet {
+	var p *Packet
+	if k := len(n.free); k > 0 {
+		p = n.free[k-1]
+		n.free = n.free[:k-1]
+	} else {
+		p = new(Packet)
+	}
+	p.Data, p.prio = data, prio
+	return p
+}
+
+func (n *Network) release(p *Packet) {
+	p.Data = nil
+	n.free = append(n.free, p)
+}
+
+// receiver is a node that takes frames off a link.
+type receiver interface {
+	receive(in *port, p *Packet)
+}
+
+// port is one direction of a link: the egress queues of its sending side,
+// the wire, and the receiving side's ingress.
+type port struct {
+	net   *Network
+	tp    *topologies.Port
+	owner receiver // node that owns this port (receives what arrives on it)
+	peer  *port    // the other end, where transmitted frames arrive
+
+	rate    units.Rate
+	delay   Time
+	limit   int64 // bytes per queue; 0 = unlimited
+	queues  []fifo
+	qbytes  []int64
+	backlog int64
+	busy    bool
+
+	loss, dup, reorder float64
+	rng                *rand.Rand
+	tap                func(Time, []byte)
+
+	txPackets, txBytes, drops, lost, duplicated, reordered uint64
+	maxBacklog                                             int64
+}
+
+func (p *port) stats() PortStats {
+	return PortStats{
+		TxPackets: p.txPackets, TxBytes: p.txBytes, Drops: p.drops,
+		Lost: p.lost, Duplicated: p.duplicated, Reordered: p.reordered,
+		MaxQueueBytes: p.maxBacklog, QueueBytes: p.backlog,
+	}
+}
+
+// enqueue queues pkt for transmission at priority prio, or drops it when its
+// queue is full (drop-tail). An idle port starts sending at once.
+func (p *port) enqueue(pkt *Packet) {
+	if !p.busy {
+		p.transmit(pkt)
+		return
+	}
+	q := min(pkt.prio, len(p.queues)-1)
+	if q < 0 {
+		q = 0
+	}
+	size := int64(len(pkt.Data))
+	if p.limit > 0 && p.qbytes[q]+size > p.limit {
+		p.drops++
+		p.net.release(pkt)
+		return
+	}
+	p.queues[q].push(pkt)
+	p.qbytes[q] += size
+	p.backlog += size
+	p.maxBacklog = max(p.maxBacklog, p.backlog)
+}
+
+func (p *port) transmit(pkt *Packet) {
+	p.busy = true
+	p.txPackets++
+	p.txBytes += uint64(len(pkt.Data))
+	if p.tap != nil {
+		p.tap(p.net.Sim.now, pkt.Data)
+	}
+	tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
+	p.net.Sim.schedule(p.net.Sim.now+tx, p, pkt)
+}
+
+// fire runs when pkt has been fully serialized onto the wire.
+func (p *port) fire(s *Sim, pkt *Packet) {
+	p.propagate(s, pkt)
+	for q := len(p.queues) - 1; q >= 0; q-- {
+		if next := p.queues[q].pop(); next != nil {
+			size := int64(len(next.Data))
+			p.qbytes[q] -= size
+			p.backlog -= size
+			p.transmit(next)
+			return
+		}
+	}
+	p.busy = false
+}
+
+// propagate schedules pkt's arrival at the far end, applying impairments.
+func (p *port) propagate(s *Sim, pkt *Packet) {
+	at := s.now + p.delay
+	if p.rng != nil {
+		if p.loss > 0 && p.rng.Float64() < p.loss {
+			p.lost++
+			p.net.release(pkt)
+			return
+		}
+		if p.dup > 0 && p.rng.Float64() < p.dup {
+			p.duplicated++
+			s.schedule(at, arrival{p.peer}, p.net.packet(bytes.Clone(pkt.Data), pkt.prio))
+		}
+		if p.reorder > 0 && p.rng.Float64() < p.reorder {
+			// Hold the frame back by 1 to 16 of its own transmission times,
+			// so that frames sent right after it overtake it.
+			p.reordered++
+			tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
+			at += tx * Time(1+p.rng.IntN(16))
+		}
+	}
+	s.schedule(at, arrival{p.peer}, pkt)
+}
+
+// arrival is the event of a frame reaching the receiving side of a link.
+type arrival struct{ in *port }
+
+func (a arrival) fire(_ *Sim, pkt *Packet) { a.in.owner.receive(a.in, pkt) }
+
+// fifo is a queue of packets backed by a ring buffer.
+type fifo struct {
+	buf        []*Packet
+	head, size int
+}
+
+func (q *fifo) push(p *Packet) {
+	if q.size == len(q.buf) {
+		nb := make([]*Packet, max(16, 2*len(q.buf)))
+		for i := range q.size {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = p
+	q.size++
+}
+
+func (q *fifo) pop() *Packet {
+	if q.size == 0 {
+		return nil
+	}
+	p := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head = (q.head + 1) % len(q.buf)
+	q.size--
+	return p
+}
+
+// SwitchNode is a switch in the simulated network.
+type SwitchNode struct {
+	Node     *topologies.Node
+	Pipeline emulator.Pipeline
+
+	net     *Network
+	ports   []*port // by port number; ports[0] is unused
+	latency Time
+	// BadPort counts frames a pipeline emitted on a port that does not exist.
+	BadPort uint64
+}
+
+func (sw *SwitchNode) receive(in *port, pkt *Packet) {
+	if sw.latency > 0 {
+		sw.net.Sim.schedule(sw.net.Sim.now+sw.latency, process{sw, in.tp.Num}, pkt)
+		return
+	}
+	sw.process(in.tp.Num, pkt)
+}
+
+func (sw *SwitchNode) process(in int, pkt *Packet) {
+	data := pkt.Data
+	sw.net.release(pkt)
+	sw.Pipeline.Process(sw.net.Sim.now.Duration(), in, data, sw)
+}
+
+// process is the event of a frame leaving a switch's pipeline latency.
+type process struct {
+	sw *SwitchNode
+	in int
+}
+
+func (e process) fire(_ *Sim, pkt *Packet) { e.sw.process(e.in, pkt) }
+
+// Emit implements emulator.Emitter.
+func (sw *SwitchNode) Emit(port int, prio int, f []byte) {
+	if port < 1 || port >= len(sw.ports) {
+		sw.BadPort++
+		return
+	}
+	sw.ports[port].enqueue(sw.net.packet(f, prio))
+}
+
+// hostNode is a host: one NIC and the agents bound to its UDP ports.
+type hostNode struct {
+	net    *Network
+	node   *topologies.Node
+	nic    *port
+	agents map[uint16]*hostEnv
+	stats  HostStats
+}
+
+func (h *hostNode) receive(_ *port, pkt *Packet) {
+	data := pkt.Data
+	h.net.release(pkt)
+	hdr, payload, err := frame.ParseUDP(data)
+	if err != nil || hdr.Dst.Addr() != h.node.IP {
+		h.stats.Malformed++
+		return
+	}
+	e := h.agents[hdr.Dst.Port()]
+	if e == nil {
+		h.stats.NoListener++
+		return
+	}
+	h.stats.Delivered++
+	e.agent.Recv(hdr.Src, payload)
+}
+
+// hostEnv is an agent's emulator.Env on the simulated network.
+type hostEnv struct {
+	host  *hostNode
+	local netip.AddrPort
+	agent emulator.Agent
+	rng   *rand.Rand
+}
+
+func (e *hostEnv) Now() time.Duration  { return e.host.net.Sim.now.Duration() }
+func (e *hostEnv) Local() emulator.Addr { return e.local }
+func (e *hostEnv) Rand() *rand.Rand     { return e.rng }
+
+func (e *hostEnv) After(d time.Duration, f func()) emulator.Timer {
+	return e.host.net.Sim.After(FromDuration(d), f)
+}
+
+// Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
+// to the host itself is delivered without touching the network.
+func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
+	h := e.host
+	hdr := frame.UDP{SrcMAC: h.node.MAC, DstMAC: h.nic.peer.tp.MAC, Src: e.local, Dst: to}
+	data := frame.AppendUDP(make([]byte, 0, frame.HeaderLen+len(payload)), hdr, payload)
+	if to.Addr() == h.node.IP {
+		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
+		return
+	}
+	h.nic.enqueue(h.net.packet(data, 0))
+}
+
+type loopback struct{ h *hostNode }
+
+func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }

@@ -1,0 +1,263 @@
+package experiments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tracebed/tracebed/analysis"
+)
+
+// Kind is a kind of experiment (incast, ina, farmem, …): it knows how to read
+// the kind-specific sections of a spec and run them.
+type Kind interface {
+	// Name is the value of the spec's kind field.
+	Name() string
+	// Compile checks the workload, policies, scenarios and substrate of
+	// spec and returns what to run. Input errors are *yamlx.Error.
+	Compile(spec *Spec) (Experiment, error)
+}
+
+// Experiment is a compiled spec.
+type Experiment interface {
+	// Metrics lists the metrics every run reports, in table order.
+	Metrics() []analysis.MetricInfo
+	// Run executes one (policy, scenario, seed). It is called concurrently
+	// for different runs and must share no mutable state between them.
+	Run(ctx context.Context, r Run) (*analysis.Run, error)
+}
+
+// Summarizer is implemented by experiments that add tables of their own to
+// the per-scenario comparison, such as gains over a baseline.
+type Summarizer interface {
+	Summarize(res *analysis.Results) []analysis.Table
+}
+
+// Run identifies one run and carries its progress callback.
+type Run struct {
+	Policy    string
+	Scenario  string
+	Seed      int64
+	Substrate string
+	Scale     float64
+	// Progress reports the fraction of the run done, in [0, 1]. It is
+	// safe to call from the run's goroutine at any rate.
+	Progress func(done float64)
+}
+
+// Registry maps kind names to kinds. The binary builds one with every kind
+// it links; there is no global registry.
+type Registry struct {
+	kinds map[string]Kind
+}
+
+// NewRegistry returns a registry of kinds.
+func NewRegistry(kinds ...Kind) *Registry {
+	r := &Registry{kinds: map[string]Kind{}}
+	for _, k := range kinds {
+		r.kinds[k.Name()] = k
+	}
+	return r
+}
+
+// Names lists the registered kinds, sorted.
+func (r *Registry) Names() []string {
+	var names []string
+	for n := range r.kinds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Compile checks spec against its kind.
+func (r *Registry) Compile(spec *Spec) (Experiment, error) {
+	k := r.kinds[spec.Kind]
+	if k == nil {
+		return nil, spec.Errorf("kind", "%q is not a kind of experiment; want one of %s", spec.Kind, strings.Join(r.Names(), ", "))
+	}
+	return k.Compile(spec)
+}
+
+// Progress receives the progress of a whole execution.
+type Progress interface {
+	// Update reports done runs (fractional) out of total; it is called
+	// from several goroutines.
+	Update(done, total float64)
+}
+
+// Options tune an execution.
+type Options struct {
+	Parallel int    // concurrent runs; 0 means GOMAXPROCS
+	Version  string // recorded in results.json
+	Commit   string
+	Progress Progress // nil: none
+}
+
+// RunError is a failure of one run (as opposed to bad input).
+type RunError struct {
+	Run Run
+	Err error
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("run %s/%s/seed %d: %v", e.Run.Scenario, e.Run.Policy, e.Run.Seed, e.Err)
+}
+
+func (e *RunError) Unwrap() error { return e.Err }
+
+// Execute runs every (scenario, policy, seed) of spec, in parallel, and
+// returns the results in canonical order.
+func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*analysis.Results, error) {
+	res := &analysis.Results{
+		Schema: analysis.Schema, Experiment: spec.Name, Kind: spec.Kind,
+		Substrate: spec.Substrate, Seed: spec.Seeds[0], Seeds: spec.Seeds, Scale: spec.Scale,
+		Version: opts.Version, Commit: opts.Commit, Spec: filepath.ToSlash(spec.File), SpecHash: spec.Hash,
+		Metrics: exp.Metrics(),
+	}
+	for _, p := range spec.Policies {
+		res.Policies = append(res.Policies, p.Name)
+	}
+	for _, s := range spec.Scenarios {
+		res.Scenarios = append(res.Scenarios, s.Name)
+	}
+	var runs []Run
+	for _, sc := range spec.Scenarios {
+		for _, p := range spec.Policies {
+			for _, seed := range spec.Seeds {
+				runs = append(runs, Run{Policy: p.Name, Scenario: sc.Name, Seed: seed, Substrate: spec.Substrate, Scale: spec.Scale})
+			}
+		}
+	}
+	parallel := opts.Parallel
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		mu       sync.Mutex
+		fraction = make([]float64, len(runs))
+		out      = make([]*analysis.Run, len(runs))
+		errs     []error
+	)
+	report := func(i int, f float64) {
+		if opts.Progress == nil {
+			return
+		}
+		mu.Lock()
+		fraction[i] = min(max(f, fraction[i]), 1)
+		var sum float64
+		for _, v := range fraction {
+			sum += v
+		}
+		mu.Unlock()
+		opts.Progress.Update(sum, float64(len(runs)))
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(parallel, len(runs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r := runs[i]
+				r.Progress = func(f float64) { report(i, f) }
+				run, err := runOne(ctx, exp, r)
+				report(i, 1)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, &RunError{Run: r, Err: err})
+					cancel()
+				} else {
+					out[i] = run
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range runs {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, run := range out {
+		run.Policy, run.Scenario, run.Seed = runs[i].Policy, runs[i].Scenario, runs[i].Seed
+		res.Runs = append(res.Runs, *run)
+	}
+	res.Sort()
+	if err := res.Validate(); err != nil {
+		return nil, fmt.Errorf("experiment %s produced invalid results: %w", spec.Name, err)
+	}
+	return res, nil
+}
+
+// runOne runs r, turning a panic into an error that names the run.
+func runOne(ctx context.Context, exp Experiment, r Run) (run *analysis.Run, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	run, err = exp.Run(ctx, r)
+	if err == nil && run == nil {
+		err = errors.New("run returned no results")
+	}
+	return run, err
+}
+
+// Tables returns the comparison tables of res plus the experiment's own.
+func Tables(exp Experiment, res *analysis.Results) []analysis.Table {
+	tables := res.Comparison()
+	if s, ok := exp.(Summarizer); ok {
+		tables = append(tables, s.Summarize(res)...)
+	}
+	return tables
+}
+
+// Write stores res under dir/<experiment>/: results.json, results.csv and
+// results.md (the tables in Markdown). It returns the directory.
+func Write(dir string, res *analysis.Results, tables []analysis.Table) (string, error) {
+	out := filepath.Join(dir, res.Experiment)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	js, err := res.Marshal()
+	if err != nil {
+		return "", err
+	}
+	csv, err := res.CSV()
+	if err != nil {
+		return "", err
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# %s\n\nSpec `%s` (sha256 %.12s…), substrate %s, seeds %v, tracebed %s.\n\n", res.Experiment, res.Spec, res.SpecHash, res.Substrate, res.Seeds, res.Version)
+	for _, t := range tables {
+		if err := t.WriteMarkdown(&md); err != nil {
+			return "", err
+		}
+	}
+	for name, data := range map[string][]byte{"results.json": js, "results.csv": csv, "results.md": []byte(md.String())} {
+		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return out, nil
+}

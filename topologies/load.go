@@ -1,0 +1,371 @@
+package topologies
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/internal/yamlx"
+)
+
+// File is a topology as written in YAML, before validation. Generators produce
+// Files, so generated and hand-written topologies go through the same checks.
+type File struct {
+	Name     string `yaml:"name"`
+	Topology Body   `yaml:"topology"`
+}
+
+// Body is the topology section of a File.
+type Body struct {
+	Defaults Defaults    `yaml:"defaults,omitempty"`
+	Nodes    []NamedNode `yaml:"-"` // a YAML mapping, in file order
+	Links    []LinkSpec  `yaml:"links"`
+}
+
+// Defaults apply to every link and switch that does not set a field itself.
+type Defaults struct {
+	Link   LinkAttrs `yaml:"link,omitempty"`
+	Switch NodeSpec  `yaml:"switch,omitempty"`
+}
+
+// NamedNode is one entry of the nodes mapping.
+type NamedNode struct {
+	Name string
+	Spec NodeSpec
+	Pos  yamlx.Pos
+}
+
+// NodeSpec holds a node's fields as written.
+type NodeSpec struct {
+	Kind        string            `yaml:"kind,omitempty"`
+	IP          string            `yaml:"ip,omitempty"`
+	Aggregators *int              `yaml:"aggregators,omitempty"`
+	Queues      *int              `yaml:"queues,omitempty"`
+	Latency     *units.Duration   `yaml:"latency,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	At          yamlx.Where       `yaml:"-"`
+}
+
+// LinkAttrs are the physical attributes of a link.
+type LinkAttrs struct {
+	Rate      *units.Rate     `yaml:"rate,omitempty"`
+	Delay     *units.Duration `yaml:"delay,omitempty"`
+	Buffer    *units.Bytes    `yaml:"buffer,omitempty"`
+	Loss      *units.Fraction `yaml:"loss,omitempty"`
+	Duplicate *units.Fraction `yaml:"duplicate,omitempty"`
+	Reorder   *units.Fraction `yaml:"reorder,omitempty"`
+	At        yamlx.Where     `yaml:"-"`
+}
+
+// LinkSpec is one entry of the links list.
+type LinkSpec struct {
+	Endpoints []string `yaml:"endpoints,required"`
+	LinkAttrs `yaml:",inline"`
+}
+
+// Built-in defaults, used where neither a link nor the defaults section says.
+const (
+	DefaultRate        = 100 * units.Gbps
+	DefaultBuffer      = 1 * units.MiB
+	DefaultQueues      = 8
+	DefaultAggregators = 0
+	MaxQueues          = 64
+)
+
+// Load reads and validates a topology file.
+func Load(path string) (*Topology, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a topology; file names it in errors.
+func Parse(file string, data []byte) (*Topology, error) {
+	f, err := ParseFile(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return f.Build(file)
+}
+
+// ParseFile parses a topology file without validating it.
+func ParseFile(file string, data []byte) (*File, error) {
+	root, err := yamlx.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeFile(file, root, "")
+}
+
+// DecodeFile decodes a topology from a YAML node; path prefixes field names
+// in errors (an experiment spec may embed a topology).
+func DecodeFile(file string, root *yaml.Node, path string) (*File, error) {
+	pairs, err := yamlx.Pairs(file, root, path)
+	if err != nil {
+		return nil, err
+	}
+	var f File
+	var body *yaml.Node
+	for _, p := range pairs {
+		switch p.Key {
+		case "name":
+			if err := yamlx.Decode(file, p.Value, yamlx.JoinPath(path, "name"), &f.Name); err != nil {
+				return nil, err
+			}
+		case "topology":
+			body = p.Value
+		default:
+			return nil, yamlx.Errorf(p.Pos, yamlx.JoinPath(path, p.Key), "unknown field; known fields here: name, topology")
+		}
+	}
+	if body == nil {
+		return nil, yamlx.Errorf(yamlx.NodePos(file, root), yamlx.JoinPath(path, "topology"), "missing; a topology file has a topology section with nodes and links")
+	}
+	bpath := yamlx.JoinPath(path, "topology")
+	bpairs, err := yamlx.Pairs(file, body, bpath)
+	if err != nil {
+		return nil, err
+	}
+	var haveNodes, haveLinks bool
+	for _, p := range bpairs {
+		field := yamlx.JoinPath(bpath, p.Key)
+		switch p.Key {
+		case "defaults":
+			if err := yamlx.Decode(file, p.Value, field, &f.Topology.Defaults); err != nil {
+				return nil, err
+			}
+		case "nodes":
+			haveNodes = true
+			nodes, err := yamlx.Pairs(file, p.Value, field)
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range nodes {
+				nn := NamedNode{Name: n.Key, Pos: n.Pos}
+				if err := yamlx.Decode(file, n.Value, yamlx.JoinPath(field, n.Key), &nn.Spec); err != nil {
+					return nil, err
+				}
+				f.Topology.Nodes = append(f.Topology.Nodes, nn)
+			}
+		case "links":
+			haveLinks = true
+			if err := yamlx.Decode(file, p.Value, field, &f.Topology.Links); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, yamlx.Errorf(p.Pos, field, "unknown field; known fields here: defaults, nodes, links")
+		}
+	}
+	at := yamlx.NodePos(file, body)
+	if !haveNodes {
+		return nil, yamlx.Errorf(at, yamlx.JoinPath(bpath, "nodes"), "missing; list the hosts and switches")
+	}
+	if !haveLinks {
+		return nil, yamlx.Errorf(at, yamlx.JoinPath(bpath, "links"), "missing; list the links between nodes")
+	}
+	return &f, nil
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,31}$`)
+
+// Build validates f and returns the topology. Every error is a *yamlx.Error
+// naming the file, line and field (file positions are absent for generated
+// topologies that never were YAML).
+func (f *File) Build(file string) (*Topology, error) {
+	t := &Topology{Name: f.Name, File: file, byName: map[string]*Node{}, byIP: map[netip.Addr]*Node{}}
+	if t.Name == "" {
+		t.Name = strings.TrimSuffix(baseName(file), ".yaml")
+	}
+	defs := f.Topology.Defaults
+	pos := func(w yamlx.Where) yamlx.Pos {
+		if w.File == "" {
+			w.File = file
+		}
+		return w.Pos
+	}
+	var nhost, nswitch int
+	for _, nn := range f.Topology.Nodes {
+		s, path := nn.Spec, "topology.nodes."+nn.Name
+		w := s.At
+		if w.File == "" {
+			w.Pos = yamlx.Pos{File: file}
+			w.Path = path
+		}
+		if !nameRE.MatchString(nn.Name) {
+			return nil, yamlx.Errorf(pos(w), path, "node name %q: want a letter then up to 31 letters, digits, '_', '.' or '-'", nn.Name)
+		}
+		if _, dup := t.byName[nn.Name]; dup {
+			return nil, yamlx.Errorf(pos(w), path, "duplicate node name")
+		}
+		n := &Node{Name: nn.Name, Kind: Kind(s.Kind), Index: len(t.Nodes), Labels: s.Labels, Pos: pos(w)}
+		switch n.Kind {
+		case Host:
+			for key, set := range map[string]bool{"aggregators": s.Aggregators != nil, "queues": s.Queues != nil, "latency": s.Latency != nil} {
+				if set {
+					return nil, w.Errorf(key, "only switches have %s", key)
+				}
+			}
+			n.Queues = 1
+			n.MAC = HostMAC(n.Index)
+			n.IP = hostIP(nhost)
+			nhost++
+		case Switch:
+			n.Aggregators = pick(s.Aggregators, defs.Switch.Aggregators, DefaultAggregators)
+			n.Queues = pick(s.Queues, defs.Switch.Queues, DefaultQueues)
+			n.Latency = time.Duration(pick(s.Latency, defs.Switch.Latency, 0))
+			if n.Aggregators < 0 {
+				return nil, w.Errorf("aggregators", "%d is negative; want the number of aggregator slots, 0 or more", n.Aggregators)
+			}
+			if n.Queues < 1 || n.Queues > MaxQueues {
+				return nil, w.Errorf("queues", "%d egress queues; want 1 to %d", n.Queues, MaxQueues)
+			}
+			n.MAC = PortMAC(n.Index, 0)
+			n.IP = switchIP(nswitch)
+			nswitch++
+		case "":
+			return nil, w.Errorf("kind", "missing; want kind: host or kind: switch")
+		default:
+			return nil, w.Errorf("kind", "%q is not a node kind; want host or switch", s.Kind)
+		}
+		if s.IP != "" {
+			ip, err := netip.ParseAddr(s.IP)
+			if err != nil || !ip.Is4() {
+				return nil, w.Errorf("ip", "%q is not an IPv4 address", s.IP)
+			}
+			n.IP = ip
+		}
+		if other, dup := t.byIP[n.IP]; dup {
+			return nil, w.Errorf("ip", "address %s is already %s's", n.IP, other.Name)
+		}
+		t.byName[n.Name] = n
+		t.byIP[n.IP] = n
+		t.Nodes = append(t.Nodes, n)
+	}
+	if len(t.Nodes) == 0 {
+		return nil, yamlx.Errorf(yamlx.Pos{File: file}, "topology.nodes", "no nodes; a topology needs hosts and switches")
+	}
+	for i, ls := range f.Topology.Links {
+		path := fmt.Sprintf("topology.links[%d]", i)
+		w := ls.At
+		if w.File == "" {
+			w.Pos = yamlx.Pos{File: file}
+			w.Path = path
+		}
+		if len(ls.Endpoints) != 2 {
+			return nil, w.Errorf("endpoints", "%d endpoints; a link joins exactly two, e.g. [h1:eth0, s1:eth1]", len(ls.Endpoints))
+		}
+		l := &Link{
+			Index:     i,
+			Rate:      pick(ls.Rate, defs.Link.Rate, DefaultRate),
+			Delay:     time.Duration(pick(ls.Delay, defs.Link.Delay, 0)),
+			Buffer:    pick(ls.Buffer, defs.Link.Buffer, DefaultBuffer),
+			Loss:      float64(pick(ls.Loss, defs.Link.Loss, 0)),
+			Duplicate: float64(pick(ls.Duplicate, defs.Link.Duplicate, 0)),
+			Reorder:   float64(pick(ls.Reorder, defs.Link.Reorder, 0)),
+			Pos:       pos(w),
+		}
+		if l.Buffer <= 0 {
+			return nil, w.Errorf("buffer", "must be positive (e.g. 1MiB)")
+		}
+		var ends [2]*Port
+		for j, ep := range ls.Endpoints {
+			field := fmt.Sprintf("endpoints[%d]", j)
+			name, iface, _ := strings.Cut(ep, ":")
+			n := t.byName[name]
+			if n == nil {
+				return nil, w.Errorf(field, "unknown node %q (nodes: %s)", name, nodeNames(t, 8))
+			}
+			num := len(n.Ports) + 1
+			if iface == "" {
+				iface = fmt.Sprintf("eth%d", num)
+				if n.IsHost() {
+					iface = fmt.Sprintf("eth%d", num-1)
+				}
+			}
+			if !ifaceRE.MatchString(iface) {
+				return nil, w.Errorf(field, "interface name %q: want up to 15 letters, digits, '_', '.' or '-'", iface)
+			}
+			for _, p := range n.Ports {
+				if p.Iface == iface {
+					return nil, w.Errorf(field, "%s:%s is already used by the link at %s", name, iface, p.Link.Pos)
+				}
+			}
+			ends[j] = &Port{Num: num, Iface: iface, Node: n, Link: l, MAC: PortMAC(n.Index, num)}
+			if n.IsHost() {
+				ends[j].MAC = n.MAC
+			}
+			n.Ports = append(n.Ports, ends[j])
+		}
+		if ends[0].Node == ends[1].Node {
+			return nil, w.Errorf("endpoints", "both ends are on %s; a link joins two different nodes", ends[0].Node.Name)
+		}
+		l.A, l.B = ends[0], ends[1]
+		l.A.Peer, l.B.Peer = l.B, l.A
+		t.Links = append(t.Links, l)
+	}
+	for _, n := range t.Nodes {
+		if n.IsHost() && len(n.Ports) != 1 {
+			return nil, yamlx.Errorf(n.Pos, "topology.nodes."+n.Name, "host has %d links; tracebed hosts have exactly one (attach it to one switch)", len(n.Ports))
+		}
+	}
+	if err := t.checkConnected(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+
+func nodeNames(t *Topology, max int) string {
+	var names []string
+	for i, n := range t.Nodes {
+		if i == max {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, n.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkConnected verifies that every host reaches the first host through switches.
+func (t *Topology) checkConnected() error {
+	hosts := t.Hosts()
+	if len(hosts) == 0 {
+		return nil
+	}
+	dist := t.distances(hosts[0])
+	for _, h := range hosts[1:] {
+		if dist[h.Index] < 0 {
+			return yamlx.Errorf(h.Pos, "topology.nodes."+h.Name, "cannot reach %s: the topology is not connected", hosts[0].Name)
+		}
+	}
+	return nil
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// pick returns the node's or link's own value, else the defaults section's,
+// else tracebed's built-in default.
+func pick[T any](v, def *T, builtin T) T {
+	switch {
+	case v != nil:
+		return *v
+	case def != nil:
+		return *def
+	}
+	return builtin
+}
