@@ -33,7 +33,16 @@ type Results struct {
 	Policies   []string     `json:"policies"`  // in the spec's order
 	Scenarios  []string     `json:"scenarios"` // in the spec's order
 	Metrics    []MetricInfo `json:"metrics"`   // column definitions, in table order
+	SeriesInfo []SeriesInfo `json:"series_info,omitempty"`
 	Runs       []Run        `json:"runs"`
+}
+
+// SeriesInfo describes a series that runs record, for plots.
+type SeriesInfo struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"` // "cdf" (X values, Y cumulative fraction), "time" (X seconds), "xy"
+	XLabel string `json:"x_label"`
+	YLabel string `json:"y_label"`
 }
 
 // Better says which direction of a metric is an improvement.
@@ -63,6 +72,9 @@ type Run struct {
 	// Series are named point sequences a run records for plots, e.g. a
 	// CDF of job completion times or a quantity over time.
 	Series map[string][]Point `json:"series,omitempty"`
+	// Params are the scenario's numeric parameters (local memory ratio,
+	// aggregators, load, …), the x axis of sweep plots.
+	Params map[string]float64 `json:"params,omitempty"`
 }
 
 // Point is one (x, y) sample of a Series; it is written as [x, y].

@@ -34,6 +34,12 @@ type Experiment interface {
 	Run(ctx context.Context, r Run) (*analysis.Run, error)
 }
 
+// SeriesDescriber is implemented by experiments whose runs record series
+// (analysis.Run.Series) for plots.
+type SeriesDescriber interface {
+	SeriesInfo() []analysis.SeriesInfo
+}
+
 // Summarizer is implemented by experiments that add tables of their own to
 // the per-scenario comparison, such as gains over a baseline.
 type Summarizer interface {
@@ -121,6 +127,9 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 		Substrate: spec.Substrate, Seed: spec.Seeds[0], Seeds: spec.Seeds, Scale: spec.Scale,
 		Version: opts.Version, Commit: opts.Commit, Spec: filepath.ToSlash(spec.File), SpecHash: spec.Hash,
 		Metrics: exp.Metrics(),
+	}
+	if sd, ok := exp.(SeriesDescriber); ok {
+		res.SeriesInfo = sd.SeriesInfo()
 	}
 	for _, p := range spec.Policies {
 		res.Policies = append(res.Policies, p.Name)

@@ -1,0 +1,82 @@
+// Package p4rt is how tracebed's controllers talk P4Runtime
+// (github.com/p4lang/p4runtime, p4/v1) to a switch, on every substrate.
+//
+// A Device is a programmable data plane seen from the control plane: the Go
+// pipelines of p4/ implement it. A Client is what controllers use: the
+// in-process client (Local) calls a Device directly on the sim substrate;
+// the gRPC client speaks to the Go switch's P4Runtime server or to bmv2's
+// simple_switch_grpc on the netns substrate. Controllers look every id up by
+// name in the P4Info, so the same controller code drives all of them.
+package p4rt
+
+import (
+	"context"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+)
+
+// Device is a data plane programmable through P4Runtime entities.
+//
+// Errors are gRPC status errors (google.golang.org/grpc/status) with the
+// codes the P4Runtime specification gives: InvalidArgument for malformed
+// entities, NotFound for a missing entry, AlreadyExists for an INSERT of an
+// existing key, Unimplemented for entity types the device lacks. A Device
+// never panics on a malformed message.
+//
+// A Device is not safe for concurrent use with its packet path: on sim both
+// run on the event loop; the Go switch serializes control-plane calls with
+// packet processing.
+type Device interface {
+	// P4Info describes the device's tables, actions, registers, counters.
+	P4Info() *p4configv1.P4Info
+	// Write applies updates in order. It stops at the first failing update
+	// and returns its error; earlier updates stay applied (the P4Runtime
+	// CONTINUE_ON_ERROR atomicity is what the Go switch reports).
+	Write(updates []*p4v1.Update) error
+	// Read calls yield for every entity matching the (possibly wildcard)
+	// query entity, as P4Runtime Read does.
+	Read(query *p4v1.Entity, yield func(*p4v1.Entity) error) error
+}
+
+// Client is a controller's connection to one switch.
+type Client interface {
+	// P4Info is the pipeline description the switch runs.
+	P4Info() *p4configv1.P4Info
+	// Write sends one WriteRequest with the given updates.
+	Write(ctx context.Context, updates ...*p4v1.Update) error
+	// Read returns every entity matching the queries.
+	Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entity, error)
+}
+
+// Local returns an in-process Client for d (the sim substrate's control
+// channel). Calls go straight to the device; the caller must respect the
+// device's concurrency rule.
+func Local(d Device) Client { return local{d} }
+
+type local struct{ d Device }
+
+func (l local) P4Info() *p4configv1.P4Info { return l.d.P4Info() }
+
+func (l local) Write(ctx context.Context, updates ...*p4v1.Update) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.d.Write(updates)
+}
+
+func (l local) Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entity, error) {
+	var out []*p4v1.Entity
+	for _, q := range queries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := l.d.Read(q, func(e *p4v1.Entity) error {
+			out = append(out, e)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
