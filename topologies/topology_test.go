@@ -130,7 +130,9 @@ func TestBadTopologies(t *testing.T) {
 		line       int
 		field, msg string
 	}{
-		{"syntax", "name: t\ntopology: [\n", 2, "", "YAML syntax"},
+		{"syntax", "name: t\ntopology: [\n", 3, "", "YAML syntax"},
+		{"syntax mid-file", "name: t\ntopology:\n  nodes:\n    s1: {kind: switch\n  links: []\n", 4, "", "YAML syntax"},
+		{"tab", "name: t\ntopology:\n\tnodes: {}\n", 3, "", "YAML syntax"},
 		{"wrong type", head + "    - endpoints: [h1:eth0, s1:eth1]\n      rate: [1, 2]\n    - endpoints: [h2, s1]\n", 9, "topology.links[0].rate", "want a single value"},
 		{"unknown node", head + "    - endpoints: [h1:eth0, s9:eth1]\n    - endpoints: [h2, s1]\n", 8, "topology.links[0].endpoints[1]", `unknown node "s9"`},
 		{"negative rate", head + "    - endpoints: [h1, s1]\n      rate: -10Gbps\n    - endpoints: [h2, s1]\n", 9, "topology.links[0].rate", "must be positive"},

@@ -72,7 +72,8 @@ type Where struct {
 	keys map[string]Pos // position of each key's value
 }
 
-// Has reports whether key was present in the mapping.
+// Has reports whether key was present in the mapping. Items of a list value
+// are keys too: "endpoints[1]".
 func (w Where) Has(key string) bool {
 	_, ok := w.keys[key]
 	return ok
@@ -144,6 +145,12 @@ func syntaxError(file string, err error) *Error {
 			if n, err := strconv.Atoi(rest[:i]); err == nil {
 				line = n
 				msg = strings.TrimSpace(rest[i+1:])
+				// yaml.v3 prints parser errors (as opposed to scanner
+				// errors) with the 0-based line of the construct being
+				// parsed; make it 1-based like everything else.
+				if strings.HasPrefix(msg, "did not find expected") {
+					line++
+				}
 			}
 		}
 	}
@@ -459,7 +466,13 @@ func (d *decoder) structValue(n *yaml.Node, path string, v reflect.Value) error 
 			}
 			return Errorf(pos, JoinPath(path, p.Key), "unknown field; known fields here: %s", strings.Join(names, ", "))
 		}
-		where.keys[p.Key] = NodePos(d.file, resolve(p.Value))
+		val := resolve(p.Value)
+		where.keys[p.Key] = NodePos(d.file, val)
+		if val.Kind == yaml.SequenceNode {
+			for i, item := range val.Content {
+				where.keys[fmt.Sprintf("%s[%d]", p.Key, i)] = NodePos(d.file, resolve(item))
+			}
+		}
 		if err := d.value(p.Value, JoinPath(path, p.Key), v.FieldByIndex(fi.index)); err != nil {
 			return err
 		}

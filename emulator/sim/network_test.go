@@ -1,0 +1,365 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+func mustTopo(t testing.TB, yaml string) *topologies.Topology {
+	t.Helper()
+	top, err := topologies.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+func mustNet(t testing.TB, top *topologies.Topology, opts Options) (*Sim, *Network) {
+	t.Helper()
+	s := New()
+	n, err := NewNetwork(s, top, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, n
+}
+
+// sink records when and what arrives.
+type sink struct {
+	env   emulator.Env
+	times []time.Duration
+	seqs  []uint64
+	bytes int
+}
+
+func (k *sink) Start(env emulator.Env) { k.env = env }
+func (k *sink) Recv(_ emulator.Addr, b []byte) {
+	k.times = append(k.times, k.env.Now())
+	if len(b) >= 8 {
+		k.seqs = append(k.seqs, binary.BigEndian.Uint64(b))
+	}
+	k.bytes += len(b) + frame.HeaderLen
+}
+
+// burst sends n frames of payload bytes at Start, numbered from 0.
+type burst struct {
+	to      emulator.Addr
+	n, size int
+}
+
+func (b burst) Start(env emulator.Env) {
+	buf := make([]byte, b.size)
+	for i := range b.n {
+		if len(buf) >= 8 {
+			binary.BigEndian.PutUint64(buf, uint64(i))
+		}
+		env.Send(b.to, buf)
+	}
+}
+func (burst) Recv(emulator.Addr, []byte) {}
+
+const chain = `name: chain
+topology:
+  defaults:
+    switch: {latency: 300ns}
+  nodes:
+    s1: {kind: switch}
+    s2: {kind: switch}
+    h1: {kind: host}
+    h2: {kind: host}
+  links:
+    - {endpoints: [h1, s1], rate: 10Gbps, delay: 1us}
+    - {endpoints: [s1, s2], rate: 40Gbps, delay: 5us}
+    - {endpoints: [s2, h2], rate: 25Gbps, delay: 2us}
+`
+
+// TestOnePacketLatency: a lone frame's latency is the sum over hops of
+// size/rate + delay, plus each switch's pipeline latency.
+func TestOnePacketLatency(t *testing.T) {
+	top := mustTopo(t, chain)
+	for _, payload := range []int{0, 100, 1458, 8958} {
+		s, n := mustNet(t, top, Options{})
+		rx := &sink{}
+		dst := netip.AddrPortFrom(top.Node("h2").IP, 7)
+		n.Attach("h2", 7, rx)
+		n.Attach("h1", 7, burst{to: dst, n: 1, size: payload})
+		s.Run()
+		size := units.Bytes(payload + frame.HeaderLen)
+		var want Time
+		for _, l := range top.Links {
+			want += Time(units.TransmitTime(size, l.Rate)) + FromDuration(l.Delay)
+		}
+		want += 2 * 300 * Nanosecond
+		// Env.Now has nanosecond resolution: the arrival is want, truncated.
+		if len(rx.times) != 1 || rx.times[0] != want.Duration() {
+			t.Fatalf("payload %d: arrived at %v, want %v", payload, rx.times, want)
+		}
+	}
+}
+
+// TestSaturatedLink: a backlogged sender delivers exactly rate × time.
+func TestSaturatedLink(t *testing.T) {
+	top := mustTopo(t, `name: pair
+topology:
+  nodes: {s: {kind: switch}, a: {kind: host}, b: {kind: host}}
+  links:
+    - {endpoints: [a, s], rate: 10Gbps, delay: 2us, buffer: 64MiB}
+    - {endpoints: [s, b], rate: 10Gbps, delay: 2us, buffer: 64MiB}
+`)
+	s, n := mustNet(t, top, Options{})
+	rx := &sink{}
+	n.Attach("b", 1, rx)
+	const frames, size = 5000, 1500
+	n.Attach("a", 1, burst{to: netip.AddrPortFrom(top.Node("b").IP, 1), n: frames, size: size - frame.HeaderLen})
+	window := 2 * Millisecond
+	start := 100 * Microsecond
+	s.RunUntil(start)
+	before := len(rx.times)
+	s.RunUntil(start + window)
+	got := float64(len(rx.times)-before) * size * 8
+	want := float64(10*units.Gbps) * window.Seconds()
+	if math.Abs(got-want) > size*8 {
+		t.Fatalf("delivered %.0f bits in %v, want %.0f ± one frame", got, window, want)
+	}
+	s.Run()
+	if len(rx.times) != frames {
+		t.Fatalf("delivered %d of %d", len(rx.times), frames)
+	}
+	st, _ := n.Stats("a", 1)
+	if st.TxPackets != frames || st.Drops != 0 {
+		t.Fatalf("sender NIC %+v", st)
+	}
+}
+
+// TestDropTail: 3 frames fit a 3×size buffer behind the one on the wire;
+// everything beyond is dropped and counted.
+func TestDropTail(t *testing.T) {
+	for _, tt := range []struct {
+		buffer     units.Bytes
+		sent, fits int
+	}{
+		{3000, 10, 1 + 2}, // two full frames fit, one on the wire
+		{2999, 10, 1 + 1},
+		{1500, 10, 1 + 1},
+		{1499, 10, 1},
+		{15000, 10, 10},
+	} {
+		top := mustTopo(t, fmt.Sprintf(`name: dt
+topology:
+  nodes: {s: {kind: switch}, a: {kind: host}, b: {kind: host}}
+  links:
+    - {endpoints: [a, s], rate: 100Gbps}
+    - {endpoints: [s, b], rate: 1Gbps, buffer: %d}
+`, tt.buffer))
+		s, n := mustNet(t, top, Options{})
+		rx := &sink{}
+		n.Attach("b", 1, rx)
+		n.Attach("a", 1, burst{to: netip.AddrPortFrom(top.Node("b").IP, 1), n: tt.sent, size: 1500 - frame.HeaderLen})
+		s.Run()
+		st, _ := n.Stats("s", 2)
+		// The fast ingress delivers frame k at k·T_fast; the slow egress is
+		// busy for all of them, so the queue only grows.
+		if len(rx.times) != tt.fits || int(st.Drops) != tt.sent-tt.fits {
+			t.Errorf("buffer %v: delivered %d, dropped %d; want %d, %d", tt.buffer, len(rx.times), st.Drops, tt.fits, tt.sent-tt.fits)
+		}
+	}
+}
+
+// prioByPort is a test pipeline: frames from UDP port 2 go to queue 1.
+type prioByPort struct{ *fwd.Pipeline }
+
+func (p prioByPort) Process(now time.Duration, in int, f []byte, out emulator.Emitter) {
+	h, _, err := frame.ParseUDP(f)
+	if err != nil {
+		return
+	}
+	prio := 0
+	if h.Src.Port() == 2 {
+		prio = 1
+	}
+	ports := p.Route(h.Dst.Addr())
+	frame.DecTTL(f)
+	p.SendTo(ports[0], prio, f, out)
+}
+
+// TestStrictPriority: once both are queued, every high-priority frame leaves
+// before any queued low-priority frame.
+func TestStrictPriority(t *testing.T) {
+	top := mustTopo(t, `name: prio
+topology:
+  nodes: {s: {kind: switch, queues: 2}, lo: {kind: host}, hi: {kind: host}, r: {kind: host}}
+  links:
+    - {endpoints: [lo, s], rate: 100Gbps}
+    - {endpoints: [hi, s], rate: 100Gbps}
+    - {endpoints: [s, r], rate: 1Gbps}
+`)
+	s, n := mustNet(t, top, Options{Pipeline: func(_ *topologies.Node, f *fwd.Pipeline) (emulator.Pipeline, error) {
+		return prioByPort{f}, nil
+	}})
+	var order []uint16
+	n.Attach("r", 9, emulator.AgentFunc{OnRecv: func(from emulator.Addr, _ []byte) { order = append(order, from.Port()) }})
+	dst := netip.AddrPortFrom(top.Node("r").IP, 9)
+	n.Attach("lo", 1, burst{to: dst, n: 20, size: 1000})
+	n.Attach("hi", 2, burst{to: dst, n: 20, size: 1000})
+	s.Run()
+	got := fmt.Sprint(order)
+	// The first low-priority frame is already on the wire when the high
+	// ones arrive; then all 20 high-priority frames, then the rest.
+	want := fmt.Sprint(append(append([]uint16{1}, repeat(2, 20)...), repeat(1, 19)...))
+	if got != want {
+		t.Fatalf("departure order\n got %s\nwant %s", got, want)
+	}
+}
+
+func repeat(v uint16, n int) []uint16 {
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func TestImpairments(t *testing.T) {
+	const frames = 20000
+	run := func(seed uint64, attrs string) (*sink, PortStats) {
+		top := mustTopo(t, `name: imp
+topology:
+  nodes: {s: {kind: switch}, a: {kind: host}, b: {kind: host}}
+  links:
+    - {endpoints: [a, s], rate: 100Gbps, delay: 1us`+attrs+`}
+    - {endpoints: [s, b], rate: 100Gbps, delay: 1us, buffer: 64MiB}
+`)
+		s, n := mustNet(t, top, Options{Seed: seed})
+		rx := &sink{}
+		n.Attach("b", 1, rx)
+		n.Attach("a", 1, burst{to: netip.AddrPortFrom(top.Node("b").IP, 1), n: frames, size: 200})
+		s.Run()
+		st, _ := n.Stats("a", 1)
+		return rx, st
+	}
+	within := func(name string, got uint64, p float64) {
+		mean := p * frames
+		sd := math.Sqrt(frames * p * (1 - p))
+		if math.Abs(float64(got)-mean) > 5*sd {
+			t.Errorf("%s: %d events in %d frames, want %.0f ± %.0f", name, got, frames, mean, 5*sd)
+		}
+	}
+	rx, st := run(1, ", loss: 5%")
+	within("loss", st.Lost, 0.05)
+	if len(rx.seqs) != frames-int(st.Lost) {
+		t.Errorf("loss: received %d, want %d", len(rx.seqs), frames-int(st.Lost))
+	}
+	rx, st = run(1, ", duplicate: 1%")
+	within("duplicate", st.Duplicated, 0.01)
+	if len(rx.seqs) != frames+int(st.Duplicated) {
+		t.Errorf("duplicate: received %d, want %d", len(rx.seqs), frames+int(st.Duplicated))
+	}
+	rx, st = run(1, ", reorder: 1%")
+	within("reorder", st.Reordered, 0.01)
+	inversions := 0
+	for i := 1; i < len(rx.seqs); i++ {
+		if rx.seqs[i] < rx.seqs[i-1] {
+			inversions++
+		}
+	}
+	if inversions == 0 || len(rx.seqs) != frames {
+		t.Errorf("reorder: %d inversions, %d frames", inversions, len(rx.seqs))
+	}
+	// Same seed, same outcome; another seed, another outcome.
+	a, _ := run(7, ", loss: 1%, duplicate: 1%, reorder: 1%")
+	b, _ := run(7, ", loss: 1%, duplicate: 1%, reorder: 1%")
+	c, _ := run(8, ", loss: 1%, duplicate: 1%, reorder: 1%")
+	if fmt.Sprint(a.seqs, a.times) != fmt.Sprint(b.seqs, b.times) {
+		t.Error("same seed, different runs")
+	}
+	if fmt.Sprint(a.seqs) == fmt.Sprint(c.seqs) {
+		t.Error("different seeds, identical impairments")
+	}
+}
+
+// TestECMP: flows from one leaf to another spread over both spines, and one
+// flow always takes the same path.
+func TestECMP(t *testing.T) {
+	top, err := topologies.Open("leafspine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, n := mustNet(t, top, Options{})
+	rx := &sink{}
+	n.Attach("h16", 80, rx)
+	dst := netip.AddrPortFrom(top.Node("h16").IP, 80)
+	const flows, perFlow = 200, 5
+	for port := uint16(1000); port < 1000+flows; port++ {
+		n.Attach("h1", port, burst{to: dst, n: perFlow, size: 100})
+	}
+	s.Run()
+	up1, _ := n.Stats("leaf1", 5)
+	up2, _ := n.Stats("leaf1", 6)
+	if up1.TxPackets+up2.TxPackets != flows*perFlow || len(rx.times) != flows*perFlow {
+		t.Fatalf("uplinks carried %d + %d, delivered %d", up1.TxPackets, up2.TxPackets, len(rx.times))
+	}
+	if up1.TxPackets%perFlow != 0 || up2.TxPackets%perFlow != 0 {
+		t.Errorf("a flow was split across paths: %d / %d", up1.TxPackets, up2.TxPackets)
+	}
+	share := float64(up1.TxPackets) / float64(flows*perFlow)
+	if share < 0.35 || share > 0.65 {
+		t.Errorf("uplink 1 carried %.0f%% of the flows", 100*share)
+	}
+}
+
+func TestDropsAreCounted(t *testing.T) {
+	top := mustTopo(t, chain)
+	s, n := mustNet(t, top, Options{})
+	n.Attach("h1", 1, burst{to: netip.MustParseAddrPort("10.9.9.9:1"), n: 3, size: 10}) // no route
+	n.Attach("h1", 2, burst{to: netip.AddrPortFrom(top.Node("h2").IP, 99), n: 2, size: 10})  // no listener
+	s.Run()
+	p := n.Switch("s1").Pipeline.(*fwd.Pipeline)
+	if p.Counters.Drops[fwd.DropNoRoute] != 3 {
+		t.Errorf("no_route drops %d, want 3", p.Counters.Drops[fwd.DropNoRoute])
+	}
+	if hs := n.HostStats("h2"); hs.NoListener != 2 {
+		t.Errorf("h2 %+v, want 2 frames without listener", hs)
+	}
+}
+
+func TestLoopbackAndAttachErrors(t *testing.T) {
+	top := mustTopo(t, chain)
+	s, n := mustNet(t, top, Options{})
+	rx := &sink{}
+	n.Attach("h1", 5, rx)
+	n.Attach("h1", 6, burst{to: netip.AddrPortFrom(top.Node("h1").IP, 5), n: 2, size: 8})
+	s.Run()
+	if len(rx.times) != 2 || rx.times[0] != 0 {
+		t.Errorf("loopback delivered %v", rx.times)
+	}
+	if _, err := n.Attach("h1", 5, rx); err == nil || !strings.Contains(err.Error(), "taken") {
+		t.Errorf("double bind: %v", err)
+	}
+	if _, err := n.Attach("s1", 5, rx); err == nil {
+		t.Error("attached an agent to a switch")
+	}
+}
+
+func TestHostBuffer(t *testing.T) {
+	top := mustTopo(t, chain)
+	s, n := mustNet(t, top, Options{HostBuffer: 3000})
+	rx := &sink{}
+	n.Attach("h2", 1, rx)
+	n.Attach("h1", 1, burst{to: netip.AddrPortFrom(top.Node("h2").IP, 1), n: 10, size: 1500 - frame.HeaderLen})
+	s.Run()
+	st, _ := n.Stats("h1", 1)
+	if len(rx.times) != 3 || st.Drops != 7 {
+		t.Errorf("delivered %d, NIC drops %d; want 3 and 7", len(rx.times), st.Drops)
+	}
+}
