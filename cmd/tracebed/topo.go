@@ -115,4 +115,3 @@ func (a *app) topoShowCommand() *cobra.Command {
 func (a *app) loadTopology(path string, data []byte) (*topologies.Topology, error) {
 	return topologies.Parse(path, data)
 }
-

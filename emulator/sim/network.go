@@ -430,7 +430,7 @@ type hostEnv struct {
 	rng   *rand.Rand
 }
 
-func (e *hostEnv) Now() time.Duration  { return e.host.net.Sim.now.Duration() }
+func (e *hostEnv) Now() time.Duration   { return e.host.net.Sim.now.Duration() }
 func (e *hostEnv) Local() emulator.Addr { return e.local }
 func (e *hostEnv) Rand() *rand.Rand     { return e.rng }
 

@@ -321,8 +321,8 @@ func TestECMP(t *testing.T) {
 func TestDropsAreCounted(t *testing.T) {
 	top := mustTopo(t, chain)
 	s, n := mustNet(t, top, Options{})
-	n.Attach("h1", 1, burst{to: netip.MustParseAddrPort("10.9.9.9:1"), n: 3, size: 10}) // no route
-	n.Attach("h1", 2, burst{to: netip.AddrPortFrom(top.Node("h2").IP, 99), n: 2, size: 10})  // no listener
+	n.Attach("h1", 1, burst{to: netip.MustParseAddrPort("10.9.9.9:1"), n: 3, size: 10})     // no route
+	n.Attach("h1", 2, burst{to: netip.AddrPortFrom(top.Node("h2").IP, 99), n: 2, size: 10}) // no listener
 	s.Run()
 	p := n.Switch("s1").Pipeline.(*fwd.Pipeline)
 	if p.Counters.Drops[fwd.DropNoRoute] != 3 {

@@ -14,11 +14,11 @@ type inner struct {
 }
 
 type outer struct {
-	Name  string            `yaml:"name,required"`
-	List  []inner           `yaml:"list"`
-	Map   map[string]int    `yaml:"map"`
-	Ptr   *int              `yaml:"ptr"`
-	Flag  bool              `yaml:"flag"`
+	Name  string           `yaml:"name,required"`
+	List  []inner          `yaml:"list"`
+	Map   map[string]int   `yaml:"map"`
+	Ptr   *int             `yaml:"ptr"`
+	Flag  bool             `yaml:"flag"`
 	Inner `yaml:",inline"` // a, b and W promoted
 }
 
