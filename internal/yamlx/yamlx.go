@@ -133,7 +133,37 @@ func Parse(file string, data []byte) (*yaml.Node, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, Errorf(Pos{File: file}, "", "not a YAML document")
 	}
+	if n := expandedSize(doc.Content[0], map[*yaml.Node]int{}); n > MaxExpandedNodes {
+		return nil, Errorf(Pos{File: file}, "", "the document expands to more than %d values through aliases", MaxExpandedNodes)
+	}
 	return doc.Content[0], nil
+}
+
+// MaxExpandedNodes bounds the size of a document once its aliases are
+// expanded, so that a small file of nested aliases cannot make decoding
+// take exponential time.
+const MaxExpandedNodes = 1 << 20
+
+// expandedSize counts the values of n with aliases expanded, memoized so it
+// takes linear time; it saturates above MaxExpandedNodes.
+func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) int {
+	if v, ok := memo[n]; ok {
+		return v
+	}
+	memo[n] = MaxExpandedNodes + 1 // a node that contains itself is infinite
+	size := 1
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		size = expandedSize(n.Alias, memo)
+	}
+	for _, c := range n.Content {
+		size += expandedSize(c, memo)
+		if size > MaxExpandedNodes {
+			size = MaxExpandedNodes + 1
+			break
+		}
+	}
+	memo[n] = size
+	return size
 }
 
 // syntaxError turns yaml.v3's "yaml: line 3: ..." into an *Error at line 3.

@@ -104,3 +104,16 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestAliasBomb(t *testing.T) {
+	src := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	prev := "a"
+	for i := range 8 {
+		name := string(rune('b' + i))
+		src += name + ": &" + name + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n"
+		prev = name
+	}
+	if _, err := Parse("bomb.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "through aliases") {
+		t.Fatalf("alias bomb accepted: %v", err)
+	}
+}
