@@ -1,0 +1,250 @@
+// Package live runs tracebed's sans-IO agents for real: on UDP sockets, with
+// the wall clock. It is the agent runtime of the netns substrate, and works
+// in any network namespace: the caller opens each socket where it belongs
+// (for example inside a host's namespace) and hands it to Attach.
+//
+// Every agent gets its own event loop, a goroutine that runs the agent's
+// callbacks one at a time — Start, Recv for each datagram, timer functions
+// and functions posted with Post — so agents need no locks, exactly as on
+// the sim substrate. A reader goroutine per socket receives datagrams in
+// batches (recvmmsg) and queues them to the loop.
+package live
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/tracebed/tracebed/emulator"
+)
+
+// Runtime owns the loops of a run. Its zero value is not usable; call New.
+type Runtime struct {
+	start time.Time
+	seed  uint64
+
+	mu     sync.Mutex
+	loops  []*Loop
+	conns  []*net.UDPConn
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns a runtime whose clock starts now. Agents' random sources are
+// seeded from seed and their addresses.
+func New(seed uint64) *Runtime {
+	return &Runtime{start: time.Now(), seed: seed}
+}
+
+// Now returns the time since the runtime started.
+func (r *Runtime) Now() time.Duration { return time.Since(r.start) }
+
+// queueLen is how many events a loop buffers before its producers wait.
+const queueLen = 4096
+
+// Loop is an event loop: functions posted to it run one at a time, in order,
+// on its own goroutine.
+type Loop struct {
+	rt     *Runtime
+	events chan func()
+	quit   chan struct{}
+	once   sync.Once
+}
+
+// NewLoop starts an event loop that is not tied to a socket, for
+// controllers and drivers that need the same serialization as agents.
+func (r *Runtime) NewLoop() (*Loop, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("live: runtime closed")
+	}
+	l := &Loop{rt: r, events: make(chan func(), queueLen), quit: make(chan struct{})}
+	r.loops = append(r.loops, l)
+	r.wg.Add(1)
+	go l.run()
+	return l, nil
+}
+
+func (l *Loop) run() {
+	defer l.rt.wg.Done()
+	for {
+		select {
+		case f := <-l.events:
+			f()
+		case <-l.quit:
+			return
+		}
+	}
+}
+
+// Post queues f to run on the loop. It reports false, dropping f, once the
+// loop has stopped. Post may be called from any goroutine; from the loop
+// itself it must not be called more than queueLen times in one callback.
+func (l *Loop) Post(f func()) bool {
+	select {
+	case <-l.quit:
+		return false
+	default:
+	}
+	select {
+	case l.events <- f:
+		return true
+	case <-l.quit:
+		return false
+	}
+}
+
+func (l *Loop) stop() { l.once.Do(func() { close(l.quit) }) }
+
+// Now returns the runtime's clock.
+func (l *Loop) Now() time.Duration { return l.rt.Now() }
+
+// After runs f on the loop once d has elapsed, unless the returned timer is
+// stopped first. Stop must be called from the loop's goroutine.
+func (l *Loop) After(d time.Duration, f func()) emulator.Timer {
+	t := &timer{}
+	t.t = time.AfterFunc(max(d, 0), func() {
+		l.Post(func() {
+			if t.done {
+				return
+			}
+			t.done = true
+			f()
+		})
+	})
+	return t
+}
+
+// timer's done is only touched on its loop's goroutine.
+type timer struct {
+	t    *time.Timer
+	done bool
+}
+
+func (t *timer) Stop() bool {
+	if t.done {
+		return false
+	}
+	t.done = true
+	t.t.Stop()
+	return true
+}
+
+// Env is an agent's environment on a real socket. It implements emulator.Env.
+type Env struct {
+	*Loop
+	conn  *net.UDPConn
+	local netip.AddrPort
+	rng   *rand.Rand
+	agent emulator.Agent
+
+	mu        sync.Mutex
+	sendErrs  uint64
+	lastError error
+}
+
+// Attach binds agent to conn: it starts the agent's loop, calls Start on it,
+// and delivers every datagram conn receives to Recv. conn must be bound to a
+// specific IPv4 address (not the wildcard) so that Local is meaningful; the
+// runtime closes it when the runtime closes.
+func (r *Runtime) Attach(conn *net.UDPConn, agent emulator.Agent) (*Env, error) {
+	local, err := netip.ParseAddrPort(conn.LocalAddr().String())
+	if err != nil {
+		return nil, fmt.Errorf("live: local address %v: %w", conn.LocalAddr(), err)
+	}
+	l, err := r.NewLoop()
+	if err != nil {
+		return nil, err
+	}
+	h := fnv.New64a()
+	b, _ := local.MarshalBinary()
+	h.Write(b)
+	e := &Env{Loop: l, conn: conn, local: local, rng: rand.New(rand.NewPCG(r.seed, h.Sum64())), agent: agent}
+	r.mu.Lock()
+	r.conns = append(r.conns, conn)
+	r.mu.Unlock()
+	l.Post(func() { agent.Start(e) })
+	r.wg.Add(1)
+	go e.read()
+	return e, nil
+}
+
+// batch is how many datagrams one recvmmsg call may return.
+const batch = 64
+
+// read receives datagrams in batches until the socket is closed.
+func (e *Env) read() {
+	defer e.rt.wg.Done()
+	pc := ipv4.NewPacketConn(e.conn)
+	msgs := make([]ipv4.Message, batch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+	}
+	for {
+		n, err := pc.ReadBatch(msgs, 0)
+		if err != nil {
+			return // closed
+		}
+		for i := range n {
+			m := &msgs[i]
+			payload := make([]byte, m.N)
+			copy(payload, m.Buffers[0][:m.N])
+			var from netip.AddrPort
+			if ua, ok := m.Addr.(*net.UDPAddr); ok {
+				from = ua.AddrPort()
+				from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+			}
+			if !e.Post(func() { e.agent.Recv(from, payload) }) {
+				return
+			}
+		}
+	}
+}
+
+// Local implements emulator.Env.
+func (e *Env) Local() emulator.Addr { return e.local }
+
+// Rand implements emulator.Env.
+func (e *Env) Rand() *rand.Rand { return e.rng }
+
+// Send implements emulator.Env. A failed send (no route, full socket
+// buffer) is a lost datagram, as on any best-effort network; it is counted.
+func (e *Env) Send(to emulator.Addr, payload []byte) {
+	if _, err := e.conn.WriteToUDPAddrPort(payload, to); err != nil {
+		e.mu.Lock()
+		e.sendErrs++
+		e.lastError = err
+		e.mu.Unlock()
+	}
+}
+
+// SendErrors returns how many sends failed, and the last error.
+func (e *Env) SendErrors() (uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sendErrs, e.lastError
+}
+
+// Close stops every loop, closes every socket and waits for the runtime's
+// goroutines. Callbacks in progress finish; queued ones are dropped.
+func (r *Runtime) Close() {
+	r.mu.Lock()
+	r.closed = true
+	loops, conns := r.loops, r.conns
+	r.mu.Unlock()
+	for _, l := range loops {
+		l.stop()
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	r.wg.Wait()
+}
