@@ -6,11 +6,14 @@ package analysis
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Schema identifies the results file format. A reader rejects other schemas.
@@ -96,22 +99,64 @@ func (p *Point) UnmarshalJSON(b []byte) error {
 // Metrics are the numbers one run produces, by metric name.
 type Metrics map[string]float64
 
-// Validate checks that every metric is a finite number and known.
+// Validate checks that the file is consistent: the schema, metric
+// definitions (unique names, a known direction), and every run (a listed
+// policy and scenario, no run twice, every metric known and finite, series
+// and params finite).
 func (r *Results) Validate() error {
 	if r.Schema != Schema {
 		return fmt.Errorf("schema %q, want %q", r.Schema, Schema)
 	}
 	known := map[string]bool{}
-	for _, m := range r.Metrics {
+	for i, m := range r.Metrics {
+		if m.Name == "" {
+			return fmt.Errorf("metrics[%d]: no name", i)
+		}
+		if known[m.Name] {
+			return fmt.Errorf("metrics[%d]: metric %s is defined twice", i, m.Name)
+		}
+		switch m.Better {
+		case Lower, Higher, Either:
+		default:
+			return fmt.Errorf("metrics[%d] (%s): better is %q; want %q, %q or absent", i, m.Name, m.Better, Lower, Higher)
+		}
 		known[m.Name] = true
 	}
+	type key struct {
+		policy, scenario string
+		seed             int64
+	}
+	seen := map[key]int{}
 	for i, run := range r.Runs {
+		// Hand-made files may list no policies or scenarios; check
+		// membership only when they do.
+		if len(r.Policies) > 0 && !slices.Contains(r.Policies, run.Policy) {
+			return fmt.Errorf("runs[%d]: policy %q is not in policies %v", i, run.Policy, r.Policies)
+		}
+		if len(r.Scenarios) > 0 && !slices.Contains(r.Scenarios, run.Scenario) {
+			return fmt.Errorf("runs[%d]: scenario %q is not in scenarios %v", i, run.Scenario, r.Scenarios)
+		}
+		k := key{run.Policy, run.Scenario, run.Seed}
+		if j, dup := seen[k]; dup {
+			return fmt.Errorf("runs[%d]: %s/%s/seed %d is also runs[%d]", i, run.Policy, run.Scenario, run.Seed, j)
+		}
+		seen[k] = i
 		for name, v := range run.Metrics {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("runs[%d] (%s/%s/seed %d): metric %s is %v", i, run.Policy, run.Scenario, run.Seed, name, v)
 			}
 			if !known[name] {
 				return fmt.Errorf("runs[%d]: metric %s has no definition in metrics", i, name)
+			}
+		}
+		for name, pts := range run.Series {
+			if !finite(pts) {
+				return fmt.Errorf("runs[%d] (%s/%s/seed %d): series %s has a value that is not a finite number", i, run.Policy, run.Scenario, run.Seed, name)
+			}
+		}
+		for name, v := range run.Params {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("runs[%d] (%s/%s/seed %d): param %s is %v", i, run.Policy, run.Scenario, run.Seed, name, v)
 			}
 		}
 	}
@@ -145,35 +190,113 @@ func (r *Results) Marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Read loads a results file, rejecting files of another schema with a
-// message that says which.
+// ResultsFile is the name of the results file in a results directory.
+const ResultsFile = "results.json"
+
+// Read loads a results file (or the results.json of a results directory),
+// rejecting files of another schema or version, files that are not JSON and
+// inconsistent files with a message that says which and what was expected.
 func Read(path string) (*Results, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		path = filepath.Join(path, ResultsFile)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var probe struct {
-		Schema *string `json:"schema"`
+	schema, version, err := probeSchema(path, data)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("%s: not a tracebed results file: %v", path, err)
-	}
-	if probe.Schema == nil {
-		return nil, fmt.Errorf("%s: not a tracebed results file (no \"schema\" field; want %q)", path, Schema)
-	}
-	if *probe.Schema != Schema {
-		return nil, fmt.Errorf("%s: results schema %q is not supported by this tracebed (it reads %q)", path, *probe.Schema, Schema)
+	if schema != Schema {
+		return nil, fmt.Errorf("%s: %s", path, schemaMismatch(schema, version, Schema, "results"))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var r Results
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		by := ""
+		if version != "" {
+			by = ", written by tracebed " + version
+		}
+		return nil, fmt.Errorf("%s: %v (the file says %s%s; this tracebed reads that schema but not this field)", path, jsonError(data, err), schema, by)
 	}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return &r, nil
+}
+
+// probeSchema returns the schema and tracebed version a JSON file declares,
+// or an error saying why it is not a tracebed file.
+func probeSchema(path string, data []byte) (schema, version string, err error) {
+	var probe struct {
+		Schema  *string `json:"schema"`
+		Version string  `json:"tracebed_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			return "", "", fmt.Errorf("%s: not a tracebed file: the JSON holds %s, want an object with a \"schema\" field", path, te.Value)
+		}
+		if errors.As(err, &te) {
+			return "", "", fmt.Errorf("%s: not a tracebed file: field %q is %s, want a string", path, te.Field, te.Value)
+		}
+		return "", "", fmt.Errorf("%s: not a tracebed file: %v", path, jsonError(data, err))
+	}
+	if probe.Schema == nil {
+		return "", "", fmt.Errorf("%s: not a tracebed file (no \"schema\" field; want %q for results, %q for benchmarks)", path, Schema, BenchSchema)
+	}
+	return *probe.Schema, probe.Version, nil
+}
+
+// schemaMismatch explains why a file of schema got (written by tracebed
+// version) cannot be read where want is expected.
+func schemaMismatch(got, version, want, what string) string {
+	by := ""
+	if version != "" {
+		by = " by tracebed " + version
+	}
+	gotFamily, gotV, _ := strings.Cut(got, "/v")
+	wantFamily, wantV, _ := strings.Cut(want, "/v")
+	gotN, err1 := strconv.Atoi(gotV)
+	wantN, err2 := strconv.Atoi(wantV)
+	switch {
+	case gotFamily == wantFamily && err1 == nil && err2 == nil && gotN > wantN:
+		return fmt.Sprintf("%s schema %q was written%s, which is newer than this tracebed (it reads %q); use a newer tracebed", what, got, by, want)
+	case gotFamily == wantFamily && err1 == nil && err2 == nil && gotN < wantN:
+		return fmt.Sprintf("%s schema %q was written%s, an older format this tracebed no longer reads (it reads %q); rerun the experiment", what, got, by, want)
+	case got == BenchSchema:
+		return fmt.Sprintf("this is a benchmark file (%s, from tracebed bench), not %s (%s)", got, what, want)
+	case got == FiguresSchema:
+		return fmt.Sprintf("this is the data of the figures (%s), not %s (%s); use the results.json next to it", got, what, want)
+	case got == ProvenanceSchema:
+		return fmt.Sprintf("this is the record of how a run was made (%s), not %s (%s); use the results.json next to it", got, what, want)
+	}
+	return fmt.Sprintf("schema %q is not a tracebed %s file (want %q)", got, what, want)
+}
+
+// jsonError adds the line and column to a JSON syntax error.
+func jsonError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := lineCol(data, se.Offset)
+		return fmt.Errorf("line %d, column %d: %v", line, col, err)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		line, col := lineCol(data, te.Offset)
+		return fmt.Errorf("line %d, column %d: field %s: %s where %s was expected", line, col, te.Field, te.Value, te.Type)
+	}
+	return err
+}
+
+func lineCol(data []byte, off int64) (line, col int) {
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return line, col
 }
 
 // Summary is a metric aggregated over seeds.

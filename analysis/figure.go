@@ -1,0 +1,635 @@
+package analysis
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Figure is a plot described by its data: the lines it draws, their labels
+// and the axes. Figures are built from Results by Figures, rendered to PNG
+// and SVG by Render, and stored as figures.json next to the images so the
+// data behind every plot can be re-plotted elsewhere (pgfplots, matplotlib).
+// The golden tests check Figures, not pixels.
+type Figure struct {
+	// Name is the file base name, unique within one results directory
+	// (e.g. "jct_cdf-load-0.8").
+	Name    string `json:"name"`
+	Title   string `json:"title"`
+	Caption string `json:"caption"` // one sentence saying what the figure shows
+	XLabel  string `json:"x_label"` // with the unit in parentheses
+	YLabel  string `json:"y_label"`
+	Style   Style  `json:"style"`
+	LogX    bool   `json:"log_x,omitempty"`       // logarithmic x axis (sweeps over geometric values)
+	YFrom0  bool   `json:"y_from_zero,omitempty"` // y axis starts at zero (or below, for negative values)
+	Lines   []Line `json:"lines"`
+}
+
+// Style says how a figure draws its lines.
+type Style string
+
+// Figure styles.
+const (
+	// StyleStep draws each line as a staircase that steps up at every
+	// point (an empirical CDF).
+	StyleStep Style = "step"
+	// StyleLine joins the points of each line (a quantity over time).
+	StyleLine Style = "line"
+	// StyleLinePoints joins the points and marks each one, with error
+	// bars of ±Err where given (a sweep over a parameter).
+	StyleLinePoints Style = "linepoints"
+	// StyleScatter marks each point without joining them (events).
+	StyleScatter Style = "scatter"
+)
+
+// Line is one labelled line of a figure; Color is the index of its colour
+// and dash pattern, fixed per policy so a policy looks the same in every
+// figure of an experiment.
+type Line struct {
+	Label  string    `json:"label"`
+	Color  int       `json:"color"`
+	Points []Point   `json:"points"`
+	Err    []float64 `json:"err,omitempty"` // ± per point (sample std over seeds); nil when one seed
+}
+
+// MaxPoints bounds the points one line of a figure holds; longer series are
+// thinned evenly (keeping the first and last point) so that SVG files stay
+// small. figures.json holds the thinned data, as plotted.
+const MaxPoints = 1000
+
+// seriesDefault gives labels and a style to series recorded without a
+// SeriesInfo and adds the style series kinds do not imply. The names are the
+// conventions of the INA and far-memory experiments (docs/analysis.md).
+var seriesDefaults = map[string]struct {
+	info  SeriesInfo
+	style Style
+	what  string
+}{
+	"jct_cdf":           {SeriesInfo{Name: "jct_cdf", Kind: "cdf", XLabel: "job completion time (s)", YLabel: "fraction of jobs"}, StyleStep, "CDF of job completion time"},
+	"mem_util":          {SeriesInfo{Name: "mem_util", Kind: "time", XLabel: "time (s)", YLabel: "switch aggregator memory in use (fraction)"}, StyleLine, "switch memory utilization over time"},
+	"fault_latency_cdf": {SeriesInfo{Name: "fault_latency_cdf", Kind: "cdf", XLabel: "page fault latency (µs)", YLabel: "fraction of faults"}, StyleStep, "CDF of page fault latency"},
+	"blocking":          {SeriesInfo{Name: "blocking", Kind: "time", XLabel: "time (s)", YLabel: "blocking duration (ms)"}, StyleScatter, "blocking events over time (one mark per event)"},
+}
+
+// ParamLabels are axis labels for scenario parameters (Run.Params keys);
+// other keys are labelled with their name.
+var paramLabels = map[string]string{
+	"aggregators":        "switch memory (aggregators per switch)",
+	"load":               "offered load",
+	"local_memory_ratio": "local memory (fraction of working set)",
+	"senders":            "senders",
+}
+
+// reductions are the "reduction relative to a baseline" figures drawn when
+// the results hold the metric, the baseline policy and a sweep over the
+// parameter.
+var reductions = []struct {
+	metric, baseline, param, name, ylabel, what string
+}{
+	{"avg_jct_s", "noina", "aggregators", "jct-reduction", "training time reduction vs. noina (%)", "reduction of the average job completion time relative to host all-reduce (noina)"},
+}
+
+// Figures returns every figure the results support, in a fixed order:
+//
+//   - for each series (SeriesInfo order, then other recorded series by
+//     name) and each scenario: one figure with a line per policy. CDFs are
+//     pooled over seeds (the equal-weight mixture of the seeds' CDFs);
+//     other series show the first seed's run;
+//   - for a "blocking" series, also the cumulative count of blocking
+//     events over time;
+//   - for each scenario parameter (Run.Params key) that takes two or more
+//     values, and each metric: the metric against the parameter, a line per
+//     policy with ± the standard deviation over seeds, one figure per
+//     combination of the other parameters;
+//   - reductions relative to a baseline policy over a parameter sweep
+//     (training time reduction vs. switch memory size for INA).
+//
+// The result depends only on r, so equal results give equal figures.
+func Figures(r *Results) []Figure {
+	figs := []Figure{}
+	figs = append(figs, seriesFigures(r)...)
+	figs = append(figs, sweepFigures(r)...)
+	figs = append(figs, reductionFigures(r)...)
+	// Names are unique: a clash (a series named like a sweep) gets a suffix.
+	seen := map[string]bool{}
+	for i := range figs {
+		name := figs[i].Name
+		for n := 2; seen[name]; n++ {
+			name = fmt.Sprintf("%s-%d", figs[i].Name, n)
+		}
+		figs[i].Name = name
+		seen[name] = true
+	}
+	return figs
+}
+
+// color returns the colour index of a policy: its position in the spec.
+func (r *Results) color(policy string) int {
+	if i := slices.Index(r.Policies, policy); i >= 0 {
+		return i
+	}
+	return len(r.Policies)
+}
+
+// seriesInfos returns the described series then any other recorded series,
+// with defaults filled in.
+func (r *Results) seriesInfos() []SeriesInfo {
+	var infos []SeriesInfo
+	seen := map[string]bool{}
+	for _, si := range r.SeriesInfo {
+		if !seen[si.Name] {
+			infos = append(infos, si)
+			seen[si.Name] = true
+		}
+	}
+	var rest []string
+	for _, run := range r.Runs {
+		for name := range run.Series {
+			if !seen[name] {
+				seen[name] = true
+				rest = append(rest, name)
+			}
+		}
+	}
+	slices.Sort(rest)
+	for _, name := range rest {
+		si := SeriesInfo{Name: name, Kind: "xy", XLabel: "x", YLabel: name}
+		if d, ok := seriesDefaults[name]; ok {
+			si = d.info
+		}
+		infos = append(infos, si)
+	}
+	for i, si := range infos {
+		d, ok := seriesDefaults[si.Name]
+		if !ok {
+			continue
+		}
+		if si.XLabel == "" {
+			infos[i].XLabel = d.info.XLabel
+		}
+		if si.YLabel == "" {
+			infos[i].YLabel = d.info.YLabel
+		}
+		if si.Kind == "" {
+			infos[i].Kind = d.info.Kind
+		}
+	}
+	return infos
+}
+
+func seriesStyle(si SeriesInfo) Style {
+	if d, ok := seriesDefaults[si.Name]; ok {
+		return d.style
+	}
+	switch si.Kind {
+	case "cdf":
+		return StyleStep
+	case "time":
+		return StyleLine
+	}
+	return StyleLinePoints
+}
+
+func seriesWhat(si SeriesInfo) string {
+	if d, ok := seriesDefaults[si.Name]; ok {
+		return d.what
+	}
+	if si.Kind == "cdf" {
+		return "CDF of " + si.XLabel
+	}
+	return si.YLabel + " against " + si.XLabel
+}
+
+func seriesFigures(r *Results) []Figure {
+	var figs []Figure
+	for _, si := range r.seriesInfos() {
+		for _, sc := range r.Scenarios {
+			f := Figure{
+				Name:   fileName(si.Name + "-" + sc),
+				Title:  fmt.Sprintf("%s: %s, scenario %s", r.Experiment, si.Name, sc),
+				XLabel: si.XLabel, YLabel: si.YLabel, Style: seriesStyle(si),
+			}
+			var count Figure
+			if si.Name == "blocking" {
+				count = Figure{
+					Name:   fileName("blocking_count-" + sc),
+					Title:  fmt.Sprintf("%s: blocking events, scenario %s", r.Experiment, sc),
+					XLabel: "time (s)", YLabel: "blocking events so far", Style: StyleStep,
+				}
+			}
+			seeds := 0
+			for _, p := range r.Policies {
+				var per [][]Point
+				for _, run := range r.Runs {
+					if run.Scenario != sc || run.Policy != p {
+						continue
+					}
+					if s, ok := run.Series[si.Name]; ok {
+						per = append(per, s)
+					}
+				}
+				if len(per) == 0 {
+					continue
+				}
+				seeds = max(seeds, len(per))
+				pts := per[0]
+				if si.Kind == "cdf" && len(per) > 1 {
+					pts = MixCDF(per)
+				}
+				f.Lines = append(f.Lines, Line{Label: p, Color: r.color(p), Points: Thin(pts, MaxPoints)})
+				if count.Name != "" {
+					count.Lines = append(count.Lines, Line{Label: p, Color: r.color(p), Points: Thin(cumulativeCount(per[0]), MaxPoints)})
+				}
+			}
+			if len(f.Lines) == 0 {
+				continue
+			}
+			f.Caption = captionFor(seriesWhat(si), sc, r, seeds, si.Kind == "cdf")
+			f.YFrom0 = f.Style == StyleLine && nonNegative(f.Lines)
+			figs = append(figs, f)
+			if count.Name != "" {
+				count.Caption = captionFor("cumulative number of blocking events", sc, r, 1, false)
+				figs = append(figs, count)
+			}
+		}
+	}
+	return figs
+}
+
+func captionFor(what, sc string, r *Results, seeds int, pooled bool) string {
+	s := fmt.Sprintf("%s per policy, scenario %s (%s)", upperFirst(what), sc, r.Substrate)
+	switch {
+	case seeds > 1 && pooled:
+		s += fmt.Sprintf(", pooled over %d seeds", seeds)
+	case seeds > 1 || len(r.Seeds) > 1:
+		s += fmt.Sprintf(", seed %d", r.firstSeed())
+	}
+	return s + "."
+}
+
+func (r *Results) firstSeed() int64 {
+	if len(r.Runs) > 0 {
+		s := r.Runs[0].Seed
+		for _, run := range r.Runs {
+			s = min(s, run.Seed)
+		}
+		return s
+	}
+	return r.Seed
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// cumulativeCount turns events (X = start time) into the number of events
+// started by each time.
+func cumulativeCount(events []Point) []Point {
+	xs := make([]float64, len(events))
+	for i, e := range events {
+		xs[i] = e.X
+	}
+	slices.Sort(xs)
+	out := make([]Point, 0, len(xs)+1)
+	out = append(out, Point{0, 0})
+	for i, x := range xs {
+		out = append(out, Point{x, float64(i + 1)})
+	}
+	return out
+}
+
+// MixCDF returns the equal-weight mixture of empirical CDFs given as
+// step points (X ascending, Y the cumulative fraction at X): at each X of
+// any input, the mean over inputs of their value there. For inputs with
+// equal sample counts it is the CDF of the pooled samples.
+func MixCDF(cdfs [][]Point) []Point {
+	var xs []float64
+	for _, c := range cdfs {
+		for _, p := range c {
+			xs = append(xs, p.X)
+		}
+	}
+	slices.Sort(xs)
+	xs = slices.Compact(xs)
+	out := make([]Point, len(xs))
+	idx := make([]int, len(cdfs)) // next point of each input not yet ≤ x
+	for i, x := range xs {
+		var sum float64
+		for j, c := range cdfs {
+			for idx[j] < len(c) && c[idx[j]].X <= x {
+				idx[j]++
+			}
+			if idx[j] > 0 {
+				sum += c[idx[j]-1].Y
+			}
+		}
+		out[i] = Point{x, sum / float64(len(cdfs))}
+	}
+	return out
+}
+
+// Thin returns at most n points of pts, evenly spaced by index, always
+// keeping the first and the last.
+func Thin(pts []Point, n int) []Point {
+	if len(pts) <= n || n < 2 {
+		return pts
+	}
+	out := make([]Point, 0, n)
+	for i := range n - 1 {
+		out = append(out, pts[i*(len(pts)-1)/(n-1)])
+	}
+	return append(out, pts[len(pts)-1])
+}
+
+// sweepGroup is the scenarios of a sweep over one parameter that agree on
+// every other parameter.
+type sweepGroup struct {
+	key    string   // the swept parameter
+	fixed  string   // "other=value, …" for titles; "" when no other parameter varies
+	suffix string   // file name suffix for fixed
+	scens  []string // scenarios in spec order
+}
+
+// sweeps returns, for each parameter with two or more values across
+// scenarios, the groups of scenarios that sweep it.
+func (r *Results) sweeps() []sweepGroup {
+	params := r.scenarioParams()
+	keys := map[string]map[float64]bool{}
+	for _, ps := range params {
+		for k, v := range ps {
+			if keys[k] == nil {
+				keys[k] = map[float64]bool{}
+			}
+			keys[k][v] = true
+		}
+	}
+	var names []string
+	for k, vs := range keys {
+		if len(vs) >= 2 {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	var groups []sweepGroup
+	for _, key := range names {
+		var order []string
+		byFixed := map[string]*sweepGroup{}
+		for _, sc := range r.Scenarios {
+			ps, ok := params[sc]
+			if !ok {
+				continue
+			}
+			if _, ok := ps[key]; !ok {
+				continue
+			}
+			var others []string
+			for k := range ps {
+				if k != key && len(keys[k]) >= 2 {
+					others = append(others, k)
+				}
+			}
+			slices.Sort(others)
+			var fixed, suffix []string
+			for _, k := range others {
+				v := strconv.FormatFloat(ps[k], 'g', -1, 64)
+				fixed = append(fixed, k+"="+v)
+				suffix = append(suffix, k+"-"+v)
+			}
+			id := strings.Join(fixed, ", ")
+			g := byFixed[id]
+			if g == nil {
+				g = &sweepGroup{key: key, fixed: id, suffix: strings.Join(suffix, "-")}
+				byFixed[id] = g
+				order = append(order, id)
+			}
+			g.scens = append(g.scens, sc)
+		}
+		for _, id := range order {
+			g := byFixed[id]
+			xs := map[float64]bool{}
+			for _, sc := range g.scens {
+				xs[params[sc][key]] = true
+			}
+			if len(xs) >= 2 {
+				groups = append(groups, *g)
+			}
+		}
+	}
+	return groups
+}
+
+// scenarioParams returns each scenario's parameters (from its first run
+// that records any).
+func (r *Results) scenarioParams() map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for _, run := range r.Runs {
+		if _, ok := out[run.Scenario]; !ok && len(run.Params) > 0 {
+			out[run.Scenario] = run.Params
+		}
+	}
+	return out
+}
+
+func paramLabel(key string) string {
+	if l, ok := paramLabels[key]; ok {
+		return l
+	}
+	return key
+}
+
+func metricLabel(m MetricInfo) string {
+	if m.Unit != "" {
+		return fmt.Sprintf("%s (%s)", m.Name, m.Unit)
+	}
+	return m.Name
+}
+
+func sweepFigures(r *Results) []Figure {
+	params := r.scenarioParams()
+	var figs []Figure
+	for _, g := range r.sweeps() {
+		for _, m := range r.Metrics {
+			f := Figure{
+				Name:   fileName(joinNonEmpty("-", m.Name, "vs", g.key, g.suffix)),
+				Title:  joinNonEmpty(", ", fmt.Sprintf("%s: %s vs. %s", r.Experiment, m.Name, g.key), g.fixed),
+				XLabel: paramLabel(g.key), YLabel: metricLabel(m), Style: StyleLinePoints,
+			}
+			seeds := 0
+			for _, p := range r.Policies {
+				l := Line{Label: p, Color: r.color(p)}
+				var errs []float64
+				for _, sc := range g.scens {
+					s, ok := r.Aggregate(sc, p)[m.Name]
+					if !ok {
+						continue
+					}
+					seeds = max(seeds, s.N)
+					l.Points = append(l.Points, Point{params[sc][g.key], s.Mean})
+					errs = append(errs, s.Std)
+				}
+				if len(l.Points) == 0 {
+					continue
+				}
+				sortLine(&l, errs)
+				f.Lines = append(f.Lines, l)
+			}
+			if len(f.Lines) == 0 {
+				continue
+			}
+			f.Caption = sweepCaption(fmt.Sprintf("%s against %s", m.Name, paramLabel(g.key)), g, r, seeds, m.Description)
+			f.LogX, f.YFrom0 = geometric(f.Lines), true
+			figs = append(figs, f)
+		}
+	}
+	return figs
+}
+
+// sortLine orders a line's points by X, carrying errs along; errs are kept
+// only when one is non-zero.
+func sortLine(l *Line, errs []float64) {
+	idx := make([]int, len(l.Points))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(l.Points[a].X, l.Points[b].X) })
+	pts := make([]Point, len(idx))
+	es := make([]float64, len(idx))
+	any := false
+	for i, j := range idx {
+		pts[i] = l.Points[j]
+		es[i] = errs[j]
+		any = any || errs[j] != 0
+	}
+	l.Points = pts
+	if any {
+		l.Err = es
+	}
+}
+
+func sweepCaption(what string, g sweepGroup, r *Results, seeds int, desc string) string {
+	s := upperFirst(what) + " per policy"
+	if g.fixed != "" {
+		s += " (" + g.fixed + ")"
+	}
+	if seeds > 1 {
+		s += fmt.Sprintf("; mean ± standard deviation over %d seeds", seeds)
+	}
+	s += "."
+	if desc != "" {
+		s += " " + upperFirst(strings.TrimSuffix(desc, ".")) + "."
+	}
+	return s
+}
+
+func reductionFigures(r *Results) []Figure {
+	params := r.scenarioParams()
+	var figs []Figure
+	for _, red := range reductions {
+		if !slices.Contains(r.Policies, red.baseline) || !slices.ContainsFunc(r.Metrics, func(m MetricInfo) bool { return m.Name == red.metric }) {
+			continue
+		}
+		for _, g := range r.sweeps() {
+			if g.key != red.param {
+				continue
+			}
+			f := Figure{
+				Name:   fileName(joinNonEmpty("-", red.name, "vs", g.key, g.suffix)),
+				Title:  joinNonEmpty(", ", fmt.Sprintf("%s: %s vs. %s", r.Experiment, red.name, g.key), g.fixed),
+				XLabel: paramLabel(g.key), YLabel: red.ylabel, Style: StyleLinePoints,
+			}
+			for _, p := range r.Policies {
+				if p == red.baseline {
+					continue
+				}
+				l := Line{Label: p, Color: r.color(p)}
+				var errs []float64
+				for _, sc := range g.scens {
+					base, ok1 := r.Aggregate(sc, red.baseline)[red.metric]
+					v, ok2 := r.Aggregate(sc, p)[red.metric]
+					if !ok1 || !ok2 || base.Mean == 0 {
+						continue
+					}
+					l.Points = append(l.Points, Point{params[sc][g.key], 100 * (1 - v.Mean/base.Mean)})
+					errs = append(errs, 0)
+				}
+				if len(l.Points) == 0 {
+					continue
+				}
+				sortLine(&l, errs)
+				f.Lines = append(f.Lines, l)
+			}
+			if len(f.Lines) == 0 {
+				continue
+			}
+			f.Caption = sweepCaption(red.what+" against "+paramLabel(g.key), g, r, 0, "")
+			f.LogX, f.YFrom0 = geometric(f.Lines), true
+			if len(r.Seeds) > 1 {
+				f.Caption = strings.TrimSuffix(f.Caption, ".") + fmt.Sprintf("; from means over %d seeds.", len(r.Seeds))
+			}
+			figs = append(figs, f)
+		}
+	}
+	return figs
+}
+
+func nonNegative(lines []Line) bool {
+	for _, l := range lines {
+		for _, p := range l.Points {
+			if p.Y < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// geometric reports whether the x values of lines are positive and span a
+// factor of 8 or more, so that a logarithmic axis shows them evenly
+// (memory sizes 1024, 4096, 16384).
+func geometric(lines []Line) bool {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, l := range lines {
+		for _, p := range l.Points {
+			lo, hi = min(lo, p.X), max(hi, p.X)
+		}
+	}
+	return lo > 0 && hi/lo >= 8
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var keep []string
+	for _, p := range parts {
+		if p != "" {
+			keep = append(keep, p)
+		}
+	}
+	return strings.Join(keep, sep)
+}
+
+// fileName makes s safe as a file base name: letters, digits, '.', '_'
+// and '-' stay, anything else becomes '_'.
+func fileName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// finite reports whether every value of pts is a finite number.
+func finite(pts []Point) bool {
+	for _, p := range pts {
+		if math.IsNaN(p.X) || math.IsInf(p.X, 0) || math.IsNaN(p.Y) || math.IsInf(p.Y, 0) {
+			return false
+		}
+	}
+	return true
+}
