@@ -1,0 +1,219 @@
+// Package jobtrace reads, writes and generates traces of deep-learning
+// training jobs for the INA experiments: when each job arrives, which model
+// it trains, on how many workers and for how many iterations.
+//
+// Three formats are read:
+//
+//   - CSV with a header naming the columns (any order, extra columns are an
+//     error): id (optional), arrival, model, workers, iterations;
+//   - JSON Lines, one object per line with the same keys;
+//   - the Tiresias simulator's CSV (job_id, num_gpu, submit_time,
+//     iterations, model_name, duration, interval), recognised by its header.
+//
+// An arrival is a number of seconds ("12.5") or a Go duration ("1m30s").
+// Every error names the file, the line and the field, and says what would be
+// accepted. Model names are checked against workloads/models.
+//
+// The package also embeds small sample traces (Samples), among them a copy of
+// the Tiresias 60-job trace (see README.md in this directory).
+package jobtrace
+
+import (
+	"embed"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tracebed/tracebed/workloads/models"
+)
+
+// Samples holds the traces shipped with tracebed, by file name
+// ("tiresias-60job.csv", "sample.csv", "sample.jsonl").
+//
+//go:embed *.csv *.jsonl
+var Samples embed.FS
+
+// Job is one training job of a trace.
+type Job struct {
+	ID         int
+	Arrival    time.Duration // since the start of the trace
+	Model      string        // a workloads/models profile name
+	Workers    int           // one worker per host
+	Iterations int
+	Line       int // line of the trace it came from (0 if generated)
+}
+
+// Limits on the values a trace may hold.
+const (
+	MaxWorkers    = 4096
+	MaxIterations = 100_000_000
+	MaxArrival    = 365 * 24 * time.Hour
+)
+
+// Error is an input error in a trace: file, line and field.
+type Error struct {
+	File  string
+	Line  int
+	Field string // "" for errors about a whole line
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Line == 0:
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	case e.Field == "":
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+func errorf(file string, line int, field, format string, args ...any) *Error {
+	return &Error{File: file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Format is a trace file format.
+type Format string
+
+// Formats Parse recognises.
+const (
+	CSV      Format = "csv"
+	JSONL    Format = "jsonl"
+	Tiresias Format = "tiresias"
+)
+
+// Parse reads a trace in any of the formats, chosen by the file's extension
+// (.jsonl, .ndjson: JSON Lines; .csv: by its header). Jobs are returned in
+// arrival order (ties keep file order).
+func Parse(file string, data []byte) ([]Job, Format, error) {
+	lower := strings.ToLower(file)
+	if strings.HasSuffix(lower, ".jsonl") || strings.HasSuffix(lower, ".ndjson") {
+		jobs, err := ParseJSONL(file, data)
+		return jobs, JSONL, err
+	}
+	if IsTiresias(data) {
+		jobs, err := ParseTiresias(file, data)
+		return jobs, Tiresias, err
+	}
+	jobs, err := ParseCSV(file, data)
+	return jobs, CSV, err
+}
+
+// parseArrival reads seconds ("12.5") or a Go duration ("1m30s").
+func parseArrival(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, fmt.Errorf("empty; want seconds (12.5) or a duration (1m30s)")
+	}
+	if d, ok := exactSeconds(t); ok {
+		if d > MaxArrival {
+			return 0, fmt.Errorf("%q; want seconds from 0 to %g", s, MaxArrival.Seconds())
+		}
+		return d, nil
+	}
+	var d time.Duration
+	if v, err := strconv.ParseFloat(t, 64); err == nil {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > MaxArrival.Seconds() {
+			return 0, fmt.Errorf("%q; want seconds from 0 to %g", s, MaxArrival.Seconds())
+		}
+		d = time.Duration(math.Round(v * 1e9))
+	} else {
+		var err error
+		d, err = time.ParseDuration(t)
+		if err != nil {
+			return 0, fmt.Errorf("%q; want seconds (12.5) or a duration (1m30s)", s)
+		}
+		if d < 0 || d > MaxArrival {
+			return 0, fmt.Errorf("%q; want a duration from 0 to %v", s, MaxArrival)
+		}
+	}
+	return d, nil
+}
+
+func parseCount(s, what string, lo, hi int) (int, error) {
+	t := strings.TrimSpace(s)
+	v, err := strconv.Atoi(t)
+	if err != nil {
+		if f, ferr := strconv.ParseFloat(t, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1e15 {
+			v, err = int(f), nil
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%q; want a whole number of %s", s, what)
+	}
+	if v < lo || v > hi {
+		return 0, fmt.Errorf("%d; want %d to %d %s", v, lo, hi, what)
+	}
+	return v, nil
+}
+
+func parseModel(s string) (string, error) {
+	p, ok := models.Lookup(s)
+	if !ok {
+		return "", models.UnknownError(s)
+	}
+	return p.Name, nil
+}
+
+// check finishes a parsed trace: unique ids, arrival order.
+func check(file string, jobs []Job, idLines map[int]int) ([]Job, error) {
+	if len(jobs) == 0 {
+		return nil, errorf(file, 0, "", "no jobs")
+	}
+	_ = idLines
+	slices.SortStableFunc(jobs, func(a, b Job) int {
+		switch {
+		case a.Arrival < b.Arrival:
+			return -1
+		case a.Arrival > b.Arrival:
+			return 1
+		}
+		return 0
+	})
+	return jobs, nil
+}
+
+// uniqueID records id at line and reports a duplicate.
+func uniqueID(file string, ids map[int]int, id, line int, field string) error {
+	if prev, ok := ids[id]; ok {
+		return errorf(file, line, field, "job id %d is used twice (first on line %d)", id, prev)
+	}
+	ids[id] = line
+	return nil
+}
+
+// exactSeconds parses a plain decimal number of seconds with at most nine
+// fractional digits ("12", "0.000000001") exactly.
+func exactSeconds(t string) (time.Duration, bool) {
+	whole, frac, _ := strings.Cut(t, ".")
+	if whole == "" || len(whole) > 11 || len(frac) > 9 {
+		return 0, false
+	}
+	for _, r := range whole + frac {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	w, _ := strconv.ParseInt(whole, 10, 64)
+	var ns int64
+	if frac != "" {
+		ns, _ = strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
+	}
+	return time.Duration(w)*time.Second + time.Duration(ns), true
+}
+
+// FormatArrival writes an arrival as seconds, exactly (nanosecond
+// precision), so that parsing it gives d back.
+func FormatArrival(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	s := strconv.FormatInt(int64(d/time.Second), 10)
+	if ns := int64(d % time.Second); ns != 0 {
+		s += "." + strings.TrimRight(fmt.Sprintf("%09d", ns), "0")
+	}
+	return s
+}
