@@ -1,0 +1,634 @@
+package ina
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// MaxRound is the open end of a binding's round range.
+const MaxRound = math.MaxUint32
+
+// Binding is one entry of the job table: packets of job Job whose round lies
+// in [FromRound, ToRound] aggregate in the pool [Base, Base+Size) of the
+// switch, in mode Mode. A job has one open-ended binding (ToRound = MaxRound)
+// and, while it is being moved, older bindings that cover the rounds still in
+// flight (see Controller.Rebind and docs/ina-dataplane.md).
+type Binding struct {
+	Job       uint16
+	FromRound uint32
+	ToRound   uint32
+	Mode      uint8
+	// Gen tags the aggregator cells the binding writes; cells with another
+	// generation are treated as empty (pool mode) or held by another job
+	// (shared mode). It must be nonzero and unique on the switch.
+	Gen     uint32
+	Base    uint32
+	Size    uint32
+	Workers uint8
+	// Group is the multicast group of the job's workers (SetGroup).
+	Group uint16
+	// PS is the job's parameter server: where collisions and flushes go in
+	// shared mode. The zero value means none.
+	PS netip.AddrPort
+}
+
+// Check validates b against a switch with the given number of aggregators.
+func (b Binding) Check(aggregators int) error {
+	switch {
+	case b.Job >= MaxJobs:
+		return fmt.Errorf("binding: job %d, want below %d", b.Job, MaxJobs)
+	case b.FromRound > b.ToRound:
+		return fmt.Errorf("binding of job %d: rounds %d..%d are empty", b.Job, b.FromRound, b.ToRound)
+	case b.Mode != ModePool && b.Mode != ModeShared:
+		return fmt.Errorf("binding of job %d: mode %d, want %d (pool) or %d (shared)", b.Job, b.Mode, ModePool, ModeShared)
+	case b.Gen == 0:
+		return fmt.Errorf("binding of job %d: generation 0 is reserved for free cells", b.Job)
+	case b.Size == 0 || uint64(b.Base)+uint64(b.Size) > uint64(aggregators):
+		return fmt.Errorf("binding of job %d: pool [%d, %d) outside the switch's %d aggregators", b.Job, b.Base, uint64(b.Base)+uint64(b.Size), aggregators)
+	case b.Workers == 0 || b.Workers > MaxWorkers:
+		return fmt.Errorf("binding of job %d: %d workers, want 1 to %d", b.Job, b.Workers, MaxWorkers)
+	case b.Mode == ModeShared && !b.PS.IsValid():
+		return fmt.Errorf("binding of job %d: shared mode needs a parameter server", b.Job)
+	case b.PS.IsValid() && !b.PS.Addr().Is4():
+		return fmt.Errorf("binding of job %d: parameter server %v is not IPv4", b.Job, b.PS)
+	}
+	return nil
+}
+
+// Entry returns b as an entry of TableJobs.
+func (b Binding) Entry(n *p4rt.Names) (*p4v1.TableEntry, error) {
+	var ps uint64
+	if b.PS.IsValid() {
+		a := b.PS.Addr().As4()
+		ps = uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
+	}
+	return n.TableEntry(TableJobs,
+		[]p4rt.Match{p4rt.Exact(FieldJob, uint64(b.Job)), p4rt.Range(FieldRound, uint64(b.FromRound), uint64(b.ToRound))},
+		ActionBind, []p4rt.Arg{
+			p4rt.P(ParamMode, uint64(b.Mode)), p4rt.P(ParamGen, uint64(b.Gen)),
+			p4rt.P(ParamBase, uint64(b.Base)), p4rt.P(ParamSize, uint64(b.Size)),
+			p4rt.P(ParamWorkers, uint64(b.Workers)), p4rt.P(ParamGroup, uint64(b.Group)),
+			p4rt.P(ParamPSAddr, ps), p4rt.P(ParamPSPort, uint64(b.PS.Port())),
+		}, 1)
+}
+
+// ParseBinding decodes an entry of TableJobs.
+func ParseBinding(n *p4rt.Names, te *p4v1.TableEntry) (Binding, error) {
+	var b Binding
+	tid, err := n.TableID(TableJobs)
+	if err != nil {
+		return b, err
+	}
+	if te.GetTableId() != tid {
+		return b, fmt.Errorf("entry of table %#x is not a job binding", te.GetTableId())
+	}
+	jobID, _ := n.MatchFieldID(TableJobs, FieldJob)
+	roundID, _ := n.MatchFieldID(TableJobs, FieldRound)
+	b.ToRound = MaxRound // an omitted range field matches every round
+	for _, m := range te.GetMatch() {
+		switch m.GetFieldId() {
+		case jobID:
+			v, err := p4rt.DecodeUint(m.GetExact().GetValue(), 16)
+			if err != nil {
+				return b, fmt.Errorf("job binding: %s: %w", FieldJob, err)
+			}
+			b.Job = uint16(v)
+		case roundID:
+			lo, err := p4rt.DecodeUint(m.GetRange().GetLow(), 32)
+			if err != nil {
+				return b, fmt.Errorf("job binding: %s low: %w", FieldRound, err)
+			}
+			hi, err := p4rt.DecodeUint(m.GetRange().GetHigh(), 32)
+			if err != nil {
+				return b, fmt.Errorf("job binding: %s high: %w", FieldRound, err)
+			}
+			b.FromRound, b.ToRound = uint32(lo), uint32(hi)
+		}
+	}
+	act := te.GetAction().GetAction()
+	bindID, _ := n.ActionID(ActionBind)
+	if act.GetActionId() != bindID {
+		return b, fmt.Errorf("job binding runs action %#x, not %s", act.GetActionId(), ActionBind)
+	}
+	bindAct, err := n.Action(ActionBind)
+	if err != nil {
+		return b, err
+	}
+	names := map[uint32]string{}
+	for _, ap := range bindAct.GetParams() {
+		names[ap.GetId()] = ap.GetName()
+	}
+	var psAddr, psPort uint64
+	for _, p := range act.GetParams() {
+		name := names[p.GetParamId()]
+		v, err := p4rt.DecodeUint(p.GetValue(), 64)
+		if err != nil {
+			return b, fmt.Errorf("job binding: param %q: %w", name, err)
+		}
+		switch name {
+		case ParamMode:
+			b.Mode = uint8(v)
+		case ParamGen:
+			b.Gen = uint32(v)
+		case ParamBase:
+			b.Base = uint32(v)
+		case ParamSize:
+			b.Size = uint32(v)
+		case ParamWorkers:
+			b.Workers = uint8(v)
+		case ParamGroup:
+			b.Group = uint16(v)
+		case ParamPSAddr:
+			psAddr = v
+		case ParamPSPort:
+			psPort = v
+		}
+	}
+	if psAddr != 0 {
+		b.PS = netip.AddrPortFrom(ipv4(uint32(psAddr)), uint16(psPort))
+	}
+	return b, nil
+}
+
+func ipv4(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func ipv4Uint(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func macUint(m frame.MAC) uint64 {
+	var v uint64
+	for _, c := range m {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+// Member is one worker of a multicast group: the switch port a result copy
+// leaves on towards the worker, the worker's UDP address and the Ethernet
+// addresses of the link behind the port.
+type Member struct {
+	Port           uint32
+	Addr           netip.AddrPort
+	SrcMAC, DstMAC frame.MAC
+}
+
+// Members computes the group members of workers for switch sw of top: each
+// copy leaves on the first shortest-path port towards the worker, so results
+// reach workers several hops away.
+func Members(top *topologies.Topology, sw string, workers []netip.AddrPort) ([]Member, error) {
+	node := top.Node(sw)
+	if node == nil || node.IsHost() {
+		return nil, fmt.Errorf("members: %q is not a switch of %s", sw, top.Name)
+	}
+	routes := top.Routes()[sw]
+	var out []Member
+	for _, w := range workers {
+		ports := routes[w.Addr()]
+		if len(ports) == 0 {
+			return nil, fmt.Errorf("members: switch %s has no route to worker %v", sw, w)
+		}
+		p := node.Ports[ports[0]-1]
+		out = append(out, Member{Port: uint32(p.Num), Addr: w, SrcMAC: p.MAC, DstMAC: p.Peer.MAC})
+	}
+	return out, nil
+}
+
+// Controller programs the INA data plane of one switch through P4Runtime.
+// It keeps no state of its own: everything it needs it reads back from the
+// switch, so several controllers (or a restarted one) agree.
+type Controller struct {
+	c p4rt.Client
+	n *p4rt.Names
+}
+
+// NewController returns a controller for the switch behind c.
+func NewController(c p4rt.Client) (*Controller, error) {
+	n, err := p4rt.NewNames(c.P4Info())
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{c: c, n: n}, nil
+}
+
+// Names returns the index of the switch's P4Info.
+func (c *Controller) Names() *p4rt.Names { return c.n }
+
+// Client returns the P4Runtime client.
+func (c *Controller) Client() p4rt.Client { return c.c }
+
+// GroupUpdates returns the updates that create (INSERT) or replace (MODIFY)
+// multicast group g with members: the group itself (replica i has instance
+// i+1) and one TableReplicas entry per replica.
+func (c *Controller) GroupUpdates(t p4v1.Update_Type, g uint16, members []Member) ([]*p4v1.Update, error) {
+	if g == 0 {
+		return nil, fmt.Errorf("multicast group 0 is reserved")
+	}
+	var reps []p4rt.Replica
+	var ups []*p4v1.Update
+	for i, m := range members {
+		if !m.Addr.Addr().Is4() {
+			return nil, fmt.Errorf("group %d: member %v is not IPv4", g, m.Addr)
+		}
+		reps = append(reps, p4rt.Replica{Port: m.Port, Instance: uint32(i + 1)})
+		te, err := c.n.TableEntry(TableReplicas,
+			[]p4rt.Match{p4rt.Exact(FieldGroup, uint64(g)), p4rt.Exact(FieldRID, uint64(i+1))},
+			ActionReplica, []p4rt.Arg{
+				p4rt.P(ParamAddr, uint64(ipv4Uint(m.Addr.Addr()))), p4rt.P(ParamPort, uint64(m.Addr.Port())),
+				p4rt.P(ParamDstMAC, macUint(m.DstMAC)), p4rt.P(ParamSrcMAC, macUint(m.SrcMAC)),
+			}, 0)
+		if err != nil {
+			return nil, err
+		}
+		ups = append(ups, &p4v1.Update{Type: t, Entity: p4rt.Table(te)})
+	}
+	return append([]*p4v1.Update{{Type: t, Entity: p4rt.MulticastGroup(uint32(g), reps)}}, ups...), nil
+}
+
+// SetGroup creates multicast group g with members.
+func (c *Controller) SetGroup(ctx context.Context, g uint16, members []Member) error {
+	ups, err := c.GroupUpdates(p4v1.Update_INSERT, g, members)
+	if err != nil {
+		return err
+	}
+	return c.c.Write(ctx, ups...)
+}
+
+// DeleteGroup removes multicast group g and its replica entries; n is the
+// number of members it was created with.
+func (c *Controller) DeleteGroup(ctx context.Context, g uint16, n int) error {
+	ups := []*p4v1.Update{p4rt.Delete(p4rt.MulticastGroup(uint32(g), nil))}
+	for i := range n {
+		te, err := c.n.TableEntry(TableReplicas,
+			[]p4rt.Match{p4rt.Exact(FieldGroup, uint64(g)), p4rt.Exact(FieldRID, uint64(i+1))},
+			ActionReplica, []p4rt.Arg{p4rt.P(ParamAddr, 0), p4rt.P(ParamPort, 0), p4rt.P(ParamDstMAC, 0), p4rt.P(ParamSrcMAC, 0)}, 0)
+		if err != nil {
+			return err
+		}
+		ups = append(ups, p4rt.Delete(p4rt.Table(te)))
+	}
+	return c.c.Write(ctx, ups...)
+}
+
+// Bind installs b and resets the job's round registers, so that Rebind and
+// Drained see only this job's progress.
+func (c *Controller) Bind(ctx context.Context, b Binding) error {
+	te, err := b.Entry(c.n)
+	if err != nil {
+		return err
+	}
+	ups := []*p4v1.Update{p4rt.Insert(p4rt.Table(te))}
+	for _, reg := range []string{RegJobRound, RegJobWorkers} {
+		re, err := c.n.RegisterEntry(reg, int64(b.Job), 0)
+		if err != nil {
+			return err
+		}
+		ups = append(ups, p4rt.Modify(p4rt.Register(re)))
+	}
+	return c.c.Write(ctx, ups...)
+}
+
+// Bindings returns the job's bindings, ordered by FromRound.
+func (c *Controller) Bindings(ctx context.Context, job uint16) ([]Binding, error) {
+	q, err := c.n.TableQuery(TableJobs)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := c.c.Read(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", TableJobs, err)
+	}
+	var out []Binding
+	for _, e := range ents {
+		b, err := ParseBinding(c.n, e.GetTableEntry())
+		if err != nil {
+			return nil, err
+		}
+		if b.Job == job {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, func(a, b Binding) int { return int(int64(a.FromRound) - int64(b.FromRound)) })
+	return out, nil
+}
+
+// Progress reads the highest round the switch has seen from the job's
+// workers and the bitmap of the workers seen in that round.
+func (c *Controller) Progress(ctx context.Context, job uint16) (round, workers uint32, err error) {
+	var vals [2]uint32
+	for i, reg := range []string{RegJobRound, RegJobWorkers} {
+		v, err := c.ReadRegister(ctx, reg, int64(job))
+		if err != nil {
+			return 0, 0, err
+		}
+		vals[i] = uint32(v)
+	}
+	return vals[0], vals[1], nil
+}
+
+// ReadRegister reads one cell of the named register.
+func (c *Controller) ReadRegister(ctx context.Context, reg string, index int64) (uint64, error) {
+	q, err := c.n.RegisterQuery(reg, index)
+	if err != nil {
+		return 0, err
+	}
+	ents, err := c.c.Read(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("read %s[%d]: %w", reg, index, err)
+	}
+	if len(ents) != 1 {
+		return 0, fmt.Errorf("read %s[%d]: %d entries", reg, index, len(ents))
+	}
+	return p4rt.DecodeUint(ents[0].GetRegisterEntry().GetData().GetBitstring(), 64)
+}
+
+// Rebind moves a job to next from the first round the switch has not seen
+// yet, without touching rounds in flight: the open-ended binding is cut to
+// end before that round and next covers it and every later round. Packets of
+// the earlier rounds (retransmissions included) keep using the old pool,
+// whose shadow copies still answer them. It returns the first round of
+// next. next.Job, FromRound and ToRound are set by Rebind.
+//
+// On sim the read and the write happen within one event, so no packet can
+// slip between them. A controller that talks to a switch over a network
+// should pass margin > 0 rounds, then check with Progress that the switch
+// has not yet seen round FromRound (and rebind again further ahead if it
+// has).
+func (c *Controller) Rebind(ctx context.Context, job uint16, next Binding, margin uint32) (uint32, error) {
+	bs, err := c.Bindings(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	if len(bs) == 0 || bs[len(bs)-1].ToRound != MaxRound {
+		return 0, fmt.Errorf("rebind: job %d has no open-ended binding", job)
+	}
+	cur := bs[len(bs)-1]
+	seen, workers, err := c.Progress(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	from := seen + 1 + margin
+	if workers == 0 {
+		from = seen + margin // nothing seen at all since Bind
+	}
+	from = max(from, cur.FromRound)
+	next.Job, next.FromRound, next.ToRound = job, from, MaxRound
+	old, err := cur.Entry(c.n)
+	if err != nil {
+		return 0, err
+	}
+	ne, err := next.Entry(c.n)
+	if err != nil {
+		return 0, err
+	}
+	ups := []*p4v1.Update{p4rt.Delete(p4rt.Table(old))}
+	if from > cur.FromRound {
+		cut := cur
+		cut.ToRound = from - 1
+		ce, err := cut.Entry(c.n)
+		if err != nil {
+			return 0, err
+		}
+		ups = append(ups, p4rt.Insert(p4rt.Table(ce)))
+	}
+	ups = append(ups, p4rt.Insert(p4rt.Table(ne)))
+	if err := c.c.Write(ctx, ups...); err != nil {
+		return 0, fmt.Errorf("rebind job %d: %w", job, err)
+	}
+	return from, nil
+}
+
+// Drained reports whether every worker of the job has entered round r, so
+// no packet of an earlier round can still need the switch (each worker
+// enters a round only after it holds every result of the previous one).
+func (c *Controller) Drained(ctx context.Context, job uint16, workers uint8, r uint32) (bool, error) {
+	seen, bits, err := c.Progress(ctx, job)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case int32(seen-r) > 0:
+		return true, nil
+	case seen == r:
+		return bits == AllWorkers(int(workers)), nil
+	}
+	return false, nil
+}
+
+// Retire deletes the job's bindings that end before its current open-ended
+// binding once the job has drained into it, so their pools can be given to
+// other jobs. It reports whether anything is left to retire.
+func (c *Controller) Retire(ctx context.Context, job uint16) (pending bool, err error) {
+	bs, err := c.Bindings(ctx, job)
+	if err != nil || len(bs) < 2 {
+		return false, err
+	}
+	cur := bs[len(bs)-1]
+	ok, err := c.Drained(ctx, job, cur.Workers, cur.FromRound)
+	if err != nil || !ok {
+		return true, err
+	}
+	var ups []*p4v1.Update
+	for _, b := range bs[:len(bs)-1] {
+		te, err := b.Entry(c.n)
+		if err != nil {
+			return true, err
+		}
+		ups = append(ups, p4rt.Delete(p4rt.Table(te)))
+	}
+	return false, c.c.Write(ctx, ups...)
+}
+
+// Unbind deletes every binding of the job and frees the shared-mode cells
+// its bindings still hold (a partial aggregate left by a lost or duplicated
+// packet), so no other job ever sees them as busy.
+func (c *Controller) Unbind(ctx context.Context, job uint16) error {
+	bs, err := c.Bindings(ctx, job)
+	if err != nil {
+		return err
+	}
+	var ups []*p4v1.Update
+	for _, b := range bs {
+		te, err := b.Entry(c.n)
+		if err != nil {
+			return err
+		}
+		ups = append(ups, p4rt.Delete(p4rt.Table(te)))
+		if b.Mode != ModeShared {
+			continue
+		}
+		for a := b.Base; a < b.Base+b.Size; a++ {
+			cell := int64(2 * a)
+			gen, err := c.ReadRegister(ctx, RegGen, cell)
+			if err != nil {
+				return err
+			}
+			if uint32(gen) != b.Gen {
+				continue
+			}
+			re, err := c.n.RegisterEntry(RegCount, cell, 0)
+			if err != nil {
+				return err
+			}
+			ups = append(ups, p4rt.Modify(p4rt.Register(re)))
+		}
+	}
+	if len(ups) == 0 {
+		return nil
+	}
+	return c.c.Write(ctx, ups...)
+}
+
+// Cell is the state of one copy of one aggregator, as registers hold it.
+type Cell struct {
+	Bitmap, Gen, Round, Offset uint32
+	Count                      uint8
+	Overflow                   bool
+	Values                     []int32
+}
+
+// ReadCells reads cells [from, from+n) (cell 2·a+v is copy v of aggregator
+// a) with their k values.
+func (c *Controller) ReadCells(ctx context.Context, from, n int64, k int) ([]Cell, error) {
+	out := make([]Cell, n)
+	regs := []string{RegBitmap, RegCount, RegGen, RegRound, RegOffset, RegOverflow}
+	for i := range k {
+		regs = append(regs, fmt.Sprintf("%s%d", RegValuePrefix, i))
+	}
+	for ri, reg := range regs {
+		var qs []*p4v1.Entity
+		for i := range n {
+			q, err := c.n.RegisterQuery(reg, from+i)
+			if err != nil {
+				return nil, err
+			}
+			qs = append(qs, q)
+		}
+		ents, err := c.c.Read(ctx, qs...)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", reg, err)
+		}
+		if int64(len(ents)) != n {
+			return nil, fmt.Errorf("read %s: %d entries for %d cells", reg, len(ents), n)
+		}
+		for i, e := range ents {
+			v, err := p4rt.DecodeUint(e.GetRegisterEntry().GetData().GetBitstring(), 32)
+			if err != nil {
+				return nil, fmt.Errorf("read %s[%d]: %w", reg, from+int64(i), err)
+			}
+			cl := &out[i]
+			switch ri {
+			case 0:
+				cl.Bitmap = uint32(v)
+			case 1:
+				cl.Count = uint8(v)
+			case 2:
+				cl.Gen = uint32(v)
+			case 3:
+				cl.Round = uint32(v)
+			case 4:
+				cl.Offset = uint32(v)
+			case 5:
+				cl.Overflow = v != 0
+			default:
+				cl.Values = append(cl.Values, int32(uint32(v)))
+			}
+		}
+	}
+	return out, nil
+}
+
+// JobCounters are a job's counters.
+type JobCounters struct {
+	Packets, Bytes       uint64 // INA packets of the job at the switch
+	Aggregated, AggBytes uint64 // contributions added in switch memory, and their value bytes
+	Results, ResultBytes uint64 // result packets sent (each multicast copy counts)
+	Collisions           uint64 // packets forwarded to the parameter server
+	Overflows            uint64 // aggregates that overflowed int32
+	Drops                [NumJobDrops]uint64
+}
+
+// Counters reads the job's counters.
+func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, error) {
+	var jc JobCounters
+	read := func(name string, index int64) (*p4v1.CounterData, error) {
+		q, err := c.n.CounterQuery(name, index)
+		if err != nil {
+			return nil, err
+		}
+		ents, err := c.c.Read(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("read %s[%d]: %w", name, index, err)
+		}
+		if len(ents) != 1 {
+			return nil, fmt.Errorf("read %s[%d]: %d entries", name, index, len(ents))
+		}
+		return ents[0].GetCounterEntry().GetData(), nil
+	}
+	for _, f := range []struct {
+		name   string
+		pk, by *uint64
+	}{
+		{CounterPackets, &jc.Packets, &jc.Bytes},
+		{CounterAggregated, &jc.Aggregated, &jc.AggBytes},
+		{CounterResults, &jc.Results, &jc.ResultBytes},
+		{CounterCollisions, &jc.Collisions, nil},
+		{CounterOverflows, &jc.Overflows, nil},
+	} {
+		d, err := read(f.name, int64(job))
+		if err != nil {
+			return jc, err
+		}
+		*f.pk = uint64(d.GetPacketCount())
+		if f.by != nil {
+			*f.by = uint64(d.GetByteCount())
+		}
+	}
+	for r := range NumJobDrops {
+		d, err := read(CounterJobDrops, int64(job)*NumJobDrops+int64(r))
+		if err != nil {
+			return jc, err
+		}
+		jc.Drops[r] = uint64(d.GetPacketCount())
+	}
+	return jc, nil
+}
+
+// RouteUpdates returns TableRoutes entries (/32, first shortest-path port)
+// for every address switch sw routes to. The Go pipeline already forwards by
+// the topology; bmv2 needs these.
+func (c *Controller) RouteUpdates(top *topologies.Topology, sw string) ([]*p4v1.Update, error) {
+	node := top.Node(sw)
+	if node == nil || node.IsHost() {
+		return nil, fmt.Errorf("routes: %q is not a switch of %s", sw, top.Name)
+	}
+	routes := top.Routes()[sw]
+	var dsts []netip.Addr
+	for d := range routes {
+		dsts = append(dsts, d)
+	}
+	slices.SortFunc(dsts, netip.Addr.Compare)
+	var ups []*p4v1.Update
+	for _, d := range dsts {
+		p := node.Ports[routes[d][0]-1]
+		te, err := c.n.TableEntry(TableRoutes, []p4rt.Match{p4rt.LPM(FieldDst, uint64(ipv4Uint(d)), 32)},
+			ActionForward, []p4rt.Arg{p4rt.P(ParamPort, uint64(p.Num)), p4rt.P(ParamDstMAC, macUint(p.Peer.MAC)), p4rt.P(ParamSrcMAC, macUint(p.MAC))}, 0)
+		if err != nil {
+			return nil, err
+		}
+		ups = append(ups, p4rt.Insert(p4rt.Table(te)))
+	}
+	return ups, nil
+}

@@ -1,0 +1,257 @@
+package ina
+
+import (
+	"fmt"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+)
+
+// Names of the P4 objects, as p4c names them in ina.p4's P4Info. Controllers
+// look ids up by these names (p4rt.Names), never by number: the Go twin's
+// ids differ from the ones p4c assigns.
+const (
+	// TableJobs maps (job, round) to the job's binding. The round is a
+	// range match, so a binding covers a range of rounds: this is how a job
+	// is rebound between iterations (docs/ina-dataplane.md).
+	TableJobs   = "InaIngress.jobs"
+	FieldJob    = "job"   // exact, 16 bits
+	FieldRound  = "round" // range, 32 bits
+	ActionBind  = "InaIngress.set_job"
+	ActionNoJob = "InaIngress.no_job" // default: drop, counted as no_job
+
+	// Parameters of ActionBind.
+	ParamMode    = "mode"    // 8 bits: ModePool or ModeShared
+	ParamGen     = "gen"     // 32 bits: binding generation, unique per switch, nonzero
+	ParamBase    = "base"    // 32 bits: first aggregator of the pool
+	ParamSize    = "size"    // 32 bits: aggregators in the pool
+	ParamWorkers = "workers" // 8 bits: workers of the job
+	ParamGroup   = "group"   // 16 bits: multicast group of the job's workers
+	ParamPSAddr  = "ps_addr" // 32 bits: parameter server IPv4 address (0: none)
+	ParamPSPort  = "ps_port" // 16 bits: parameter server UDP port
+
+	// TableRoutes forwards IPv4 traffic (bmv2; the Go twin takes its routes
+	// from the topology and also accepts /32 entries here).
+	TableRoutes   = "InaIngress.routes"
+	FieldDst      = "dst" // lpm, 32 bits
+	ActionForward = "InaIngress.forward"
+	ActionDrop    = "InaIngress.drop"
+	ParamPort     = "port" // 9 bits: egress port (also used by ActionReplica as the UDP port, 16 bits)
+	ParamDstMAC   = "dmac" // 48 bits
+	ParamSrcMAC   = "smac" // 48 bits
+
+	// TableReplicas rewrites each multicast copy of a result for the worker
+	// it goes to: key (group, rid = replica instance).
+	TableReplicas     = "InaEgress.replicas"
+	FieldGroup        = "group" // exact, 16 bits
+	FieldRID          = "rid"   // exact, 16 bits
+	ActionReplica     = "InaEgress.set_replica"
+	ActionDropReplica = "InaEgress.drop_replica"
+	ParamAddr         = "addr" // 32 bits: the worker's IPv4 address
+	// ActionReplica's UDP port parameter is ParamPort (16 bits).
+
+	// Aggregator registers, 2 × aggregators cells: cell 2·a+v is copy v of
+	// aggregator a.
+	RegBitmap   = "InaIngress.agg_bitmap"   // 32 bits: contributors so far
+	RegCount    = "InaIngress.agg_count"    // 8 bits: contributions so far (0: free/idle)
+	RegGen      = "InaIngress.agg_gen"      // 32 bits: generation of the binding that wrote the cell
+	RegRound    = "InaIngress.agg_round"    // 32 bits: round of the chunk held
+	RegOffset   = "InaIngress.agg_offset"   // 32 bits: offset of the chunk held
+	RegOverflow = "InaIngress.agg_overflow" // 8 bits: 1 when the sum overflowed
+	// RegValuePrefix + i is value i of the aggregator (bit<32>, two's
+	// complement), for i in 0..k-1.
+	RegValuePrefix = "InaIngress.agg_value_"
+	// Per-job registers, MaxJobs cells indexed by job id.
+	RegJobRound   = "InaIngress.job_round"   // 32 bits: highest round seen from the job
+	RegJobWorkers = "InaIngress.job_workers" // 32 bits: workers seen in that round
+
+	// Per-job counters, MaxJobs cells indexed by job id.
+	CounterPackets    = "InaIngress.job_packets"    // packets and bytes: INA packets of the job
+	CounterAggregated = "InaIngress.job_aggregated" // packets and bytes (value bytes): contributions added in the switch
+	CounterResults    = "InaIngress.job_results"    // packets and bytes: result packets sent (each multicast copy counts)
+	CounterCollisions = "InaIngress.job_collisions" // packets: forwarded to the parameter server
+	CounterOverflows  = "InaIngress.job_overflows"  // packets: aggregates that overflowed
+	// CounterJobDrops has MaxJobs × NumJobDrops cells: job·NumJobDrops + reason.
+	CounterJobDrops = "InaIngress.job_drops"
+	// CounterDrops has NumDrops cells: drops not attributable to a job.
+	CounterDrops = "InaIngress.drops"
+)
+
+// Modes of a binding (ParamMode).
+const (
+	ModePool   = 0 // SwitchML: slot s uses aggregator base+s, two copies, result multicast
+	ModeShared = 1 // ATP: hash placement, collisions and flushes to the parameter server
+)
+
+// Drop reasons of CounterJobDrops.
+const (
+	DropDuplicate    = iota // a contribution already counted (bit set, chunk unfinished)
+	DropStale               // a packet of an older chunk than the slot holds
+	DropBadSlot             // slot outside the pool
+	DropInconsistent        // worker count differs from the binding, or k differs from the switch's
+	DropNotFromPS           // a result or partial that does not come from the job's parameter server
+	DropNoPS                // a packet for the parameter server of a job that has none
+	NumJobDrops      = 8
+)
+
+// Drop reasons of CounterDrops.
+const (
+	DropMalformed = iota // not a well-formed INA packet
+	DropNoJob            // no binding for the packet's job and round
+	NumDrops      = 4
+)
+
+// JobDropNames and DropNames name the drop reasons.
+var (
+	JobDropNames = [NumJobDrops]string{"duplicate", "stale", "bad_slot", "inconsistent", "not_from_ps", "no_ps", "", ""}
+	DropNames    = [NumDrops]string{"malformed", "no_job", "", ""}
+)
+
+// Config sizes a pipeline.
+type Config struct {
+	// K is the number of int32 values per packet; 0 means DefaultK.
+	K int
+	// Aggregators is the number of aggregators (each with two copies).
+	Aggregators int
+	// Port is the INA UDP port; 0 means Port.
+	Port uint16
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.K == 0 {
+		c.K = DefaultK
+	}
+	if c.Port == 0 {
+		c.Port = Port
+	}
+	if c.K < 1 || c.K > MaxK {
+		return c, fmt.Errorf("ina: k = %d values per packet; want 1 to %d", c.K, MaxK)
+	}
+	if c.Aggregators < 0 || c.Aggregators > 1<<20 {
+		return c, fmt.Errorf("ina: %d aggregators; want 0 to %d", c.Aggregators, 1<<20)
+	}
+	return c, nil
+}
+
+// P4Info returns the P4Info of a pipeline with configuration c: the same
+// names, kinds, widths and sizes as the P4Info p4c generates from ina.p4
+// (for c.K = 64 and the program's AGGREGATORS), with ids of the Go twin's
+// own numbering.
+func P4Info(c Config) (*p4configv1.P4Info, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b := &infoBuilder{info: &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Name: "ina", Arch: "v1model", Version: "1"}}}
+	bind := b.action(ActionBind, param{ParamMode, 8}, param{ParamGen, 32}, param{ParamBase, 32}, param{ParamSize, 32},
+		param{ParamWorkers, 8}, param{ParamGroup, 16}, param{ParamPSAddr, 32}, param{ParamPSPort, 16})
+	noJob := b.action(ActionNoJob)
+	fwd := b.action(ActionForward, param{ParamPort, 9}, param{ParamDstMAC, 48}, param{ParamSrcMAC, 48})
+	drop := b.action(ActionDrop)
+	rep := b.action(ActionReplica, param{ParamAddr, 32}, param{ParamPort, 16}, param{ParamDstMAC, 48}, param{ParamSrcMAC, 48})
+	dropRep := b.action(ActionDropReplica)
+	b.table(TableJobs, 4096, []field{{FieldJob, 16, p4configv1.MatchField_EXACT}, {FieldRound, 32, p4configv1.MatchField_RANGE}}, noJob, bind, noJob)
+	b.table(TableRoutes, 1024, []field{{FieldDst, 32, p4configv1.MatchField_LPM}}, drop, fwd, drop)
+	b.table(TableReplicas, 4096, []field{{FieldGroup, 16, p4configv1.MatchField_EXACT}, {FieldRID, 16, p4configv1.MatchField_EXACT}}, dropRep, rep, dropRep)
+	cells := int32(2 * c.Aggregators)
+	b.register(RegBitmap, 32, cells)
+	b.register(RegCount, 8, cells)
+	b.register(RegGen, 32, cells)
+	b.register(RegRound, 32, cells)
+	b.register(RegOffset, 32, cells)
+	b.register(RegOverflow, 8, cells)
+	for i := range c.K {
+		b.register(fmt.Sprintf("%s%d", RegValuePrefix, i), 32, cells)
+	}
+	b.register(RegJobRound, 32, MaxJobs)
+	b.register(RegJobWorkers, 32, MaxJobs)
+	both, pkts := p4configv1.CounterSpec_BOTH, p4configv1.CounterSpec_PACKETS
+	b.counter(CounterPackets, both, MaxJobs)
+	b.counter(CounterAggregated, both, MaxJobs)
+	b.counter(CounterResults, both, MaxJobs)
+	b.counter(CounterCollisions, pkts, MaxJobs)
+	b.counter(CounterOverflows, pkts, MaxJobs)
+	b.counter(CounterJobDrops, pkts, MaxJobs*NumJobDrops)
+	b.counter(CounterDrops, pkts, NumDrops)
+	return b.info, nil
+}
+
+type param struct {
+	name  string
+	width int32
+}
+
+type field struct {
+	name  string
+	width int32
+	kind  p4configv1.MatchField_MatchType
+}
+
+type infoBuilder struct {
+	info                            *p4configv1.P4Info
+	tables, actions, regs, counters uint32
+}
+
+func id(prefix p4configv1.P4Ids_Prefix, n uint32) uint32 { return uint32(prefix)<<24 | n }
+
+func preamble(i uint32, name string) *p4configv1.Preamble {
+	alias := name
+	for j := len(name) - 1; j >= 0; j-- {
+		if name[j] == '.' {
+			alias = name[j+1:]
+			break
+		}
+	}
+	return &p4configv1.Preamble{Id: i, Name: name, Alias: alias}
+}
+
+func (b *infoBuilder) action(name string, params ...param) uint32 {
+	b.actions++
+	a := &p4configv1.Action{Preamble: preamble(id(p4configv1.P4Ids_ACTION, b.actions), name)}
+	for i, p := range params {
+		a.Params = append(a.Params, &p4configv1.Action_Param{Id: uint32(i + 1), Name: p.name, Bitwidth: p.width})
+	}
+	b.info.Actions = append(b.info.Actions, a)
+	return a.Preamble.Id
+}
+
+func (b *infoBuilder) table(name string, size int64, fields []field, def uint32, actions ...uint32) {
+	b.tables++
+	t := &p4configv1.Table{Preamble: preamble(id(p4configv1.P4Ids_TABLE, b.tables), name), Size: size}
+	for i, f := range fields {
+		t.MatchFields = append(t.MatchFields, &p4configv1.MatchField{
+			Id: uint32(i + 1), Name: f.name, Bitwidth: f.width,
+			Match: &p4configv1.MatchField_MatchType_{MatchType: f.kind},
+		})
+	}
+	for _, a := range actions {
+		ref := &p4configv1.ActionRef{Id: a}
+		if a == def {
+			ref.Scope = p4configv1.ActionRef_DEFAULT_ONLY
+		}
+		t.ActionRefs = append(t.ActionRefs, ref)
+	}
+	t.InitialDefaultAction = &p4configv1.TableActionCall{ActionId: def}
+	b.info.Tables = append(b.info.Tables, t)
+}
+
+func (b *infoBuilder) register(name string, width, size int32) {
+	b.regs++
+	b.info.Registers = append(b.info.Registers, &p4configv1.Register{
+		Preamble: preamble(id(p4configv1.P4Ids_REGISTER, b.regs), name),
+		TypeSpec: &p4configv1.P4DataTypeSpec{TypeSpec: &p4configv1.P4DataTypeSpec_Bitstring{
+			Bitstring: &p4configv1.P4BitstringLikeTypeSpec{TypeSpec: &p4configv1.P4BitstringLikeTypeSpec_Bit{
+				Bit: &p4configv1.P4BitTypeSpec{Bitwidth: width},
+			}},
+		}},
+		Size: size,
+	})
+}
+
+func (b *infoBuilder) counter(name string, unit p4configv1.CounterSpec_Unit, size int64) {
+	b.counters++
+	b.info.Counters = append(b.info.Counters, &p4configv1.Counter{
+		Preamble: preamble(id(p4configv1.P4Ids_COUNTER, b.counters), name),
+		Spec:     &p4configv1.CounterSpec{Unit: unit},
+		Size:     size,
+	})
+}
