@@ -1,0 +1,254 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// TestMain checks, after the whole suite, that no tracebed namespace, link
+// or run directory is left behind.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if err := CheckClean(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
+			Cleanup()
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: bringing up namespaces needs root (CI runs as root)")
+	}
+}
+
+func star(t *testing.T, hosts int, rate units.Rate) *topologies.Topology {
+	t.Helper()
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: hosts, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("star-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+func up(t *testing.T, top *topologies.Topology, opts Options) *Network {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Up(ctx, top, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Down(); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
+}
+
+func TestUpBridgeStar(t *testing.T) {
+	needRoot(t)
+	n := up(t, star(t, 3, units.Gbps), Options{Bridge: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hosts := n.Topology.Hosts()
+	for _, a := range hosts {
+		for _, b := range hosts {
+			if a == b {
+				continue
+			}
+			if _, err := n.Ping(ctx, a.Name, b.IP, 1); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if err := n.TCPCheck(ctx, "h1", "h2", 1<<20); err != nil {
+		t.Error(err)
+	}
+	// The namespaces are named with the run's prefix and the interfaces
+	// carry their topology names and MACs.
+	h, err := n.Handle("h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Delete()
+	l, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Attrs().HardwareAddr.String(), n.Topology.Node("h1").MAC.String(); got != want {
+		t.Errorf("h1 eth0 MAC %s, want %s", got, want)
+	}
+	if err := n.Do("h1", func() error { return checkOffloadOff("eth0") }); err != nil {
+		t.Error(err)
+	}
+	if err := n.UnbridgeSwitches(); err != nil {
+		t.Fatal(err)
+	}
+	// Without a switch nothing forwards.
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	if _, err := n.Ping(sctx, "h1", n.Topology.Node("h2").IP, 2); err == nil {
+		t.Error("ping went through with no switch running")
+	}
+}
+
+func TestBridgeRefusesLoops(t *testing.T) {
+	f, _ := topologies.Generate(topologies.Params{Generate: "leafspine", Spines: 2, Leaves: 2, HostsPerLeaf: 1})
+	top, err := f.Build("ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loopFree(top); err == nil {
+		t.Error("leaf-spine reported loop-free")
+	}
+	if err := loopFree(star(t, 4, units.Gbps)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestShapingRate sends UDP as fast as a socket allows through a host link
+// shaped to 40 Mbit/s and checks the receiver sees that rate within 10%.
+func TestShapingRate(t *testing.T) {
+	needRoot(t)
+	const rate = 40 * units.Mbps
+	n := up(t, star(t, 2, rate), Options{Bridge: true})
+	h2 := n.Topology.Node("h2")
+	var rx, tx net.PacketConn
+	if err := n.Do("h2", func() (err error) { rx, err = net.ListenPacket("udp4", h2.IP.String()+":9000"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	if err := n.Do("h1", func() (err error) { tx, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	go func() { // drain
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := rx.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		dst := &net.UDPAddr{IP: net.IP(h2.IP.AsSlice()), Port: 9000}
+		payload := make([]byte, 1400)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tx.WriteTo(payload, dst)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // fill the queue: measure the steady state
+	b0 := rxBytes(t, n, "h2")
+	t0 := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	b1 := rxBytes(t, n, "h2")
+	el := time.Since(t0)
+	close(stop)
+	<-done
+	got := float64(b1-b0) * 8 / el.Seconds()
+	t.Logf("shaped to %v: received %.2f Mbit/s (%.3f of the rate)", rate, got/1e6, got/float64(rate))
+	if r := got / float64(rate); r < 0.9 || r > 1.1 {
+		t.Errorf("received %.2f Mbit/s through a %v link: off by more than 10%%", got/1e6, rate)
+	}
+}
+
+func rxBytes(t *testing.T, n *Network, node string) uint64 {
+	t.Helper()
+	h, err := n.Handle(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Delete()
+	l, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Attrs().Statistics.RxBytes
+}
+
+func TestCleanupAfterAbandonedRun(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	n, err := Up(ctx, star(t, 2, units.Gbps), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stray temporary link, as a run killed while creating links leaves.
+	stray := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: tempLink(n.RunID, 99, 'a')}, PeerName: tempLink(n.RunID, 99, 'b')}
+	if err := netlink.LinkAdd(stray); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := Cleanup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, id := range ids {
+		found = found || id == n.RunID
+	}
+	if !found {
+		t.Errorf("Cleanup removed runs %v, not %s", ids, n.RunID)
+	}
+	if err := CheckClean(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, tc := range []struct {
+		name, id, node string
+		ok             bool
+	}{
+		{"tb-abc123-h1", "abc123", "h1", true},
+		{"tb-abc123-leaf-1", "abc123", "leaf-1", true},
+		{"tb-ABC-h1", "", "", false},
+		{"other", "", "", false},
+		{"tb-abc123", "", "", false},
+	} {
+		id, node, ok := NodeOfNamespace(tc.name)
+		if ok != tc.ok || (ok && (id != tc.id || node != tc.node)) {
+			t.Errorf("NodeOfNamespace(%q) = %q, %q, %v", tc.name, id, node, ok)
+		}
+	}
+	for _, tc := range []struct {
+		name, id string
+		want     bool
+	}{
+		{"tbabc12312a", "abc123", true},
+		{"tbabc12312b", "", true},
+		{"tbabc123xa", "abc123", false},
+		{"eth0", "", false},
+		{"tb-x", "", false},
+	} {
+		if got := isTempLink(tc.name, tc.id); got != tc.want {
+			t.Errorf("isTempLink(%q, %q) = %v", tc.name, tc.id, got)
+		}
+	}
+}
