@@ -97,7 +97,7 @@ func UnitBetter(unit string) Better {
 		return Lower
 	case strings.HasPrefix(u, "ns/") || strings.HasPrefix(u, "us/") || strings.HasPrefix(u, "ms/") || strings.HasPrefix(u, "s/"):
 		return Lower // time per something
-	case strings.HasSuffix(u, "/s") || strings.HasSuffix(u, "ps") || strings.HasSuffix(u, "/sec"):
+	case strings.HasSuffix(u, "/s") || strings.HasSuffix(u, "/sec") || strings.HasSuffix(u, "bps") || strings.HasSuffix(u, "pps"):
 		return Higher
 	case u == "wall_s":
 		return Lower
@@ -130,7 +130,9 @@ func ParseGoBench(r io.Reader, module string) ([]Benchmark, []BenchNote, error) 
 		if !ok {
 			continue // syntax errors and unit metadata
 		}
-		name, procs := splitProcs(res.Name.String())
+		// benchfmt drops the "Benchmark" prefix; keep the name go test
+		// and -bench patterns use.
+		name, procs := splitProcs("Benchmark" + res.Name.String())
 		k := key{rel(res.GetConfig("pkg")), name}
 		b := sums[k]
 		if b == nil {
@@ -278,6 +280,12 @@ func ReadBench(path string) (*Bench, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseBench(path, data)
+}
+
+// ParseBench decodes a bench.json's content; name prefixes every error.
+func ParseBench(name string, data []byte) (*Bench, error) {
+	path := name
 	schema, version, err := probeSchema(path, data)
 	if err != nil {
 		return nil, err

@@ -204,6 +204,13 @@ func Read(path string) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Parse(path, data)
+}
+
+// Parse decodes the content of a results file; name (the file's path)
+// prefixes every error.
+func Parse(name string, data []byte) (*Results, error) {
+	path := name
 	schema, version, err := probeSchema(path, data)
 	if err != nil {
 		return nil, err
@@ -266,6 +273,8 @@ func schemaMismatch(got, version, want, what string) string {
 		return fmt.Sprintf("%s schema %q was written%s, which is newer than this tracebed (it reads %q); use a newer tracebed", what, got, by, want)
 	case gotFamily == wantFamily && err1 == nil && err2 == nil && gotN < wantN:
 		return fmt.Sprintf("%s schema %q was written%s, an older format this tracebed no longer reads (it reads %q); rerun the experiment", what, got, by, want)
+	case got == Schema:
+		return fmt.Sprintf("this is a results file (%s, from tracebed run), not a %s file (%s)", got, what, want)
 	case got == BenchSchema:
 		return fmt.Sprintf("this is a benchmark file (%s, from tracebed bench), not %s (%s)", got, what, want)
 	case got == FiguresSchema:
@@ -287,6 +296,15 @@ func jsonError(data []byte, err error) error {
 	if errors.As(err, &te) {
 		line, col := lineCol(data, te.Offset)
 		return fmt.Errorf("line %d, column %d: field %s: %s where %s was expected", line, col, te.Field, te.Value, te.Type)
+	}
+	// Unknown fields carry no offset: point at the first such key.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if key, err2 := strconv.Unquote(name); err2 == nil {
+			if i := bytes.Index(data, []byte(strconv.Quote(key)+":")); i >= 0 {
+				line, col := lineCol(data, int64(i))
+				return fmt.Errorf("line %d, column %d: unknown field %s", line, col, name)
+			}
+		}
 	}
 	return err
 }
