@@ -1,0 +1,214 @@
+package allreduce
+
+import (
+	"fmt"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/p4/ina"
+)
+
+// PSJob describes one job a parameter server aggregates for.
+type PSJob struct {
+	Job uint16
+	// Workers are the workers' addresses, indexed by worker id.
+	Workers []emulator.Addr
+	// Elements is the length of the job's tensor.
+	Elements int
+	// K is the number of values per packet; 0 means ina.DefaultK.
+	K int
+	// Multicast, when valid, is the aggregation switch (its IP, ina.Port):
+	// complete results go there once, and the switch multicasts them to the
+	// workers (ATP's shared mode). Otherwise the PS sends one copy to each
+	// worker (jobs without switch memory).
+	Multicast emulator.Addr
+}
+
+// PSStats count a parameter server's work.
+type PSStats struct {
+	Packets    uint64 // INA packets received
+	Merged     uint64 // data and partial packets added
+	FromSwitch uint64 // complete results received from the switch
+	Completed  uint64 // chunks the PS completed in software
+	Overlaps   uint64 // partials overlapping what the PS has (dropped)
+	Answers    uint64 // retransmissions answered with a stored result
+	Ignored    uint64 // duplicates and packets of old rounds
+	Malformed  uint64
+	SentBytes  uint64
+}
+
+// PS is a parameter server: it aggregates in software the chunks a switch
+// could not (collisions, flushed partials) and all chunks of jobs without
+// switch memory, and keeps every result of the current and previous round to
+// answer retransmissions. It is an emulator.Agent.
+type PS struct {
+	env   emulator.Env
+	jobs  map[uint16]*psJob
+	Stats PSStats
+	buf   []byte
+}
+
+type psJob struct {
+	PSJob
+	k, chunks int
+	all       uint32
+	rounds    [2]psRound // by round parity
+}
+
+type psRound struct {
+	valid  bool
+	round  uint32
+	values []int32 // chunk c: values[c*k : (c+1)*k]
+	bitmap []uint32
+	done   []bool
+	ovf    []bool
+}
+
+// NewPS returns a parameter server for jobs.
+func NewPS(jobs ...PSJob) (*PS, error) {
+	p := &PS{jobs: map[uint16]*psJob{}}
+	for _, j := range jobs {
+		if err := p.Add(j); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Add registers a job with the PS.
+func (p *PS) Add(j PSJob) error {
+	if j.K == 0 {
+		j.K = ina.DefaultK
+	}
+	switch {
+	case p.jobs[j.Job] != nil:
+		return fmt.Errorf("ps: job %d added twice", j.Job)
+	case len(j.Workers) == 0 || len(j.Workers) > ina.MaxWorkers:
+		return fmt.Errorf("ps: job %d has %d workers, want 1 to %d", j.Job, len(j.Workers), ina.MaxWorkers)
+	case j.K < 1 || j.K > ina.MaxK:
+		return fmt.Errorf("ps: job %d: k = %d", j.Job, j.K)
+	case j.Elements < 0:
+		return fmt.Errorf("ps: job %d: %d elements", j.Job, j.Elements)
+	}
+	pj := &psJob{PSJob: j, k: j.K, chunks: (j.Elements + j.K - 1) / j.K, all: ina.AllWorkers(len(j.Workers))}
+	for i := range pj.rounds {
+		r := &pj.rounds[i]
+		r.values = make([]int32, pj.chunks*pj.k)
+		r.bitmap = make([]uint32, pj.chunks)
+		r.done = make([]bool, pj.chunks)
+		r.ovf = make([]bool, pj.chunks)
+	}
+	p.jobs[j.Job] = pj
+	return nil
+}
+
+// Start implements emulator.Agent.
+func (p *PS) Start(env emulator.Env) { p.env = env }
+
+// round returns the buffer of round r, recycling the buffer of round r-2.
+func (j *psJob) round(r uint32) *psRound {
+	b := &j.rounds[r&1]
+	if b.valid && b.round == r {
+		return b
+	}
+	if b.valid && int32(r-b.round) < 0 {
+		return nil // an old round
+	}
+	b.valid, b.round = true, r
+	clear(b.bitmap)
+	clear(b.done)
+	clear(b.ovf)
+	return b
+}
+
+// Recv implements emulator.Agent.
+func (p *PS) Recv(_ emulator.Addr, payload []byte) {
+	h, vals, err := ina.Parse(payload)
+	if err != nil {
+		p.Stats.Malformed++
+		return
+	}
+	j := p.jobs[h.Job]
+	if j == nil || int(h.Workers) != len(j.Workers) || int(h.K) != j.k || h.Offset%uint32(j.k) != 0 || int(h.Offset)/j.k >= j.chunks {
+		p.Stats.Malformed++
+		return
+	}
+	p.Stats.Packets++
+	r := j.round(h.Round)
+	if r == nil {
+		p.Stats.Ignored++
+		return
+	}
+	c := int(h.Offset) / j.k
+	acc := r.values[c*j.k : (c+1)*j.k]
+	switch {
+	case h.Flags&ina.FlagResult != 0:
+		if r.done[c] {
+			p.Stats.Ignored++
+			return
+		}
+		p.Stats.FromSwitch++
+		ina.GetValues(acc, vals)
+		r.bitmap[c], r.done[c], r.ovf[c] = j.all, true, h.Flags&ina.FlagOverflow != 0
+		p.publish(j, r, c, h)
+		return
+	case r.done[c]:
+		if h.Flags&ina.FlagRetransmit != 0 {
+			p.Stats.Answers++
+			p.send(j, r, c, h, j.Workers[h.Worker])
+		} else {
+			p.Stats.Ignored++
+		}
+		return
+	case r.bitmap[c]&h.Bitmap != 0:
+		p.Stats.Overlaps++
+		return
+	}
+	if r.bitmap[c] == 0 {
+		ina.GetValues(acc, vals)
+	} else {
+		var ovf int32
+		for i := range acc {
+			a, b := acc[i], ina.Value(vals, i)
+			s := a + b
+			ovf |= (a ^ s) & (b ^ s)
+			acc[i] = s
+		}
+		if ovf < 0 {
+			r.ovf[c] = true
+		}
+	}
+	if h.Flags&ina.FlagOverflow != 0 {
+		r.ovf[c] = true
+	}
+	r.bitmap[c] |= h.Bitmap
+	p.Stats.Merged++
+	if r.bitmap[c] == j.all {
+		r.done[c] = true
+		p.Stats.Completed++
+		p.publish(j, r, c, h)
+	}
+}
+
+// publish sends a completed chunk to the workers.
+func (p *PS) publish(j *psJob, r *psRound, c int, h ina.Header) {
+	if j.Multicast.IsValid() {
+		p.send(j, r, c, h, j.Multicast)
+		return
+	}
+	for _, w := range j.Workers {
+		p.send(j, r, c, h, w)
+	}
+}
+
+func (p *PS) send(j *psJob, r *psRound, c int, h ina.Header, to emulator.Addr) {
+	out := ina.Header{
+		Flags: ina.FlagResult, Job: j.Job, Slot: h.Slot, Ver: h.Ver, Worker: h.Worker,
+		Workers: uint8(len(j.Workers)), Round: r.round, Offset: uint32(c * j.k), Bitmap: j.all,
+	}
+	if r.ovf[c] {
+		out.Flags |= ina.FlagOverflow
+	}
+	p.buf = ina.Append(p.buf[:0], out, r.values[c*j.k:(c+1)*j.k])
+	p.Stats.SentBytes += uint64(len(p.buf))
+	p.env.Send(to, p.buf)
+}

@@ -1,0 +1,251 @@
+package allreduce
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/emulator/sim"
+	"github.com/tracebed/tracebed/p4/ina"
+)
+
+// Mode is how a job aggregates.
+type Mode string
+
+// Modes of a job.
+const (
+	ModeINA  Mode = "ina"  // through a switch (pool or shared binding)
+	ModePS   Mode = "ps"   // through a parameter server only
+	ModeRing Mode = "ring" // host ring all-reduce
+)
+
+// JobSpec describes a packet-level training job on a simulated network.
+type JobSpec struct {
+	ID   uint16
+	Mode Mode
+	// Hosts run the workers, worker i on Hosts[i].
+	Hosts []string
+	// PSHost runs the parameter server (ModePS, and shared bindings).
+	PSHost string
+	// Switch is the aggregation switch (ModeINA); it must run the ina
+	// pipeline (sim.Options{Pipeline: ina.SimPipeline(k)}).
+	Switch string
+	// Shared binds the job in shared mode (ATP); otherwise pool mode.
+	Shared bool
+	// Base and Size are the job's pool of aggregators (ModeINA).
+	Base, Size uint32
+	// Gen is the binding generation; 0 means ID+1.
+	Gen uint32
+	// Group is the multicast group; 0 means ID+1.
+	Group uint16
+	// Window is the number of chunks in flight per worker; 0 means the pool
+	// size in pool mode and 256 otherwise.
+	Window int
+	// K is the number of values per packet; 0 means ina.DefaultK.
+	K int
+	// Elements is the tensor length (int32 values).
+	Elements   int
+	Iterations int
+	Compute    time.Duration
+	// Delay postpones the job's first iteration (its arrival).
+	Delay time.Duration
+	// Timeout is the retransmission timeout; 0 means 1ms.
+	Timeout time.Duration
+	// Port is the UDP port of the job's workers and parameter server; 0
+	// means 40000+ID.
+	Port uint16
+	// Fill, if set, writes worker w's gradient of iteration it.
+	Fill func(w, it int, tensor []int32)
+	// Check, if set, checks worker w's sum of iteration it.
+	Check func(w, it int, tensor []int32) error
+}
+
+// Job is a job set up on a network.
+type Job struct {
+	Spec    JobSpec
+	Workers []*Worker
+	Streams []*Stream // ModeINA and ModePS
+	Rings   []*Ring   // ModeRing
+	PS      *PS
+	// Controller programs the aggregation switch (ModeINA).
+	Controller *ina.Controller
+	Binding    ina.Binding
+
+	finished int
+	// Finish is when the last worker finished; Err the first error.
+	Finish time.Duration
+	Err    error
+}
+
+// Done reports whether every worker has finished.
+func (j *Job) Done() bool { return j.finished == len(j.Workers) }
+
+// Setup binds the job to the network: it programs the aggregation switch
+// through P4Runtime (multicast group, job-table entry), attaches the
+// parameter server and the workers, and schedules the first iteration at
+// the network's current time plus spec.Delay.
+func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
+	if spec.K == 0 {
+		spec.K = ina.DefaultK
+	}
+	if spec.Port == 0 {
+		spec.Port = 40000 + spec.ID
+	}
+	if spec.Gen == 0 {
+		spec.Gen = uint32(spec.ID) + 1
+	}
+	if spec.Group == 0 {
+		spec.Group = spec.ID + 1
+	}
+	n := len(spec.Hosts)
+	if n == 0 || n > ina.MaxWorkers {
+		return nil, fmt.Errorf("job %d: %d workers, want 1 to %d", spec.ID, n, ina.MaxWorkers)
+	}
+	if spec.Elements < 0 || spec.Iterations < 0 {
+		return nil, fmt.Errorf("job %d: negative size or iterations", spec.ID)
+	}
+	top := net.Topology
+	addrs := make([]emulator.Addr, n)
+	for i, h := range spec.Hosts {
+		node := top.Node(h)
+		if node == nil || !node.IsHost() {
+			return nil, fmt.Errorf("job %d: %q is not a host of %s", spec.ID, h, top.Name)
+		}
+		addrs[i] = netip.AddrPortFrom(node.IP, spec.Port)
+	}
+	j := &Job{Spec: spec}
+	var psAddr emulator.Addr
+	if spec.PSHost != "" {
+		node := top.Node(spec.PSHost)
+		if node == nil || !node.IsHost() {
+			return nil, fmt.Errorf("job %d: parameter server %q is not a host of %s", spec.ID, spec.PSHost, top.Name)
+		}
+		psAddr = netip.AddrPortFrom(node.IP, spec.Port)
+	}
+	var target emulator.Addr
+	switch spec.Mode {
+	case ModeINA:
+		sw := net.Switch(spec.Switch)
+		if sw == nil {
+			return nil, fmt.Errorf("job %d: %q is not a switch of %s", spec.ID, spec.Switch, top.Name)
+		}
+		pl, ok := sw.Pipeline.(*ina.Pipeline)
+		if !ok {
+			return nil, fmt.Errorf("job %d: switch %s does not run the INA pipeline", spec.ID, spec.Switch)
+		}
+		if pl.Config().K != spec.K {
+			return nil, fmt.Errorf("job %d: k = %d, switch %s aggregates k = %d", spec.ID, spec.K, spec.Switch, pl.Config().K)
+		}
+		ctl, err := ina.NewController(p4rt.Local(pl))
+		if err != nil {
+			return nil, err
+		}
+		members, err := ina.Members(top, spec.Switch, addrs)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", spec.ID, err)
+		}
+		ctx := context.Background()
+		if err := ctl.SetGroup(ctx, spec.Group, members); err != nil {
+			return nil, fmt.Errorf("job %d: multicast group: %w", spec.ID, err)
+		}
+		b := ina.Binding{
+			Job: spec.ID, FromRound: 0, ToRound: ina.MaxRound, Mode: ina.ModePool, Gen: spec.Gen,
+			Base: spec.Base, Size: spec.Size, Workers: uint8(n), Group: spec.Group, PS: psAddr,
+		}
+		if spec.Shared {
+			b.Mode = ina.ModeShared
+			if !psAddr.IsValid() {
+				return nil, fmt.Errorf("job %d: a shared binding needs a parameter server host", spec.ID)
+			}
+		}
+		if err := ctl.Bind(ctx, b); err != nil {
+			return nil, fmt.Errorf("job %d: bind: %w", spec.ID, err)
+		}
+		j.Controller, j.Binding = ctl, b
+		target = netip.AddrPortFrom(pl.Self(), ina.Port)
+		if spec.Window == 0 {
+			spec.Window = 256
+			if !spec.Shared {
+				spec.Window = int(spec.Size)
+			}
+		}
+		if !spec.Shared && spec.Window > int(spec.Size) {
+			return nil, fmt.Errorf("job %d: window of %d slots exceeds the pool of %d", spec.ID, spec.Window, spec.Size)
+		}
+		if psAddr.IsValid() {
+			ps, err := NewPS(PSJob{Job: spec.ID, Workers: addrs, Elements: spec.Elements, K: spec.K, Multicast: target})
+			if err != nil {
+				return nil, err
+			}
+			j.PS = ps
+		}
+	case ModePS:
+		if !psAddr.IsValid() {
+			return nil, fmt.Errorf("job %d: mode ps needs a parameter server host", spec.ID)
+		}
+		ps, err := NewPS(PSJob{Job: spec.ID, Workers: addrs, Elements: spec.Elements, K: spec.K})
+		if err != nil {
+			return nil, err
+		}
+		j.PS = ps
+		target = psAddr
+		if spec.Window == 0 {
+			spec.Window = 256
+		}
+	case ModeRing:
+		if spec.Window == 0 {
+			spec.Window = 256
+		}
+	default:
+		return nil, fmt.Errorf("job %d: mode %q, want %s, %s or %s", spec.ID, spec.Mode, ModeINA, ModePS, ModeRing)
+	}
+	j.Spec = spec
+	if j.PS != nil {
+		if _, err := net.Attach(spec.PSHost, spec.Port, j.PS); err != nil {
+			return nil, fmt.Errorf("job %d: %w", spec.ID, err)
+		}
+	}
+	for i := range n {
+		var red Reducer
+		if spec.Mode == ModeRing {
+			r, err := NewRing(RingConfig{Job: spec.ID, Rank: i, Peers: addrs, K: spec.K, Window: spec.Window, Timeout: spec.Timeout})
+			if err != nil {
+				return nil, fmt.Errorf("job %d: %w", spec.ID, err)
+			}
+			j.Rings = append(j.Rings, r)
+			red = r
+		} else {
+			s, err := NewStream(StreamConfig{Job: spec.ID, Worker: uint8(i), Workers: uint8(n), Target: target, Window: spec.Window, K: spec.K, Timeout: spec.Timeout})
+			if err != nil {
+				return nil, fmt.Errorf("job %d: %w", spec.ID, err)
+			}
+			j.Streams = append(j.Streams, s)
+			red = s
+		}
+		w := &Worker{
+			Reducer: red, Tensor: make([]int32, spec.Elements), Iterations: spec.Iterations,
+			Compute: spec.Compute, Delay: spec.Delay,
+			Done: func(at time.Duration, err error) {
+				j.finished++
+				j.Finish = max(j.Finish, at)
+				if err != nil && j.Err == nil {
+					j.Err = fmt.Errorf("job %d worker %d: %w", spec.ID, i, err)
+				}
+			},
+		}
+		if spec.Fill != nil {
+			w.Fill = func(it int, t []int32) { spec.Fill(i, it, t) }
+		}
+		if spec.Check != nil {
+			w.Check = func(it int, t []int32) error { return spec.Check(i, it, t) }
+		}
+		j.Workers = append(j.Workers, w)
+		if _, err := net.Attach(spec.Hosts[i], spec.Port, w); err != nil {
+			return nil, fmt.Errorf("job %d: %w", spec.ID, err)
+		}
+	}
+	return j, nil
+}
