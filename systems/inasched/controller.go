@@ -1,0 +1,102 @@
+package inasched
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Binder carries bindings to the switches: on the INA data plane, a
+// P4Runtime write of the job's job-table entry (see P4RT). A Binder is
+// called from the controller's goroutine only.
+type Binder interface {
+	// Bind installs or moves job's binding on switch sw, effective from the
+	// job's next all-reduce. workers names the job's worker hosts, in
+	// worker-id order (multicast group, parameter server).
+	Bind(ctx context.Context, sw string, job int, b Binding, workers []string) error
+	// Unbind removes every binding of job from switch sw.
+	Unbind(ctx context.Context, sw string, job int) error
+}
+
+// Controller is the control loop between a Scheduler and the switches: it
+// admits jobs, asks the scheduler for each job's binding at every
+// iteration boundary, writes bindings that changed through the Binder, and
+// releases them when jobs finish.
+type Controller struct {
+	s      Scheduler
+	b      Binder
+	jobs   map[int]*entry
+	writes uint64
+}
+
+type entry struct {
+	job       Job
+	workers   []string
+	installed Binding
+	bound     bool // installed is on the switch
+}
+
+// NewController returns a controller for s; b may be nil (decisions are
+// then only returned, as in unit tests of policies).
+func NewController(s Scheduler, b Binder) *Controller {
+	return &Controller{s: s, b: b, jobs: map[int]*entry{}}
+}
+
+// Scheduler returns the controlled scheduler.
+func (c *Controller) Scheduler() Scheduler { return c.s }
+
+// Admit registers a job whose workers run on the named hosts.
+func (c *Controller) Admit(now time.Duration, j Job, workers []string) {
+	c.jobs[j.ID] = &entry{job: j, workers: workers, installed: RingBinding}
+	c.s.Admit(now, j)
+}
+
+// Begin returns the binding of job id's all-reduce that starts now,
+// writing it to the switch first if it changed.
+func (c *Controller) Begin(now time.Duration, id int) (Binding, error) {
+	e := c.jobs[id]
+	if e == nil {
+		return RingBinding, fmt.Errorf("controller: job %d was never admitted", id)
+	}
+	b := c.s.Binding(now, id)
+	if b == e.installed && (e.bound || !b.INA()) {
+		return b, nil
+	}
+	if c.b != nil {
+		var err error
+		if b.INA() {
+			err = c.b.Bind(context.Background(), e.job.Switch, id, b, e.workers)
+		} else if e.bound {
+			err = c.b.Unbind(context.Background(), e.job.Switch, id)
+		}
+		if err != nil {
+			return RingBinding, fmt.Errorf("controller: job %d on %s: %w", id, e.job.Switch, err)
+		}
+	}
+	c.writes++
+	e.installed, e.bound = b, b.INA()
+	return b, nil
+}
+
+// Depart releases job id's memory.
+func (c *Controller) Depart(now time.Duration, id int) error {
+	e := c.jobs[id]
+	if e == nil {
+		return fmt.Errorf("controller: job %d was never admitted", id)
+	}
+	delete(c.jobs, id)
+	c.s.Depart(now, id)
+	if e.bound && c.b != nil {
+		c.writes++
+		if err := c.b.Unbind(context.Background(), e.job.Switch, id); err != nil {
+			return fmt.Errorf("controller: job %d on %s: %w", id, e.job.Switch, err)
+		}
+	}
+	return nil
+}
+
+// Priority is the scheduler's priority of a job.
+func (c *Controller) Priority(id int) float64 { return c.s.Priority(id) }
+
+// Writes counts binding writes (installs, moves and removals).
+func (c *Controller) Writes() uint64 { return c.writes }

@@ -1,0 +1,155 @@
+// Package inasched is the common frame of tracebed's multi-tenant INA job
+// schedulers (systems/noina, switchml, atp, dynaina): what a scheduler is
+// told about jobs, what it decides (a Binding of each job to switch
+// aggregator memory), and the Controller that carries its decisions to the
+// switches through P4Runtime.
+//
+// A scheduler never touches packets or time: the substrate (the flow-level
+// model or the packet-level emulation in workloads/training) calls Admit
+// when a job starts, Binding at every iteration boundary before the job's
+// all-reduce, and Depart when it finishes. Decisions take effect at the next
+// iteration boundary of the job concerned, so no in-flight aggregation is
+// ever lost (DESIGN.md §5).
+package inasched
+
+import (
+	"fmt"
+	"time"
+)
+
+// Job is what a scheduler knows of a running job: its profile and the
+// network-derived quantities it needs for decisions.
+type Job struct {
+	ID      int
+	Model   string
+	Workers int
+	// Switch is the aggregation switch: the lowest switch every worker
+	// reaches (the ToR for a rack-local job).
+	Switch  string
+	Arrival time.Duration
+	// Compute is the compute time of one iteration.
+	Compute time.Duration
+	// Gradient is the bytes each worker all-reduces per iteration.
+	Gradient int64
+	// CommINA is the all-reduce time of one iteration at full INA rate
+	// (the job alone, with Demand aggregators); CommRing the host ring
+	// all-reduce time alone.
+	CommINA, CommRing time.Duration
+	// Demand is the aggregators that let the job aggregate at line rate
+	// (its bandwidth-delay product in window slots, times the aggregators
+	// per slot). Useful is the fewest aggregators with which INA is
+	// faster than the host ring; below it a pool is worse than none.
+	Demand, Useful int
+}
+
+// Period is the length of one iteration at full INA rate.
+func (j Job) Period() time.Duration { return j.Compute + j.CommINA }
+
+// CommFraction is the share of an iteration spent communicating at full INA
+// rate: the probability that the job is communicating at a random instant.
+func (j Job) CommFraction() float64 {
+	if j.Period() <= 0 {
+		return 0
+	}
+	return j.CommINA.Seconds() / j.Period().Seconds()
+}
+
+// Intensity is the job's communication intensity: gradient bytes per second
+// of compute.
+func (j Job) Intensity() float64 {
+	if j.Compute <= 0 {
+		return float64(j.Gradient) * 1e9
+	}
+	return float64(j.Gradient) / j.Compute.Seconds()
+}
+
+// Distributed reports whether the job all-reduces at all (more than one
+// worker).
+func (j Job) Distributed() bool { return j.Workers > 1 }
+
+// Mode is how a job all-reduces.
+type Mode int
+
+// Modes of a Binding.
+const (
+	// Ring: host ring all-reduce, no switch memory.
+	Ring Mode = iota
+	// Pool: SwitchML-style streaming aggregation over the aggregators
+	// [Base, Base+Size) of the switch. The job uses the whole range while
+	// it communicates; jobs bound to the same Pool take turns (one
+	// communication phase at a time, the rest wait).
+	Pool
+	// Shared: ATP-style aggregation with the aggregator chosen by hash
+	// over [Base, Base+Size); a chunk whose aggregator is held by another
+	// chunk falls back to the job's parameter server.
+	Shared
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Ring:
+		return "ring"
+	case Pool:
+		return "pool"
+	case Shared:
+		return "shared"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Binding is a job's use of switch memory for its next all-reduce.
+type Binding struct {
+	Mode Mode
+	// Pool identifies the memory pool; jobs with the same Pool on the same
+	// switch take turns. It is meaningful for Mode Pool only.
+	Pool int
+	// Base and Size delimit the aggregators, in the switch's aggregator
+	// array.
+	Base, Size int
+}
+
+// RingBinding is the binding of a job without switch memory.
+var RingBinding = Binding{Mode: Ring, Pool: -1}
+
+// INA reports whether the binding aggregates in the switch.
+func (b Binding) INA() bool { return b.Mode != Ring && b.Size > 0 }
+
+// Overlaps reports whether two bindings share aggregators.
+func (b Binding) Overlaps(o Binding) bool {
+	return b.INA() && o.INA() && b.Base < o.Base+o.Size && o.Base < b.Base+b.Size
+}
+
+func (b Binding) String() string {
+	if !b.INA() {
+		return "ring"
+	}
+	return fmt.Sprintf("%s %d [%d,%d)", b.Mode, b.Pool, b.Base, b.Base+b.Size)
+}
+
+// Scheduler is a multi-tenant INA policy. Its methods are called from one
+// goroutine, in time order.
+type Scheduler interface {
+	// Name is the policy's name ("dynaina").
+	Name() string
+	// Admit tells the scheduler that job j has started (its workers are
+	// placed and it is about to compute its first iteration).
+	Admit(now time.Duration, j Job)
+	// Depart tells the scheduler that job id has finished; its memory is
+	// free from now on.
+	Depart(now time.Duration, id int)
+	// Binding returns the binding job id uses for the all-reduce that
+	// starts now (an iteration boundary). Bindings of jobs in different
+	// pools on the same switch never overlap; a job whose binding changed
+	// moves to the new one now.
+	Binding(now time.Duration, id int) Binding
+	// Priority orders jobs that wait for the same pool: the higher goes
+	// first; ties go to the one that asked first.
+	Priority(id int) float64
+}
+
+// Memory is the aggregator capacity of every switch, by switch name.
+type Memory map[string]int
+
+// Factory builds a scheduler for a network with the given switch memory and
+// aggregators per window slot.
+type Factory func(mem Memory, slotAggregators int) (Scheduler, error)

@@ -1,0 +1,138 @@
+// Package switchml is the isolation baseline: SwitchML-style static
+// partitioning of switch aggregator memory among tenants.
+//
+// Each switch's memory is split into fixed, equal partitions when the run
+// starts. A job takes a free partition of its aggregation switch when it
+// starts and keeps it until it finishes — through its compute phases too,
+// when the partition is reserved but idle. A job that finds no free
+// partition all-reduces with the host ring until one frees; freed partitions
+// go to waiting jobs in the order they started. The job moves onto the
+// partition at its next iteration boundary.
+package switchml
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tracebed/tracebed/systems/inasched"
+)
+
+// Params configure the partitioning.
+type Params struct {
+	// Partition is the target size of one partition in aggregators. Each
+	// switch with M aggregators gets max(1, ⌊M/Partition⌋) equal
+	// partitions (the remainder of the division is spread over them).
+	// The experiment defaults it to a job's line-rate demand.
+	Partition int
+}
+
+// Scheduler is the SwitchML isolation policy.
+type Scheduler struct {
+	p        Params
+	switches map[string]*swState
+	jobs     map[int]*jobState
+}
+
+type swState struct {
+	size    int   // aggregators per partition
+	owner   []int // job id per partition, -1 free
+	waiting []int // job ids without a partition, in start order
+}
+
+type jobState struct {
+	job       inasched.Job
+	partition int // -1: none
+}
+
+// New returns a SwitchML scheduler for the given memory.
+func New(p Params, mem inasched.Memory, slotAggregators int) (*Scheduler, error) {
+	if p.Partition <= 0 {
+		return nil, fmt.Errorf("switchml: partition must be positive, got %d", p.Partition)
+	}
+	s := &Scheduler{p: p, switches: map[string]*swState{}, jobs: map[int]*jobState{}}
+	for name, m := range mem {
+		st := &swState{}
+		if m > 0 {
+			n := max(1, m/p.Partition)
+			st.size = m / n
+			if slotAggregators > 1 {
+				st.size -= st.size % slotAggregators
+			}
+			if st.size > 0 {
+				st.owner = slices.Repeat([]int{-1}, n)
+			}
+		}
+		s.switches[name] = st
+	}
+	return s, nil
+}
+
+// Factory returns an inasched.Factory for params p.
+func Factory(p Params) inasched.Factory {
+	return func(mem inasched.Memory, slot int) (inasched.Scheduler, error) { return New(p, mem, slot) }
+}
+
+// Name implements inasched.Scheduler.
+func (s *Scheduler) Name() string { return "switchml" }
+
+// Partitions returns the number and size of the partitions of a switch.
+func (s *Scheduler) Partitions(sw string) (n, size int) {
+	st := s.switches[sw]
+	if st == nil {
+		return 0, 0
+	}
+	return len(st.owner), st.size
+}
+
+// Admit implements inasched.Scheduler.
+func (s *Scheduler) Admit(_ time.Duration, j inasched.Job) {
+	js := &jobState{job: j, partition: -1}
+	s.jobs[j.ID] = js
+	st := s.switches[j.Switch]
+	if !j.Distributed() || st == nil {
+		return
+	}
+	if i := slices.Index(st.owner, -1); i >= 0 {
+		st.owner[i], js.partition = j.ID, i
+		return
+	}
+	st.waiting = append(st.waiting, j.ID)
+}
+
+// Depart implements inasched.Scheduler.
+func (s *Scheduler) Depart(_ time.Duration, id int) {
+	js := s.jobs[id]
+	if js == nil {
+		return
+	}
+	delete(s.jobs, id)
+	st := s.switches[js.job.Switch]
+	if st == nil {
+		return
+	}
+	st.waiting = slices.DeleteFunc(st.waiting, func(w int) bool { return w == id })
+	if js.partition < 0 {
+		return
+	}
+	st.owner[js.partition] = -1
+	if len(st.waiting) > 0 {
+		next := st.waiting[0]
+		st.waiting = st.waiting[1:]
+		st.owner[js.partition] = next
+		s.jobs[next].partition = js.partition
+	}
+}
+
+// Binding implements inasched.Scheduler.
+func (s *Scheduler) Binding(_ time.Duration, id int) inasched.Binding {
+	js := s.jobs[id]
+	if js == nil || js.partition < 0 {
+		return inasched.RingBinding
+	}
+	size := s.switches[js.job.Switch].size
+	return inasched.Binding{Mode: inasched.Pool, Pool: js.partition, Base: js.partition * size, Size: size}
+}
+
+// Priority implements inasched.Scheduler; partitions are never shared.
+func (s *Scheduler) Priority(int) float64 { return 0 }

@@ -1,0 +1,141 @@
+package training
+
+import (
+	"math"
+	"time"
+
+	"github.com/tracebed/tracebed/systems/inasched"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// dirLink is the index of the directed link a hop uses in engine.links.
+func dirLink(h hop) int {
+	if h.forward {
+		return 2 * h.link.Index
+	}
+	return 2*h.link.Index + 1
+}
+
+// pathLatency is the time a frame of frame bytes takes along hops:
+// propagation and serialization on every hop, plus the pipeline latency of
+// every switch it leaves except skip (the aggregation switch, counted once
+// by the caller).
+func pathLatency(hops []hop, frame int, skip *topologies.Node) float64 {
+	var t float64
+	for _, h := range hops {
+		t += h.link.Delay.Seconds() + float64(frame)*8/float64(h.link.Rate)
+		if !h.from.IsHost() && h.from != skip {
+			t += h.from.Latency.Seconds()
+		}
+	}
+	return t
+}
+
+func minRate(hops []hop) float64 {
+	r := math.Inf(1)
+	for _, h := range hops {
+		r = min(r, float64(h.link.Rate))
+	}
+	return r
+}
+
+// derive computes a placed job's network constants and its scheduler view.
+func (e *engine) derive(r *run) {
+	net := e.s.Net
+	P, F := float64(net.Payload), float64(net.Frame)
+	f := F / P
+	n := len(r.hosts)
+	sw := r.sw
+	var upMax, upMin, downMax float64
+	upMin = math.Inf(1)
+	rate := math.Inf(1)
+	r.ina = r.ina[:0]
+	for _, h := range r.hosts {
+		host := e.cl.Hosts[h]
+		up, down := e.cl.path(host, sw), e.cl.path(sw, host)
+		lu, ld := pathLatency(up, net.Frame, sw), pathLatency(down, net.Frame, sw)
+		upMax, upMin, downMax = max(upMax, lu), min(upMin, lu), max(downMax, ld)
+		rate = min(rate, minRate(up), minRate(down))
+		for _, x := range up {
+			r.ina = append(r.ina, coef{dirLink(x), f})
+		}
+		for _, x := range down {
+			r.ina = append(r.ina, coef{dirLink(x), f})
+		}
+	}
+	r.ina = mergeCoefs(r.ina)
+	turn := net.Turnaround.Seconds()
+	r.rtt = upMax + sw.Latency.Seconds() + downMax + turn
+	r.line = rate / 8 / f
+	r.hold = upMax - upMin
+
+	// Host ring: worker i sends 2(N−1)/N of the gradient to worker i+1.
+	r.ring = r.ring[:0]
+	var ringLat float64
+	ringRate := math.Inf(1)
+	for i, h := range r.hosts {
+		next := r.hosts[(i+1)%n]
+		if n == 1 {
+			break
+		}
+		p := e.cl.path(e.cl.Hosts[h], e.cl.Hosts[next])
+		ringLat = max(ringLat, pathLatency(p, net.Frame, nil))
+		ringRate = min(ringRate, minRate(p))
+		for _, x := range p {
+			r.ring = append(r.ring, coef{dirLink(x), 2 * float64(n-1) / float64(n) * f})
+		}
+	}
+	r.ring = mergeCoefs(r.ring)
+	r.tauRing = 2 * float64(n-1) * (ringLat + turn)
+
+	// Shared mode: results and collisions go through the job's parameter
+	// server, a dedicated host attached to the aggregation switch with a
+	// link like worker 0's.
+	acc := e.cl.Hosts[r.hosts[0]].Ports[0].Link
+	psOne := acc.Delay.Seconds() + F*8/float64(acc.Rate)
+	r.rttATP = r.rtt + 2*psOne + sw.Latency.Seconds() + turn
+	r.psLinks = [2]int{len(e.links), len(e.links) + 1}
+	e.links = append(e.links, float64(acc.Rate)/8, float64(acc.Rate)/8)
+	r.wATP = int(math.Ceil(r.line * r.rttATP / P))
+
+	G := float64(r.prof.GradientBytes)
+	demand := int(math.Ceil(r.line * r.rtt / P))
+	useful := demand
+	if n > 1 {
+		useful = min(demand, int(math.Floor(float64(demand)*float64(n)/float64(2*(n-1))))+1)
+	}
+	commRing := 0.0
+	if n > 1 {
+		commRing = 2*float64(n-1)/float64(n)*G*f/(ringRate/8) + r.tauRing
+	}
+	r.sj = inasched.Job{
+		ID: r.spec.ID, Model: r.prof.Name, Workers: n, Switch: sw.Name, Arrival: r.spec.Arrival,
+		Compute:  secs(r.compute),
+		Gradient: r.prof.GradientBytes,
+		CommINA:  secs(G/r.line + r.rtt),
+		CommRing: secs(commRing),
+		Demand:   demand, Useful: useful,
+	}
+	r.boundComm = 0
+	if n > 1 {
+		r.boundComm = G * 8 / rate
+	}
+}
+
+func secs(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+// mergeCoefs adds up coefficients of the same link, keeping first-seen
+// order.
+func mergeCoefs(cs []coef) []coef {
+	at := map[int]int{}
+	out := cs[:0:0]
+	for _, c := range cs {
+		if i, ok := at[c.link]; ok {
+			out[i].a += c.a
+			continue
+		}
+		at[c.link] = len(out)
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,878 @@
+package training
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/systems/inasched"
+	"github.com/tracebed/tracebed/topologies"
+	"github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/workloads/models"
+)
+
+// Net holds the protocol and host parameters of the INA model beyond the
+// topology (docs/dynaina.md lists their defaults and sources).
+type Net struct {
+	// Payload is the gradient bytes one INA packet carries (k × 4; 256 for
+	// k = 64, as SwitchML and p4/ina).
+	Payload int
+	// Frame is the bytes an INA or ring packet occupies on the wire
+	// (322 for k = 64: Ethernet, IPv4, UDP, the 24-byte INA header).
+	Frame int
+	// Turnaround is a worker's (and a parameter server's) time from
+	// receiving a result to sending the slot's next packet.
+	Turnaround time.Duration
+	// Control is the latency of a pool turn handoff: the controller tells
+	// a waiting job's workers that the pool is theirs.
+	Control time.Duration
+	// Jitter is the coefficient of variation of each worker's compute
+	// time per iteration (normal, truncated at ±3σ); the all-reduce starts
+	// when the slowest worker is done.
+	Jitter float64
+	// ComputeScale multiplies every model's compute time (a faster GPU
+	// than the reference: < 1).
+	ComputeScale float64
+}
+
+// DefaultNet are the parameters of the experiments unless a spec says
+// otherwise.
+var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1}
+
+// Check validates n.
+func (n Net) Check() error {
+	switch {
+	case n.Payload < 4 || n.Payload > 9000:
+		return fmt.Errorf("payload %d: want 4 to 9000 bytes", n.Payload)
+	case n.Frame < n.Payload || n.Frame > 9216:
+		return fmt.Errorf("frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
+	case n.Turnaround < 0 || n.Control < 0:
+		return fmt.Errorf("turnaround and control latency must not be negative")
+	case !(n.Jitter >= 0 && n.Jitter <= 0.3):
+		return fmt.Errorf("jitter %v: want 0 to 0.3", n.Jitter)
+	case !(n.ComputeScale > 0 && n.ComputeScale <= 100):
+		return fmt.Errorf("compute_scale %v: want more than 0, at most 100", n.ComputeScale)
+	}
+	return nil
+}
+
+// Setup is one flow-level run.
+type Setup struct {
+	Top    *topologies.Topology
+	Net    Net
+	Jobs   []jobtrace.Job
+	Policy inasched.Factory
+	// Binder, if not nil, receives every binding the controller makes
+	// (P4Runtime job-table writes on the switches).
+	Binder inasched.Binder
+	Seed   uint64
+	// Bins is the number of points of the memory-utilisation series
+	// (default 200).
+	Bins int
+	// Progress, if not nil, is called with the fraction of jobs done.
+	Progress func(float64)
+}
+
+// JobResult is what happened to one job.
+type JobResult struct {
+	ID, Workers, Iterations int
+	Model                   string
+	Switch                  string
+	Arrival, Start, Finish  float64 // seconds
+	// Bound is the physical lower bound of the job's JCT: the sum over
+	// iterations of the compute time (the slowest worker's, as drawn) and,
+	// for a distributed job, the gradient's bits ÷ the workers' link rate.
+	Bound float64
+	// Gradient is the bytes all-reduced over the run (per worker, summed
+	// over iterations); INA the part aggregated in a switch; Fallback the
+	// bytes workers sent to the parameter server after collisions (summed
+	// over workers).
+	Gradient, INA, Fallback float64
+}
+
+// JCT is the job completion time: finish minus arrival.
+func (r JobResult) JCT() float64 { return r.Finish - r.Arrival }
+
+// Outcome is the result of a flow-level run.
+type Outcome struct {
+	Jobs []JobResult
+	// Makespan is from the first arrival to the last finish, seconds.
+	Makespan float64
+	// MemUtil is aggregator-seconds in use ÷ (aggregators × makespan),
+	// over every switch with aggregators.
+	MemUtil float64
+	// INAFraction is the share of gradient bytes of distributed jobs
+	// aggregated in a switch.
+	INAFraction float64
+	// FallbackBytes is the bytes workers sent to parameter servers after
+	// collisions.
+	FallbackBytes float64
+	// MemSeries is the fraction of aggregator memory in use over time
+	// (averaged over Bins equal intervals of the makespan).
+	MemSeries []analysis.Point
+	// Events counts the model's events; Rebinds the bindings written.
+	Events, Rebinds uint64
+}
+
+// AvgJCT is the mean job completion time.
+func (o *Outcome) AvgJCT() float64 {
+	var s float64
+	for _, j := range o.Jobs {
+		s += j.JCT()
+	}
+	return s / float64(len(o.Jobs))
+}
+
+// phase of a job.
+type phase int
+
+const (
+	queued    phase = iota // waiting for hosts
+	computing              // every worker computing
+	skew                   // some workers done, the all-reduce not started
+	streaming              // all-reduce: bytes flowing
+	draining               // all-reduce: last results in flight
+	done
+)
+
+type coef struct {
+	link int
+	a    float64 // wire bytes on the link per payload byte of progress
+}
+
+// run is a job in the model.
+type run struct {
+	idx     int
+	spec    jobtrace.Job
+	prof    models.Profile
+	sj      inasched.Job
+	hosts   []int
+	sw      *topologies.Node
+	rng     *rand.Rand
+	iter    int
+	phase   phase
+	ver     uint64
+	compute float64 // seconds per iteration before jitter
+
+	// Network constants.
+	line          float64 // payload bytes/s at the workers' line rate
+	rtt, rttATP   float64 // INA slot round trip; through the PS in shared mode
+	tauRing       float64 // ring all-reduce latency term
+	hold          float64 // spread of a chunk's packets at the switch (shared mode)
+	wATP          int     // ATP window, slots
+	ina, ring     []coef  // link coefficients per mode
+	psLinks       [2]int  // virtual PS links: switch→PS, PS→switch
+	boundComm     float64 // gradient bits ÷ line rate, seconds per iteration
+
+	// Current all-reduce.
+	b         inasched.Binding
+	haveB     bool // b is the binding of this iteration
+	holder    bool // holds its pool range (pool mode)
+	waiting   bool // queued for its pool
+	asked     float64
+	granted   float64
+	lastDone  float64 // when the slowest worker finishes computing
+	computed  bool
+	remaining float64 // payload bytes per worker
+	rate      float64 // payload bytes/s per worker
+	cap       float64
+	p         float64 // collision probability (shared mode)
+	tau       float64
+
+	res JobResult
+}
+
+type event struct {
+	t    float64
+	seq  uint64
+	kind int
+	job  int
+	ver  uint64
+}
+
+const (
+	evArrive = iota
+	evFirstDone
+	evLastDone
+	evStreamStart
+	evStreamEnd
+	evDrainEnd
+)
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].t != q[j].t {
+		return q[i].t < q[j].t
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// engine is the flow-level model.
+type engine struct {
+	s       Setup
+	cl      *Cluster
+	ctl     *inasched.Controller
+	now     float64
+	seq     uint64
+	q       eventQueue
+	runs    []*run
+	pending []*run // arrived, waiting for hosts, in arrival order
+	active  []*run // started and not done, by index
+	links   []float64 // capacity of each directed link, wire bytes/s
+	mem     map[string]int
+	memSum  int
+	inUse   map[string]float64
+	used    float64 // sum of inUse
+	steps   []analysis.Point
+	area    float64
+	last    float64
+	first   float64
+	done    int
+	events  uint64
+	dirty   bool
+	sv      solver
+	occ     []float64 // shared-mode occupancy per node index (scratch)
+	want    []float64 // aggregators in use per node index (scratch)
+}
+
+// Simulate runs the flow-level model.
+func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
+	if err := s.Net.Check(); err != nil {
+		return nil, err
+	}
+	if len(s.Jobs) == 0 {
+		return nil, fmt.Errorf("no jobs")
+	}
+	if s.Bins <= 0 {
+		s.Bins = 200
+	}
+	e := &engine{s: s, cl: NewCluster(s.Top), mem: map[string]int{}, inUse: map[string]float64{}}
+	for _, sw := range s.Top.Switches() {
+		e.mem[sw.Name] = sw.Aggregators
+		e.memSum += sw.Aggregators
+	}
+	sched, err := s.Policy(inasched.Memory(e.mem), 1)
+	if err != nil {
+		return nil, err
+	}
+	e.ctl = inasched.NewController(sched, s.Binder)
+	for _, l := range s.Top.Links {
+		c := float64(l.Rate) / 8
+		e.links = append(e.links, c, c) // A→B, B→A
+	}
+	hosts := len(e.cl.Hosts)
+	e.first = math.Inf(1)
+	for i, j := range s.Jobs {
+		prof, ok := models.Lookup(j.Model)
+		if !ok {
+			return nil, models.UnknownError(j.Model)
+		}
+		if j.Workers > hosts {
+			return nil, fmt.Errorf("job %d needs %d workers; the topology has %d hosts", j.ID, j.Workers, hosts)
+		}
+		r := &run{idx: i, spec: j, prof: prof, compute: prof.Compute.Seconds() * s.Net.ComputeScale,
+			rng: rand.New(rand.NewPCG(s.Seed, uint64(j.ID)<<1|1))}
+		r.res = JobResult{ID: j.ID, Workers: j.Workers, Iterations: j.Iterations, Model: prof.Name, Arrival: j.Arrival.Seconds()}
+		e.runs = append(e.runs, r)
+		e.first = min(e.first, r.res.Arrival)
+		e.push(r.res.Arrival, evArrive, i, 0)
+	}
+	for len(e.q) > 0 {
+		if e.events&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		ev := heap.Pop(&e.q).(event)
+		e.events++
+		e.advance(ev.t)
+		r := e.runs[ev.job]
+		if ev.kind != evArrive && ev.ver != r.ver {
+			continue // superseded
+		}
+		if err := e.handle(ev, r); err != nil {
+			return nil, err
+		}
+		if e.dirty {
+			e.reallocate()
+		}
+	}
+	if e.done != len(e.runs) {
+		return nil, fmt.Errorf("flow model stopped with %d of %d jobs done", e.done, len(e.runs))
+	}
+	return e.outcome(), nil
+}
+
+func (e *engine) push(t float64, kind, job int, ver uint64) {
+	e.seq++
+	heap.Push(&e.q, event{t: t, seq: e.seq, kind: kind, job: job, ver: ver})
+}
+
+// advance moves time to t, progressing every streaming job and accounting.
+func (e *engine) advance(t float64) {
+	dt := t - e.now
+	if dt < 0 {
+		dt = 0
+	}
+	if dt > 0 {
+		for _, r := range e.active {
+			if r.phase == streaming && r.rate > 0 {
+				moved := min(r.rate*dt, r.remaining)
+				r.remaining -= moved
+				r.res.Gradient += moved
+				switch r.b.Mode {
+				case inasched.Pool:
+					r.res.INA += moved
+				case inasched.Shared:
+					r.res.INA += moved * (1 - r.p)
+					r.res.Fallback += moved * r.p * float64(len(r.hosts))
+				}
+			}
+		}
+		e.area += e.used * dt
+	}
+	e.now = t
+}
+
+// setUse records a change of the aggregators in use on a switch.
+func (e *engine) setUse(sw string, delta float64) {
+	if delta == 0 {
+		return
+	}
+	e.inUse[sw] += delta
+	e.used += delta
+	if e.used < 1e-9 {
+		e.used = 0
+	}
+	frac := 0.0
+	if e.memSum > 0 {
+		frac = e.used / float64(e.memSum)
+	}
+	if n := len(e.steps); n > 0 && e.steps[n-1].X == e.now {
+		e.steps[n-1].Y = frac
+	} else {
+		e.steps = append(e.steps, analysis.Point{X: e.now, Y: frac})
+	}
+}
+
+func (e *engine) handle(ev event, r *run) error {
+	switch ev.kind {
+	case evArrive:
+		e.pending = append(e.pending, r)
+		return e.admit()
+	case evFirstDone:
+		return e.firstDone(r)
+	case evLastDone:
+		r.computed = true
+		r.phase = skew
+		e.tryStart(r)
+	case evStreamStart:
+		r.phase = streaming
+		r.remaining = float64(r.prof.GradientBytes)
+		e.dirty = true
+	case evStreamEnd:
+		if r.remaining > 1e-6*float64(r.prof.GradientBytes) {
+			return fmt.Errorf("job %d: stream ended with %.0f bytes left", r.spec.ID, r.remaining)
+		}
+		r.res.Gradient += r.remaining
+		if r.b.Mode == inasched.Pool {
+			r.res.INA += r.remaining
+		}
+		r.remaining = 0
+		r.phase = draining
+		r.rate = 0
+		e.dirty = true
+		r.ver++
+		e.push(e.now+r.tau, evDrainEnd, r.idx, r.ver)
+	case evDrainEnd:
+		return e.endIteration(r)
+	}
+	return nil
+}
+
+// admit starts pending jobs, in arrival order, while their workers fit.
+func (e *engine) admit() error {
+	for len(e.pending) > 0 {
+		r := e.pending[0]
+		hosts, ok := e.cl.Place(r.spec.Workers)
+		if !ok {
+			return nil // first come first served: later jobs wait too
+		}
+		e.pending = e.pending[1:]
+		if err := e.start(r, hosts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *engine) index(r *run) int { return r.idx }
+
+// start places r on hosts and begins its first iteration.
+func (e *engine) start(r *run, hosts []int) error {
+	r.hosts = hosts
+	sw, err := e.cl.AggregationSwitch(hosts)
+	if err != nil {
+		return fmt.Errorf("job %d: %w", r.spec.ID, err)
+	}
+	r.sw = sw
+	r.res.Switch = sw.Name
+	r.res.Start = e.now
+	e.derive(r)
+	e.active = append(e.active, r)
+	slices.SortFunc(e.active, func(a, b *run) int { return a.idx - b.idx })
+	e.ctl.Admit(time.Duration(e.now*1e9), r.sj, e.workerAddrs(r))
+	e.rebindWaiters(sw.Name)
+	e.computeStart(r)
+	return nil
+}
+
+func (e *engine) workerAddrs(r *run) []string {
+	out := make([]string, len(r.hosts))
+	for i, h := range r.hosts {
+		out[i] = e.cl.Hosts[h].Name
+	}
+	return out
+}
+
+// computeStart draws the workers' compute times of the next iteration.
+func (e *engine) computeStart(r *run) {
+	r.phase = computing
+	r.computed, r.haveB = false, false
+	lo, hi := math.Inf(1), 0.0
+	for range r.hosts {
+		f := 1.0
+		if j := e.s.Net.Jitter; j > 0 {
+			f += j * max(-3, min(3, r.rng.NormFloat64()))
+		}
+		c := r.compute * max(f, 0.01)
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	r.res.Bound += hi + r.boundComm
+	if len(r.hosts) == 1 {
+		r.ver++
+		e.push(e.now+hi, evDrainEnd, e.index(r), r.ver) // nothing to all-reduce
+		return
+	}
+	r.ver++
+	r.lastDone = e.now + hi
+	e.push(e.now+lo, evFirstDone, e.index(r), r.ver)
+	e.push(e.now+hi, evLastDone, e.index(r), r.ver)
+}
+
+// firstDone: the first worker is ready to all-reduce. The job learns its
+// binding for this iteration; in pool mode it asks for its pool, in shared
+// mode its early workers start claiming aggregators.
+func (e *engine) firstDone(r *run) error {
+	r.phase = skew
+	b, err := e.ctl.Begin(time.Duration(e.now*1e9), r.sj.ID)
+	if err != nil {
+		return err
+	}
+	r.b, r.haveB = b, true
+	switch {
+	case b.Mode == inasched.Pool && b.INA():
+		e.request(r)
+	case b.Mode == inasched.Shared && b.INA():
+		e.setUse(r.sw.Name, float64(r.wATP))
+		e.dirty = true
+	}
+	return nil
+}
+
+// request queues r for its pool range, or grants it at once.
+func (e *engine) request(r *run) {
+	r.asked = e.now
+	if e.rangeFree(r) {
+		e.grant(r, false)
+		return
+	}
+	r.waiting = true
+}
+
+func (e *engine) rangeFree(r *run) bool {
+	for _, o := range e.active {
+		if o != r && o.holder && o.sw == r.sw && o.b.Overlaps(r.b) {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *engine) grant(r *run, handoff bool) {
+	r.waiting = false
+	r.holder = true
+	r.granted = e.now
+	if handoff {
+		r.granted += e.s.Net.Control.Seconds()
+	}
+	e.setUse(r.sw.Name, float64(r.b.Size))
+	if r.computed {
+		e.tryStart(r)
+	}
+}
+
+// tryStart starts the all-reduce once every worker is done and the job may
+// use its memory.
+func (e *engine) tryStart(r *run) {
+	if !r.computed || r.phase != skew {
+		return
+	}
+	if r.b.Mode == inasched.Pool && r.b.INA() && !r.holder {
+		return
+	}
+	start := e.now
+	if r.holder {
+		start = max(start, r.granted)
+	}
+	r.phase = skew // until evStreamStart
+	r.ver++
+	e.setTau(r)
+	e.push(start, evStreamStart, e.index(r), r.ver)
+	r.computed = false
+}
+
+func (e *engine) setTau(r *run) {
+	switch {
+	case r.b.Mode == inasched.Pool && r.b.INA():
+		r.tau = r.rtt
+	case r.b.Mode == inasched.Shared && r.b.INA():
+		r.tau = r.rttATP
+	default:
+		r.tau = r.tauRing
+	}
+}
+
+// endIteration finishes an all-reduce (or a single worker's compute).
+func (e *engine) endIteration(r *run) error {
+	if r.holder {
+		r.holder = false
+		e.setUse(r.sw.Name, -float64(r.b.Size))
+		e.grantWaiters(r.sw)
+	}
+	if r.haveB && r.b.Mode == inasched.Shared && r.b.INA() {
+		e.dirty = true
+	}
+	r.iter++
+	if r.iter < r.spec.Iterations {
+		e.computeStart(r)
+		return nil
+	}
+	r.phase = done
+	r.res.Finish = e.now
+	e.last = max(e.last, e.now)
+	e.active = slices.DeleteFunc(e.active, func(o *run) bool { return o == r })
+	e.cl.Release(r.hosts)
+	if err := e.ctl.Depart(time.Duration(e.now*1e9), r.sj.ID); err != nil {
+		return err
+	}
+	e.done++
+	if e.s.Progress != nil {
+		e.s.Progress(float64(e.done) / float64(len(e.runs)))
+	}
+	e.rebindWaiters(r.sw.Name)
+	e.grantWaiters(r.sw)
+	return e.admit()
+}
+
+// waiters returns the jobs queued for a pool on sw, by priority then by
+// the time they asked.
+func (e *engine) waiters(sw *topologies.Node) []*run {
+	var ws []*run
+	for _, o := range e.active {
+		if o.waiting && o.sw == sw {
+			ws = append(ws, o)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *run) int {
+		pa, pb := e.ctl.Priority(a.sj.ID), e.ctl.Priority(b.sj.ID)
+		switch {
+		case pa > pb:
+			return -1
+		case pa < pb:
+			return 1
+		case a.asked < b.asked:
+			return -1
+		case a.asked > b.asked:
+			return 1
+		}
+		return a.sj.ID - b.sj.ID
+	})
+	return ws
+}
+
+func (e *engine) grantWaiters(sw *topologies.Node) {
+	for _, w := range e.waiters(sw) {
+		if e.rangeFree(w) {
+			e.grant(w, true)
+		}
+	}
+}
+
+// rebindWaiters gives jobs waiting for a pool the binding of the current
+// plan (a new plan may have moved them or sent them to the ring).
+func (e *engine) rebindWaiters(sw string) {
+	for _, w := range e.waiters(e.s.Top.Node(sw)) {
+		b, err := e.ctl.Begin(time.Duration(e.now*1e9), w.sj.ID)
+		if err != nil || b == w.b {
+			continue
+		}
+		w.b = b
+		w.waiting = false
+		if b.Mode == inasched.Pool && b.INA() {
+			e.request(w)
+		} else if w.computed {
+			e.tryStart(w)
+		}
+	}
+}
+
+// reallocate recomputes every streaming job's rate: collision
+// probabilities in shared mode, then max-min fair shares of the links with
+// each job capped by its window.
+func (e *engine) reallocate() {
+	e.dirty = false
+	// Shared-mode occupancy per switch.
+	if len(e.occ) < len(e.s.Top.Nodes) {
+		e.occ = make([]float64, len(e.s.Top.Nodes))
+		e.want = make([]float64, len(e.s.Top.Nodes))
+	}
+	clear(e.occ)
+	clear(e.want)
+	for _, r := range e.active {
+		if r.holder {
+			e.want[r.sw.Index] += float64(r.b.Size)
+		}
+		if r.sharing() {
+			o := r.occupancy()
+			e.occ[r.sw.Index] += o
+			e.want[r.sw.Index] += o
+		}
+	}
+	var flows []*run
+	for _, r := range e.active {
+		if r.phase != streaming {
+			continue
+		}
+		flows = append(flows, r)
+		if r.b.Mode == inasched.Shared && r.b.INA() {
+			others := e.occ[r.sw.Index] - r.occupancy()
+			r.p = min(1, max(0, others)/float64(r.b.Size))
+		}
+	}
+	slices.SortFunc(flows, func(a, b *run) int { return a.sj.ID - b.sj.ID })
+	coefs := make([][]coef, len(flows))
+	caps := make([]float64, len(flows))
+	for i, r := range flows {
+		coefs[i], caps[i] = e.demand(r)
+	}
+	rates := e.sv.maxMin(e.links, coefs, caps)
+	for i, r := range flows {
+		r.rate = rates[i]
+		r.ver++
+		if r.rate <= 0 {
+			continue
+		}
+		e.push(e.now+r.remaining/r.rate, evStreamEnd, e.index(r), r.ver)
+	}
+	// Aggregators in use changed with the phases; refresh them.
+	for _, sw := range e.s.Top.Switches() {
+		if d := e.want[sw.Index] - e.inUse[sw.Name]; math.Abs(d) > 1e-9 {
+			e.setUse(sw.Name, d)
+		}
+	}
+}
+
+// sharing reports whether r holds shared-mode aggregators now.
+func (r *run) sharing() bool {
+	return r.haveB && r.b.Mode == inasched.Shared && r.b.INA() && (r.phase == skew || r.phase == streaming || r.phase == draining)
+}
+
+// occupancy is the aggregators a shared-mode job holds: its early workers'
+// window while the others still compute, then the cells its chunks hold
+// between first and last contribution.
+func (r *run) occupancy() float64 {
+	if r.phase == skew {
+		return float64(min(r.wATP, r.b.Size))
+	}
+	return float64(min(r.wATP, r.b.Size)) * min(1, r.hold/r.rttATP)
+}
+
+// demand returns the link coefficients and the window cap of a streaming
+// job under its binding.
+func (e *engine) demand(r *run) ([]coef, float64) {
+	switch {
+	case r.b.Mode == inasched.Pool && r.b.INA():
+		return r.ina, float64(r.b.Size) * float64(e.s.Net.Payload) / r.rtt
+	case r.b.Mode == inasched.Shared && r.b.INA():
+		cs := append([]coef(nil), r.ina...)
+		f := float64(e.s.Net.Frame) / float64(e.s.Net.Payload)
+		n := float64(len(r.hosts))
+		cs = append(cs, coef{r.psLinks[0], f * (1 - r.p + n*r.p)}, coef{r.psLinks[1], f})
+		w := float64(min(r.wATP, r.b.Size))
+		return cs, w * float64(e.s.Net.Payload) / r.rttATP
+	}
+	return r.ring, math.Inf(1)
+}
+
+// solver holds maxMin's scratch space, indexed by directed link.
+type solver struct {
+	residual, load []float64
+	seen           []bool
+	touched        []int
+}
+
+// maxMin is progressive filling: every flow's rate rises together until a
+// link saturates (freezing the flows on it) or a flow reaches its cap.
+func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []float64 {
+	n := len(coefs)
+	rates := make([]float64, n)
+	if n == 0 {
+		return rates
+	}
+	if len(sv.residual) < len(capacity) {
+		sv.residual = make([]float64, len(capacity))
+		sv.load = make([]float64, len(capacity))
+		sv.seen = make([]bool, len(capacity))
+	}
+	sv.touched = sv.touched[:0]
+	for _, cs := range coefs {
+		for _, c := range cs {
+			if !sv.seen[c.link] {
+				sv.seen[c.link] = true
+				sv.touched = append(sv.touched, c.link)
+				sv.residual[c.link] = capacity[c.link]
+			}
+		}
+	}
+	defer func() {
+		for _, l := range sv.touched {
+			sv.seen[l] = false
+		}
+	}()
+	frozen := make([]bool, n)
+	left := n
+	for left > 0 {
+		for _, l := range sv.touched {
+			sv.load[l] = 0
+		}
+		for i, cs := range coefs {
+			if !frozen[i] {
+				for _, c := range cs {
+					sv.load[c.link] += c.a
+				}
+			}
+		}
+		inc := math.Inf(1)
+		for _, l := range sv.touched {
+			if a := sv.load[l]; a > 0 {
+				inc = min(inc, sv.residual[l]/a)
+			}
+		}
+		for i := range coefs {
+			if !frozen[i] {
+				inc = min(inc, caps[i]-rates[i])
+			}
+		}
+		if math.IsInf(inc, 1) || inc < 0 {
+			inc = 0
+		}
+		for i := range coefs {
+			if !frozen[i] {
+				rates[i] += inc
+			}
+		}
+		for _, l := range sv.touched {
+			sv.residual[l] -= sv.load[l] * inc
+		}
+		progress := false
+		for i, cs := range coefs {
+			if frozen[i] {
+				continue
+			}
+			stop := rates[i] >= caps[i]*(1-1e-12)
+			for _, c := range cs {
+				if sv.residual[c.link] <= capacity[c.link]*1e-12 {
+					stop = true
+				}
+			}
+			if stop {
+				frozen[i] = true
+				left--
+				progress = true
+			}
+		}
+		if !progress {
+			break
+		}
+	}
+	return rates
+}
+
+func (e *engine) outcome() *Outcome {
+	o := &Outcome{Events: e.events, Rebinds: e.ctl.Writes()}
+	o.Makespan = e.last - e.first
+	var grad, ina float64
+	for _, r := range e.runs {
+		o.Jobs = append(o.Jobs, r.res)
+		if r.spec.Workers > 1 {
+			grad += r.res.Gradient
+			ina += r.res.INA
+		}
+		o.FallbackBytes += r.res.Fallback
+	}
+	if grad > 0 {
+		o.INAFraction = ina / grad
+	}
+	if e.memSum > 0 && o.Makespan > 0 {
+		o.MemUtil = e.area / (float64(e.memSum) * o.Makespan)
+	}
+	o.MemSeries = binSteps(e.steps, e.first, e.last, e.s.Bins)
+	return o
+}
+
+// binSteps averages a step function (value Y from X until the next point)
+// over n equal bins of [from, to]; X of each output point is the bin's
+// middle.
+func binSteps(steps []analysis.Point, from, to float64, n int) []analysis.Point {
+	if to <= from || n <= 0 {
+		return nil
+	}
+	w := (to - from) / float64(n)
+	out := make([]analysis.Point, n)
+	k := 0
+	cur := 0.0
+	for i := range out {
+		lo, hi := from+float64(i)*w, from+float64(i+1)*w
+		var area float64
+		t := lo
+		for k < len(steps) && steps[k].X <= t {
+			cur = steps[k].Y
+			k++
+		}
+		for k < len(steps) && steps[k].X < hi {
+			area += cur * (steps[k].X - t)
+			t = steps[k].X
+			cur = steps[k].Y
+			k++
+		}
+		area += cur * (hi - t)
+		out[i] = analysis.Point{X: (lo + hi) / 2, Y: area / w}
+	}
+	return out
+}
