@@ -46,6 +46,8 @@ type Pipeline struct {
 	// Local, when set, receives frames addressed to the switch itself.
 	Local    func(now time.Duration, in int, f []byte, out emulator.Emitter)
 	Counters Counters
+
+	rt *rtState // P4Runtime view of the routes (p4rt.go), made on first use
 }
 
 // New returns the forwarding pipeline of switch sw with the given routes.
@@ -68,6 +70,9 @@ func New(sw *topologies.Node, routes topologies.RouteTable) *Pipeline {
 
 // SetRoute installs or replaces the route to dst; no ports removes it.
 func (p *Pipeline) SetRoute(dst netip.Addr, ports []int) {
+	if p.rt != nil {
+		delete(p.rt.refs, dst.As4()) // reads back as a one-shot action set
+	}
 	if len(ports) == 0 {
 		delete(p.routes, dst.As4())
 		return
