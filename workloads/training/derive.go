@@ -139,3 +139,20 @@ func mergeCoefs(cs []coef) []coef {
 	}
 	return out
 }
+
+// LineRateDemand is the aggregators a rack-local job on top needs to
+// aggregate at line rate: the bandwidth-delay product, in INA packets, of
+// the first host's path to its switch and back. SwitchML's default
+// partition size.
+func LineRateDemand(top *topologies.Topology, net Net) int {
+	cl := NewCluster(top)
+	if len(cl.Hosts) == 0 {
+		return 1
+	}
+	h := cl.Hosts[0]
+	sw := h.Uplink().Node
+	up, down := cl.path(h, sw), cl.path(sw, h)
+	rtt := pathLatency(up, net.Frame, sw) + sw.Latency.Seconds() + pathLatency(down, net.Frame, sw) + net.Turnaround.Seconds()
+	line := min(minRate(up), minRate(down)) / 8 * float64(net.Payload) / float64(net.Frame)
+	return max(1, int(math.Ceil(line*rtt/float64(net.Payload))))
+}

@@ -76,6 +76,8 @@ type Setup struct {
 	Bins int
 	// Progress, if not nil, is called with the fraction of jobs done.
 	Progress func(float64)
+	// Lookup finds a job's model profile; nil means models.Lookup.
+	Lookup func(name string) (models.Profile, bool)
 }
 
 // JobResult is what happened to one job.
@@ -160,14 +162,14 @@ type run struct {
 	compute float64 // seconds per iteration before jitter
 
 	// Network constants.
-	line          float64 // payload bytes/s at the workers' line rate
-	rtt, rttATP   float64 // INA slot round trip; through the PS in shared mode
-	tauRing       float64 // ring all-reduce latency term
-	hold          float64 // spread of a chunk's packets at the switch (shared mode)
-	wATP          int     // ATP window, slots
-	ina, ring     []coef  // link coefficients per mode
-	psLinks       [2]int  // virtual PS links: switch→PS, PS→switch
-	boundComm     float64 // gradient bits ÷ line rate, seconds per iteration
+	line        float64 // payload bytes/s at the workers' line rate
+	rtt, rttATP float64 // INA slot round trip; through the PS in shared mode
+	tauRing     float64 // ring all-reduce latency term
+	hold        float64 // spread of a chunk's packets at the switch (shared mode)
+	wATP        int     // ATP window, slots
+	ina, ring   []coef  // link coefficients per mode
+	psLinks     [2]int  // virtual PS links: switch→PS, PS→switch
+	boundComm   float64 // gradient bits ÷ line rate, seconds per iteration
 
 	// Current all-reduce.
 	b         inasched.Binding
@@ -231,8 +233,8 @@ type engine struct {
 	seq     uint64
 	q       eventQueue
 	runs    []*run
-	pending []*run // arrived, waiting for hosts, in arrival order
-	active  []*run // started and not done, by index
+	pending []*run    // arrived, waiting for hosts, in arrival order
+	active  []*run    // started and not done, by index
 	links   []float64 // capacity of each directed link, wire bytes/s
 	mem     map[string]int
 	memSum  int
@@ -277,8 +279,11 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 	}
 	hosts := len(e.cl.Hosts)
 	e.first = math.Inf(1)
+	if s.Lookup == nil {
+		s.Lookup = models.Lookup
+	}
 	for i, j := range s.Jobs {
-		prof, ok := models.Lookup(j.Model)
+		prof, ok := s.Lookup(j.Model)
 		if !ok {
 			return nil, models.UnknownError(j.Model)
 		}

@@ -1,0 +1,462 @@
+package training
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/systems/atp"
+	"github.com/tracebed/tracebed/systems/dynaina"
+	"github.com/tracebed/tracebed/systems/inasched"
+	"github.com/tracebed/tracebed/systems/noina"
+	"github.com/tracebed/tracebed/systems/switchml"
+	"github.com/tracebed/tracebed/topologies"
+	"github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/workloads/models"
+)
+
+// Kind is the multi-tenant INA experiment kind ("ina"): jobs from a trace
+// or a generator train on the topology's hosts; each policy decides the
+// switch memory; the flow-level model (Simulate) runs them. See
+// docs/dynaina.md.
+type Kind struct{}
+
+// Name implements experiments.Kind.
+func (Kind) Name() string { return "ina" }
+
+// Systems are the policies an ina spec may name.
+var Systems = []string{"noina", "switchml", "atp", "dynaina"}
+
+// Params are the workload section; every scenario may override any field.
+type Params struct {
+	// Trace is a job trace (CSV, JSON Lines or Tiresias CSV); when empty,
+	// jobs are generated. The spec's top-level trace is the default.
+	Trace string `yaml:"trace"`
+	// Generated traces: Jobs jobs, Poisson arrivals at offered load Load,
+	// models from Mix (vision, language, mixed) or Models (name → weight),
+	// workers per job from Workers (count → weight), GPU time per job
+	// drawn log-uniformly in GPUTime.
+	Jobs    int                `yaml:"jobs"`
+	Mix     string             `yaml:"mix"`
+	Models  map[string]float64 `yaml:"models"`
+	Workers map[string]float64 `yaml:"workers"`
+	GPUTime []units.Duration   `yaml:"gpu_time"`
+	// Load is the offered load: for a generated trace, the expected
+	// fraction of hosts busy if every job ran at its lower bound; for a
+	// replayed trace, a factor that compresses its arrival times
+	// (arrival ÷ load).
+	Load float64 `yaml:"load"`
+	// Aggregators, when set, replaces the aggregator memory of every
+	// switch of the topology.
+	Aggregators *int `yaml:"aggregators"`
+	// Protocol and host parameters (Net).
+	Payload      units.Bytes    `yaml:"payload"`
+	Frame        units.Bytes    `yaml:"frame"`
+	Turnaround   units.Duration `yaml:"turnaround"`
+	Control      units.Duration `yaml:"control"`
+	Jitter       float64        `yaml:"jitter"`
+	ComputeScale float64        `yaml:"compute_scale"`
+	// Bins is the number of points of the mem_util series.
+	Bins int `yaml:"bins"`
+}
+
+// DefaultParams are used for fields a spec leaves out.
+var DefaultParams = Params{
+	Jobs: 24, Mix: "mixed", Load: 1,
+	Workers: map[string]float64{"2": 1, "4": 2, "8": 1},
+	GPUTime: []units.Duration{units.Duration(2 * time.Minute), units.Duration(20 * time.Minute)},
+	Payload: units.Bytes(DefaultNet.Payload), Frame: units.Bytes(DefaultNet.Frame),
+	Turnaround: units.Duration(DefaultNet.Turnaround), Control: units.Duration(DefaultNet.Control),
+	Jitter: DefaultNet.Jitter, ComputeScale: 1, Bins: 200,
+}
+
+// PolicyParams are a policy entry's fields.
+type PolicyParams struct {
+	// System is the policy implementation; default: the entry's name.
+	System string `yaml:"system"`
+	// switchml: target partition size in aggregators (0: a job's
+	// line-rate demand on this network).
+	Partition int `yaml:"partition"`
+	// dynaina (see dynaina.Params).
+	MaxOverlap  *float64 `yaml:"max_overlap"`
+	MaxPoolLoad *float64 `yaml:"max_pool_load"`
+	Share       *bool    `yaml:"share"`
+	Priority    string   `yaml:"priority"`
+}
+
+type scenario struct {
+	p    Params
+	top  *topologies.Topology
+	net  Net
+	jobs []jobtrace.Job // a replayed trace (nil: generate per seed)
+	gen  jobtrace.GenParams
+}
+
+type experiment struct {
+	scenarios map[string]*scenario
+	policies  map[string]func(*scenario) inasched.Factory
+	order     []string // policy names in spec order
+}
+
+// Compile implements experiments.Kind.
+func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
+	if spec.Substrate != "sim" {
+		return nil, spec.Errorf("substrate", "the ina experiment runs on sim (the flow-level model); netns is not supported for it yet")
+	}
+	if spec.TopologyNode == nil {
+		return nil, spec.Errorf("topology", "missing; give the cluster, e.g. {generate: star, hosts: 32, rate: 100Gbps, aggregators: 4096}")
+	}
+	base := DefaultParams
+	base.Trace = spec.Trace
+	if err := spec.DecodeWorkload(&base); err != nil {
+		return nil, err
+	}
+	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]func(*scenario) inasched.Factory{}}
+	var firstTop *topologies.Topology
+	for _, sc := range spec.Scenarios {
+		p := base
+		p.Workers, p.Models = base.Workers, base.Models
+		if err := spec.DecodeEntry(sc, &p); err != nil {
+			return nil, err
+		}
+		s, err := compileScenario(spec, sc, p)
+		if err != nil {
+			return nil, err
+		}
+		if firstTop == nil {
+			firstTop = s.top
+		}
+		e.scenarios[sc.Name] = s
+	}
+	for _, pe := range spec.Policies {
+		var pp PolicyParams
+		if err := spec.DecodeEntry(pe, &pp); err != nil {
+			return nil, err
+		}
+		if pp.System == "" {
+			pp.System = pe.Name
+		}
+		f, err := policyFactory(spec, pe, pp)
+		if err != nil {
+			return nil, err
+		}
+		e.policies[pe.Name] = f
+		e.order = append(e.order, pe.Name)
+	}
+	return e, nil
+}
+
+func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*scenario, error) {
+	bad := func(key, format string, args ...any) error {
+		return experiments.EntryError(spec, sc, key, format, args...)
+	}
+	top, err := experiments.LoadTopology(spec.File, spec.TopologyNode, "topology")
+	if err != nil {
+		return nil, err
+	}
+	if p.Aggregators != nil {
+		if *p.Aggregators < 0 || *p.Aggregators > 1<<24 {
+			return nil, bad("aggregators", "%d; want 0 to %d", *p.Aggregators, 1<<24)
+		}
+		for _, sw := range top.Switches() {
+			sw.Aggregators = *p.Aggregators
+		}
+	}
+	if len(top.Hosts()) < 2 {
+		return nil, spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, len(top.Hosts()))
+	}
+	net := Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
+		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale}
+	if err := net.Check(); err != nil {
+		key := strings.Fields(err.Error())[0]
+		return nil, bad(key, "%v", err)
+	}
+	if !(p.Load > 0 && p.Load <= 100) {
+		return nil, bad("load", "%v; want more than 0, at most 100", p.Load)
+	}
+	if p.Bins < 1 || p.Bins > 10000 {
+		return nil, bad("bins", "%d; want 1 to 10000", p.Bins)
+	}
+	s := &scenario{p: p, top: top, net: net}
+	hosts := len(top.Hosts())
+	if p.Trace != "" {
+		data, err := spec.ReadFile(p.Trace)
+		if err != nil {
+			return nil, bad("trace", "%v", err)
+		}
+		js, _, err := jobtrace.Parse(p.Trace, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range js {
+			if j.Workers > hosts {
+				return nil, fmt.Errorf("%s:%d: workers: job %d needs %d workers; topology %s has %d hosts", p.Trace, j.Line, j.ID, j.Workers, top.Name, hosts)
+			}
+			j.Arrival = time.Duration(float64(j.Arrival) / p.Load)
+			s.jobs = append(s.jobs, j)
+		}
+		return s, nil
+	}
+	g := jobtrace.GenParams{Jobs: p.Jobs}
+	if len(p.Models) > 0 {
+		names := slices.Sorted(mapKeys(p.Models))
+		for _, m := range names {
+			g.Models = append(g.Models, jobtrace.Choice[string]{Value: m, Weight: p.Models[m]})
+		}
+	} else if g.Models, err = jobtrace.Mix(p.Mix); err != nil {
+		return nil, bad("mix", "%v", err)
+	}
+	keys := slices.Sorted(mapKeys(p.Workers))
+	for _, k := range keys {
+		n, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, bad("workers", "key %q: want a number of workers", k)
+		}
+		if n > hosts {
+			return nil, bad("workers", "%d workers; topology %s has %d hosts", n, top.Name, hosts)
+		}
+		g.Workers = append(g.Workers, jobtrace.Choice[int]{Value: n, Weight: p.Workers[k]})
+	}
+	if len(p.GPUTime) != 2 {
+		return nil, bad("gpu_time", "want [min, max], e.g. [2m, 20m]")
+	}
+	g.GPUTime = [2]time.Duration{time.Duration(p.GPUTime[0]), time.Duration(p.GPUTime[1])}
+	g.MeanInterarrival = time.Second
+	if err := g.Check(); err != nil {
+		key := strings.TrimSuffix(strings.Fields(err.Error())[0], ":")
+		return nil, bad(key, "%v", err)
+	}
+	s.gen = g
+	return s, nil
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func policyFactory(spec *experiments.Spec, pe experiments.Entry, pp PolicyParams) (func(*scenario) inasched.Factory, error) {
+	same := func(f inasched.Factory) func(*scenario) inasched.Factory {
+		return func(*scenario) inasched.Factory { return f }
+	}
+	bad := func(key, format string, args ...any) error {
+		return experiments.EntryError(spec, pe, key, format, args...)
+	}
+	switch pp.System {
+	case "noina":
+		return same(noina.New), nil
+	case "atp":
+		return same(atp.New), nil
+	case "switchml":
+		if pp.Partition < 0 {
+			return nil, bad("partition", "%d; want a positive number of aggregators, or 0 for a job's line-rate demand", pp.Partition)
+		}
+		return func(sc *scenario) inasched.Factory {
+			part := pp.Partition
+			if part == 0 {
+				part = LineRateDemand(sc.top, sc.net)
+			}
+			return switchml.Factory(switchml.Params{Partition: part})
+		}, nil
+	case "dynaina":
+		p := dynaina.DefaultParams
+		if pp.MaxOverlap != nil {
+			p.MaxOverlap = *pp.MaxOverlap
+		}
+		if pp.MaxPoolLoad != nil {
+			p.MaxPoolLoad = *pp.MaxPoolLoad
+		}
+		if pp.Share != nil {
+			p.Share = *pp.Share
+		}
+		if pp.Priority != "" {
+			p.Priority = pp.Priority
+		}
+		if err := p.Check(); err != nil {
+			key := strings.Fields(err.Error())[0]
+			return nil, bad(key, "%v", err)
+		}
+		return same(dynaina.Factory(p)), nil
+	}
+	return nil, bad("system", "%q is not an INA policy; want one of %s", pp.System, strings.Join(Systems, ", "))
+}
+
+// Metric names (fixed in results.json; DESIGN.md §5).
+const (
+	MetricAvgJCT      = "avg_jct_s"
+	MetricMakespan    = "makespan_s"
+	MetricMemUtil     = "mem_util"
+	MetricINAFraction = "ina_fraction"
+	MetricFallback    = "fallback_bytes"
+)
+
+// Metrics implements experiments.Experiment.
+func (e *experiment) Metrics() []analysis.MetricInfo {
+	return []analysis.MetricInfo{
+		{Name: MetricAvgJCT, Unit: "s", Better: analysis.Lower, Description: "mean job completion time (finish − arrival, queueing for hosts included)"},
+		{Name: MetricMakespan, Unit: "s", Better: analysis.Lower, Description: "first arrival to last finish"},
+		{Name: MetricMemUtil, Better: analysis.Higher, Description: "aggregator-seconds holding aggregation state of an all-reduce in progress ÷ (aggregators × makespan)"},
+		{Name: MetricINAFraction, Better: analysis.Higher, Description: "share of the gradient bytes of distributed jobs aggregated in a switch"},
+		{Name: MetricFallback, Unit: "B", Better: analysis.Lower, Description: "gradient bytes workers sent to parameter servers after aggregator collisions"},
+	}
+}
+
+// SeriesInfo implements experiments.SeriesDescriber.
+func (e *experiment) SeriesInfo() []analysis.SeriesInfo {
+	return []analysis.SeriesInfo{
+		{Name: "jct_cdf", Kind: "cdf", XLabel: "job completion time (s)", YLabel: "fraction of jobs"},
+		{Name: "mem_util", Kind: "time", XLabel: "time (s)", YLabel: "fraction of aggregator memory in use"},
+	}
+}
+
+// Jobs returns the jobs of one run of a scenario: the replayed trace, or a
+// generated one scaled to the scenario's load.
+func (s *scenario) Jobs(seed int64) ([]jobtrace.Job, error) {
+	if s.jobs != nil {
+		return s.jobs, nil
+	}
+	g := s.gen
+	g.Seed = uint64(seed)
+	js, err := jobtrace.Generate(g)
+	if err != nil {
+		return nil, err
+	}
+	// Scale the unit-rate arrivals so that the offered load — host-seconds
+	// of work at each job's lower bound per second, over the hosts — is
+	// Load.
+	rate := float64(minAccessRate(s.top))
+	var work float64
+	for _, j := range js {
+		prof, _ := models.Lookup(j.Model)
+		per := prof.Compute.Seconds() * s.net.ComputeScale
+		if j.Workers > 1 {
+			per += float64(prof.GradientBytes) * 8 / rate
+		}
+		work += float64(j.Workers) * float64(j.Iterations) * per
+	}
+	gap := work / float64(len(js)) / (float64(len(s.top.Hosts())) * s.p.Load)
+	for i := range js {
+		js[i].Arrival = time.Duration(float64(js[i].Arrival) * gap)
+	}
+	return js, nil
+}
+
+func minAccessRate(top *topologies.Topology) units.Rate {
+	r := units.Rate(math.MaxInt64)
+	for _, h := range top.Hosts() {
+		r = min(r, h.Ports[0].Link.Rate)
+	}
+	return r
+}
+
+// Run implements experiments.Experiment.
+func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run, error) {
+	sc := e.scenarios[r.Scenario]
+	js, err := sc.Jobs(r.Seed)
+	if err != nil {
+		return nil, err
+	}
+	o, err := Simulate(ctx, Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: e.policies[r.Policy](sc), Seed: uint64(r.Seed), Bins: sc.p.Bins, Progress: r.Progress})
+	if err != nil {
+		return nil, err
+	}
+	return Report(o, sc.p.Load, aggregatorsParam(sc.top)), nil
+}
+
+func aggregatorsParam(top *topologies.Topology) float64 {
+	for _, sw := range top.Switches() {
+		if sw.Aggregators > 0 {
+			return float64(sw.Aggregators)
+		}
+	}
+	return 0
+}
+
+// Report turns an outcome into a run's metrics, series and params.
+func Report(o *Outcome, load, aggregators float64) *analysis.Run {
+	jcts := make([]float64, len(o.Jobs))
+	for i, j := range o.Jobs {
+		jcts[i] = j.JCT()
+	}
+	sort.Float64s(jcts)
+	cdf := make([]analysis.Point, len(jcts))
+	for i, v := range jcts {
+		cdf[i] = analysis.Point{X: v, Y: float64(i+1) / float64(len(jcts))}
+	}
+	return &analysis.Run{
+		Metrics: analysis.Metrics{
+			MetricAvgJCT:      o.AvgJCT(),
+			MetricMakespan:    o.Makespan,
+			MetricMemUtil:     o.MemUtil,
+			MetricINAFraction: o.INAFraction,
+			MetricFallback:    math.Round(o.FallbackBytes),
+		},
+		Series: map[string][]analysis.Point{"jct_cdf": cdf, "mem_util": o.MemSeries},
+		Params: map[string]float64{"aggregators": aggregators, "load": load},
+	}
+}
+
+// Summarize implements experiments.Summarizer: DynaINA's reduction of the
+// average JCT and gain in memory utilisation over each baseline, per
+// scenario and at best.
+func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
+	var dyn []string
+	var bases []string
+	for _, name := range res.Policies {
+		if strings.HasPrefix(name, "dynaina") {
+			dyn = append(dyn, name)
+		} else {
+			bases = append(bases, name)
+		}
+	}
+	if len(dyn) == 0 || len(bases) == 0 {
+		return nil
+	}
+	d := dyn[0]
+	t := analysis.Table{
+		Title:  fmt.Sprintf("%s — %s against each baseline (mean over seeds)", res.Experiment, d),
+		Header: []string{"scenario", "baseline", "training-time reduction", "mem_util gain", "ina_fraction (base → dynaina)"},
+	}
+	best := map[string][2]float64{}
+	for _, sc := range res.Scenarios {
+		da := res.Aggregate(sc, d)
+		for _, b := range bases {
+			ba := res.Aggregate(sc, b)
+			if len(ba) == 0 || len(da) == 0 {
+				continue
+			}
+			red := 100 * (ba[MetricAvgJCT].Mean - da[MetricAvgJCT].Mean) / ba[MetricAvgJCT].Mean
+			gain := "n/a (baseline holds no memory)"
+			if u := ba[MetricMemUtil].Mean; u > 0 {
+				g := 100 * (da[MetricMemUtil].Mean - u) / u
+				gain = fmt.Sprintf("%+.2f%%", g)
+				bb := best[b]
+				bb[1] = max(bb[1], g)
+				best[b] = bb
+			}
+			bb := best[b]
+			bb[0] = max(bb[0], red)
+			best[b] = bb
+			t.Rows = append(t.Rows, []string{sc, b, fmt.Sprintf("%+.2f%%", red), gain,
+				fmt.Sprintf("%.3f → %.3f", ba[MetricINAFraction].Mean, da[MetricINAFraction].Mean)})
+		}
+	}
+	for _, b := range bases {
+		t.Rows = append(t.Rows, []string{"up to", b, fmt.Sprintf("%+.2f%%", best[b][0]), fmt.Sprintf("%+.2f%%", best[b][1]), ""})
+	}
+	t.Notes = append(t.Notes, "Training-time reduction: (baseline avg_jct_s − dynaina avg_jct_s) ÷ baseline. Memory-utilization gain: (dynaina mem_util − baseline) ÷ baseline. The DynaINA paper reports up to 65.16% and 85.02%; docs/dynaina.md explains the difference.")
+	return []analysis.Table{t}
+}

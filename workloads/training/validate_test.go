@@ -1,0 +1,188 @@
+package training
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tracebed/tracebed/emulator/sim"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/systems/atp"
+	"github.com/tracebed/tracebed/systems/inasched"
+	"github.com/tracebed/tracebed/systems/noina"
+	"github.com/tracebed/tracebed/systems/switchml"
+	"github.com/tracebed/tracebed/topologies"
+	"github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/workloads/allreduce"
+	"github.com/tracebed/tracebed/workloads/models"
+)
+
+// valCase is one small case run at packet level (p4/ina pipeline,
+// workloads/allreduce agents) and with the flow-level model.
+type valCase struct {
+	name        string
+	hosts       int // workers' hosts h1..; a parameter-server host follows
+	rate        string
+	aggregators int
+	policy      inasched.Factory
+	jobs        []valJob
+}
+
+type valJob struct {
+	workers    []string
+	elements   int // int32 values per gradient
+	iterations int
+	compute    time.Duration
+	arrival    time.Duration
+	// packet-level binding
+	mode       allreduce.Mode
+	shared     bool
+	base, size uint32
+	window     int
+}
+
+func valTopology(t testing.TB, hosts int, rate string, aggregators int) *topologies.Topology {
+	t.Helper()
+	r, err := parseRate(rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: hosts, Rate: r, Delay: unitsUs(1), Aggregators: aggregators, Buffer: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("validate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// packetLevel runs the jobs through the INA pipeline and returns each
+// job's completion time (finish − arrival).
+func packetLevel(t *testing.T, c valCase) []float64 {
+	top := valTopology(t, c.hosts+1, c.rate, c.aggregators)
+	s := sim.New()
+	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: ina.SimPipeline(ina.DefaultK)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js []*allreduce.Job
+	for i, vj := range c.jobs {
+		spec := allreduce.JobSpec{
+			ID: uint16(i + 1), Mode: vj.mode, Shared: vj.shared, Hosts: vj.workers, PSHost: fmt.Sprintf("h%d", c.hosts+1),
+			Switch: "tor", Base: vj.base, Size: vj.size, Window: vj.window, Elements: vj.elements,
+			Iterations: vj.iterations, Compute: vj.compute, Delay: vj.arrival, Timeout: 10 * time.Millisecond,
+		}
+		if vj.mode != allreduce.ModeINA || !vj.shared {
+			spec.PSHost = ""
+		}
+		j, err := allreduce.Setup(net, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js = append(js, j)
+	}
+	s.RunUntil(10 * sim.Second)
+	out := make([]float64, len(js))
+	for i, j := range js {
+		if !j.Done() || j.Err != nil {
+			t.Fatalf("packet level: job %d done %v err %v", i, j.Done(), j.Err)
+		}
+		out[i] = (j.Finish - c.jobs[i].arrival).Seconds()
+	}
+	return out
+}
+
+// flowLevel runs the same jobs with the flow model.
+func flowLevel(t *testing.T, c valCase) []float64 {
+	top := valTopology(t, c.hosts, c.rate, c.aggregators)
+	profiles := map[string]models.Profile{}
+	var trace []jobtrace.Job
+	for i, vj := range c.jobs {
+		name := fmt.Sprintf("job%d", i)
+		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
+		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
+	}
+	net := DefaultNet
+	net.Turnaround, net.Control, net.Jitter = 0, 0, 0
+	o, err := Simulate(context.Background(), Setup{
+		Top: top, Net: net, Jobs: trace, Policy: c.policy, Seed: 1,
+		Lookup: func(name string) (models.Profile, bool) { p, ok := profiles[name]; return p, ok },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float64, len(o.Jobs))
+	for i, j := range o.Jobs {
+		out[i] = j.JCT()
+	}
+	return out
+}
+
+// TestFlowMatchesPacketLevel checks the flow-level model against the
+// packet-level data plane on small cases: every job's completion time
+// within 5%.
+func TestFlowMatchesPacketLevel(t *testing.T) {
+	hosts := func(from, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("h%d", from+i))
+		}
+		return out
+	}
+	const elems = 64 * 1500 // 384 KB of gradient
+	cases := []valCase{
+		{name: "pool at line rate", hosts: 4, rate: "10Gbps", aggregators: 64, policy: switchml.Factory(switchml.Params{Partition: 64}),
+			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeINA, size: 64, window: 64}}},
+		{name: "pool window-limited", hosts: 4, rate: "10Gbps", aggregators: 4, policy: switchml.Factory(switchml.Params{Partition: 4}),
+			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeINA, size: 4, window: 4}}},
+		{name: "ring", hosts: 4, rate: "10Gbps", aggregators: 0, policy: noina.New,
+			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeRing}}},
+		{name: "two pools", hosts: 6, rate: "10Gbps", aggregators: 64, policy: switchml.Factory(switchml.Params{Partition: 32}),
+			jobs: []valJob{
+				{workers: hosts(1, 3), elements: elems, iterations: 3, compute: 200 * time.Microsecond, mode: allreduce.ModeINA, base: 0, size: 32, window: 32},
+				{workers: hosts(4, 3), elements: elems / 2, iterations: 5, compute: 100 * time.Microsecond, arrival: 50 * time.Microsecond, mode: allreduce.ModeINA, base: 32, size: 32, window: 32},
+			}},
+		{name: "shared alone", hosts: 4, rate: "10Gbps", aggregators: 4096, policy: atp.New,
+			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeINA, shared: true, size: 4096}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.jobs[0].shared {
+				// ATP's window: the flow model's line-rate window through
+				// the parameter server.
+				top := valTopology(t, c.hosts, c.rate, c.aggregators)
+				c.jobs[0].window = atpWindow(t, top)
+			}
+			pk := packetLevel(t, c)
+			fl := flowLevel(t, c)
+			for i := range pk {
+				dev := (fl[i] - pk[i]) / pk[i]
+				t.Logf("job %d: packet level %.1f us, flow level %.1f us (%+.2f%%)", i, pk[i]*1e6, fl[i]*1e6, 100*dev)
+				if math.Abs(dev) > 0.05 {
+					t.Errorf("job %d: flow level %.1f us is %+.2f%% off packet level %.1f us; want within 5%%", i, fl[i]*1e6, 100*dev, pk[i]*1e6)
+				}
+			}
+		})
+	}
+}
+
+func parseRate(s string) (units.Rate, error) { return units.ParseRate(s) }
+
+func unitsUs(n int) units.Duration { return units.Duration(time.Duration(n) * time.Microsecond) }
+
+// atpWindow is the shared-mode window the flow model uses on top.
+func atpWindow(t *testing.T, top *topologies.Topology) int {
+	e := &engine{s: Setup{Top: top, Net: func() Net { n := DefaultNet; n.Turnaround = 0; return n }()}, cl: NewCluster(top)}
+	for _, l := range top.Links {
+		e.links = append(e.links, float64(l.Rate)/8, float64(l.Rate)/8)
+	}
+	r := &run{hosts: []int{0, 1, 2, 3}, prof: models.Profile{GradientBytes: 1, Compute: time.Millisecond}}
+	r.sw = top.Switches()[0]
+	e.derive(r)
+	return r.wATP
+}
