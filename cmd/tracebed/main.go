@@ -22,7 +22,9 @@ import (
 
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
+	"github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/incast"
+	"github.com/tracebed/tracebed/workloads/training"
 )
 
 // version is tracebed's release; commit is set at build time by the Makefile
@@ -64,8 +66,10 @@ type embeddedFS struct {
 func newApp(stdout, stderr io.Writer) *app {
 	return &app{
 		stdout: stdout, stderr: stderr,
+		embedded: []embeddedFS{{prefix: "traces/jobs/", fsys: jobtrace.Samples}},
 		registry: experiments.NewRegistry(
 			incast.Kind{},
+			training.Kind{},
 		),
 	}
 }

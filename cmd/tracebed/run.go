@@ -14,6 +14,7 @@ import (
 
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
+	"github.com/tracebed/tracebed/traces/jobs"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -190,7 +191,19 @@ func (a *app) validate(path string) (string, error) {
 
 // traceValidators maps a file extension to the validator of that trace format.
 func (a *app) traceValidators() map[string]func(path string, data []byte) (string, error) {
-	return map[string]func(string, []byte) (string, error){}
+	return map[string]func(string, []byte) (string, error){
+		".csv": validateJobTrace, ".jsonl": validateJobTrace, ".ndjson": validateJobTrace,
+	}
+}
+
+// validateJobTrace checks an INA job trace (traces/jobs: CSV, JSON Lines
+// or the Tiresias CSV).
+func validateJobTrace(path string, data []byte) (string, error) {
+	jobs, format, err := jobtrace.Parse(path, data)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("job trace (%s): %d jobs", format, len(jobs)), nil
 }
 
 func (a *app) traceExtensions() []string {
