@@ -1,0 +1,148 @@
+package inasched
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// WorkerPort is the UDP port of a job's workers (and parameter server) for
+// switch job id j: 40000 + j, as workloads/allreduce.Setup uses.
+func WorkerPort(j uint16) uint16 { return 40000 + j }
+
+// P4RT is the Binder of the INA data plane: it writes each binding as a
+// job-table entry (with the job's multicast group) through P4Runtime, on the
+// switch's p4rt.Client, using p4/ina's controller helpers. A job that moves
+// is rebound with the round-range protocol of docs/ina-dataplane.md, so the
+// move takes effect at an iteration boundary.
+//
+// Trace job ids can be any number; the switch's job ids are 0 to
+// ina.MaxJobs−1, so P4RT hands them out as jobs are bound and takes them
+// back when they are unbound.
+type P4RT struct {
+	top  *topologies.Topology
+	ctl  map[string]*ina.Controller
+	sw   map[string]*swJobs
+	gens uint32
+}
+
+type swJobs struct {
+	ids  map[int]uint16 // trace job → switch job id
+	free []uint16
+	next uint16
+	n    map[uint16]int // switch job id → group members
+}
+
+// NewP4RT returns a binder for the switches of top, reached through clients
+// (one per switch that aggregates, by name).
+func NewP4RT(top *topologies.Topology, clients map[string]p4rt.Client) (*P4RT, error) {
+	b := &P4RT{top: top, ctl: map[string]*ina.Controller{}, sw: map[string]*swJobs{}}
+	for name, c := range clients {
+		ctl, err := ina.NewController(c)
+		if err != nil {
+			return nil, fmt.Errorf("switch %s: %w", name, err)
+		}
+		b.ctl[name] = ctl
+		b.sw[name] = &swJobs{ids: map[int]uint16{}, n: map[uint16]int{}}
+	}
+	return b, nil
+}
+
+// SwitchJob returns the switch job id of trace job job on sw, if bound.
+func (b *P4RT) SwitchJob(sw string, job int) (uint16, bool) {
+	s := b.sw[sw]
+	if s == nil {
+		return 0, false
+	}
+	id, ok := s.ids[job]
+	return id, ok
+}
+
+// Controller returns the INA controller of a switch.
+func (b *P4RT) Controller(sw string) *ina.Controller { return b.ctl[sw] }
+
+// Bind implements Binder.
+func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd Binding, workers []string) error {
+	ctl, s := b.ctl[sw], b.sw[sw]
+	if ctl == nil {
+		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+	}
+	if len(workers) > ina.MaxWorkers {
+		return fmt.Errorf("job %d has %d workers; the INA data plane aggregates at most %d", job, len(workers), ina.MaxWorkers)
+	}
+	id, bound := s.ids[job]
+	if !bound {
+		switch {
+		case len(s.free) > 0:
+			id, s.free = s.free[len(s.free)-1], s.free[:len(s.free)-1]
+		case int(s.next) < ina.MaxJobs:
+			id = s.next
+			s.next++
+		default:
+			return fmt.Errorf("switch %s: more than %d jobs bound at once", sw, ina.MaxJobs)
+		}
+	}
+	addrs := make([]netip.AddrPort, len(workers))
+	for i, w := range workers {
+		n := b.top.Node(w)
+		if n == nil || !n.IsHost() {
+			return fmt.Errorf("job %d: worker %q is not a host", job, w)
+		}
+		addrs[i] = netip.AddrPortFrom(n.IP, WorkerPort(id))
+	}
+	b.gens++
+	next := ina.Binding{
+		Job: id, FromRound: 0, ToRound: ina.MaxRound, Mode: ina.ModePool, Gen: b.gens,
+		Base: uint32(bd.Base), Size: uint32(bd.Size), Workers: uint8(len(workers)), Group: id + 1,
+	}
+	if bd.Mode == Shared {
+		next.Mode = ina.ModeShared
+		next.PS = addrs[0] // the job's parameter server, with its first worker
+	}
+	if err := next.Check(int(bd.Base + bd.Size)); err != nil {
+		return err
+	}
+	if bound {
+		_, err := ctl.Rebind(ctx, id, next, 0)
+		return err
+	}
+	members, err := ina.Members(b.top, sw, addrs)
+	if err != nil {
+		return err
+	}
+	if err := ctl.SetGroup(ctx, id+1, members); err != nil {
+		return err
+	}
+	if err := ctl.Bind(ctx, next); err != nil {
+		return err
+	}
+	s.ids[job] = id
+	s.n[id] = len(members)
+	return nil
+}
+
+// Unbind implements Binder.
+func (b *P4RT) Unbind(ctx context.Context, sw string, job int) error {
+	ctl, s := b.ctl[sw], b.sw[sw]
+	if ctl == nil {
+		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+	}
+	id, ok := s.ids[job]
+	if !ok {
+		return nil
+	}
+	if err := ctl.Unbind(ctx, id); err != nil {
+		return err
+	}
+	if err := ctl.DeleteGroup(ctx, id+1, s.n[id]); err != nil {
+		return err
+	}
+	delete(s.ids, job)
+	delete(s.n, id)
+	s.free = append(s.free, id)
+	return nil
+}
