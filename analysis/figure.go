@@ -25,7 +25,9 @@ type Figure struct {
 	Style   Style  `json:"style"`
 	LogX    bool   `json:"log_x,omitempty"`       // logarithmic x axis (sweeps over geometric values)
 	YFrom0  bool   `json:"y_from_zero,omitempty"` // y axis starts at zero (or below, for negative values)
-	Lines   []Line `json:"lines"`
+	// Categories name the x positions 0, 1, … of a bar chart.
+	Categories []string `json:"categories,omitempty"`
+	Lines      []Line   `json:"lines"`
 }
 
 // Style says how a figure draws its lines.
@@ -43,6 +45,9 @@ const (
 	StyleLinePoints Style = "linepoints"
 	// StyleScatter marks each point without joining them (events).
 	StyleScatter Style = "scatter"
+	// StyleBars draws grouped bars: X is the index of a category, a bar
+	// per line in each group.
+	StyleBars Style = "bars"
 )
 
 // Line is one labelled line of a figure; Color is the index of its colour
@@ -89,7 +94,7 @@ var paramLabels = map[string]string{
 var reductions = []struct {
 	metric, baseline, param, name, ylabel, what string
 }{
-	{"avg_jct_s", "noina", "aggregators", "jct-reduction", "training time reduction vs. noina (%)", "reduction of the average job completion time relative to host all-reduce (noina)"},
+	{"avg_jct_s", "noina", "aggregators", "jct-reduction", "training time reduction vs. noina (%)", "training time reduction, 100 × (1 − avg_jct_s of the policy ÷ avg_jct_s of noina, host all-reduce),"},
 }
 
 // Figures returns every figure the results support, in a fixed order:
@@ -100,19 +105,25 @@ var reductions = []struct {
 //     other series show the first seed's run;
 //   - for a "blocking" series, also the cumulative count of blocking
 //     events over time;
+//   - reductions relative to a baseline policy over a parameter sweep
+//     (training time reduction vs. switch memory size for INA);
 //   - for each scenario parameter (Run.Params key) that takes two or more
 //     values, and each metric: the metric against the parameter, a line per
 //     policy with ± the standard deviation over seeds, one figure per
 //     combination of the other parameters;
-//   - reductions relative to a baseline policy over a parameter sweep
-//     (training time reduction vs. switch memory size for INA).
+//   - when no parameter varies (scenarios without Params), a grouped bar
+//     chart per metric that has a direction: a group per scenario, a bar
+//     per policy.
 //
 // The result depends only on r, so equal results give equal figures.
 func Figures(r *Results) []Figure {
 	figs := []Figure{}
 	figs = append(figs, seriesFigures(r)...)
-	figs = append(figs, sweepFigures(r)...)
 	figs = append(figs, reductionFigures(r)...)
+	figs = append(figs, sweepFigures(r)...)
+	if len(r.sweeps()) == 0 {
+		figs = append(figs, barFigures(r)...)
+	}
 	// Names are unique: a clash (a series named like a sweep) gets a suffix.
 	seen := map[string]bool{}
 	for i := range figs {
@@ -281,8 +292,11 @@ func (r *Results) firstSeed() int64 {
 	return r.Seed
 }
 
+// upperFirst capitalises the first letter of a sentence, unless its first
+// word is an identifier (a metric name such as avg_jct_s).
 func upperFirst(s string) string {
-	if s == "" {
+	word, _, _ := strings.Cut(s, " ")
+	if s == "" || strings.ContainsAny(word, "_0123456789") {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
@@ -525,6 +539,51 @@ func sweepCaption(what string, g sweepGroup, r *Results, seeds int, desc string)
 		s += " " + upperFirst(strings.TrimSuffix(desc, ".")) + "."
 	}
 	return s
+}
+
+func barFigures(r *Results) []Figure {
+	var figs []Figure
+	for _, m := range r.Metrics {
+		if m.Better == Either {
+			continue
+		}
+		f := Figure{
+			Name: fileName(m.Name + "-by-scenario"), Title: fmt.Sprintf("%s: %s (%s is better)", r.Experiment, m.Name, m.Better),
+			XLabel: "scenario", YLabel: metricLabel(m), Style: StyleBars, YFrom0: true, Categories: r.Scenarios,
+		}
+		seeds := 0
+		for _, p := range r.Policies {
+			l := Line{Label: p, Color: r.color(p)}
+			var errs []float64
+			for i, sc := range r.Scenarios {
+				s, ok := r.Aggregate(sc, p)[m.Name]
+				if !ok {
+					continue
+				}
+				seeds = max(seeds, s.N)
+				l.Points = append(l.Points, Point{float64(i), s.Mean})
+				errs = append(errs, s.Std)
+			}
+			if len(l.Points) == 0 {
+				continue
+			}
+			sortLine(&l, errs)
+			f.Lines = append(f.Lines, l)
+		}
+		if len(f.Lines) == 0 {
+			continue
+		}
+		f.Caption = m.Name + " per scenario and policy"
+		if seeds > 1 {
+			f.Caption += fmt.Sprintf(", mean over %d seeds", seeds)
+		}
+		f.Caption += "."
+		if m.Description != "" {
+			f.Caption += " " + upperFirst(strings.TrimSuffix(m.Description, ".")) + "."
+		}
+		figs = append(figs, f)
+	}
+	return figs
 }
 
 func reductionFigures(r *Results) []Figure {

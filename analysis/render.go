@@ -99,14 +99,18 @@ func (f *Figure) draw(dc draw.Canvas) error {
 	p.Title.TextStyle.Font.Size = vg.Points(11)
 	p.X.Label.Text = f.XLabel
 	p.Y.Label.Text = f.YLabel
-	p.Add(plotter.NewGrid())
+	grid := plotter.NewGrid()
+	if f.Style == StyleBars {
+		grid.Vertical.Color = nil
+	}
+	p.Add(grid)
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
 	legend.TextStyle.Font.Size = vg.Points(10)
 	legend.ThumbnailWidth = vg.Points(24)
 	legend.Padding = vg.Points(2)
 
-	for _, l := range f.Lines {
+	for li, l := range f.Lines {
 		if !finite(l.Points) {
 			return fmt.Errorf("figure %s: line %s has a value that is not a finite number", f.Name, l.Label)
 		}
@@ -116,6 +120,26 @@ func (f *Figure) draw(dc draw.Canvas) error {
 		}
 		var thumbs []plot.Thumbnailer
 		switch f.Style {
+		case StyleBars:
+			// One bar chart per point, so a policy without a value in
+			// some category leaves a gap rather than a zero bar.
+			n := max(len(f.Categories), 1)
+			width := (figWidth * 0.6) / vg.Length(n*(len(f.Lines)+1))
+			offset := (vg.Length(li) - vg.Length(len(f.Lines)-1)/2) * width
+			for _, pt := range l.Points {
+				bc, err := plotter.NewBarChart(plotter.Values{pt.Y}, width)
+				if err != nil {
+					return fmt.Errorf("figure %s: %v", f.Name, err)
+				}
+				bc.XMin = pt.X
+				bc.Offset = offset
+				bc.Color = palette[l.Color%len(palette)]
+				bc.LineStyle.Width = 0
+				p.Add(bc)
+				if len(thumbs) == 0 {
+					thumbs = append(thumbs, bc)
+				}
+			}
 		case StyleScatter:
 			s, err := plotter.NewScatter(xys)
 			if err != nil {
@@ -174,6 +198,11 @@ func (f *Figure) draw(dc draw.Canvas) error {
 	padRange(&p.Y.Min, &p.Y.Max)
 	p.X.Tick.Marker = tidyTicks{plot.DefaultTicks{}}
 	p.Y.Tick.Marker = tidyTicks{plot.DefaultTicks{}}
+	if f.Style == StyleBars {
+		p.NominalX(f.Categories...)
+		p.X.Min, p.X.Max = -0.5, float64(len(f.Categories))-0.5
+		p.X.Padding = 0
+	}
 	if f.LogX && p.X.Min > 0 {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = tidyTicks{plot.LogTicks{Prec: -1}}

@@ -14,10 +14,10 @@ import (
 
 // Table is a titled grid of cells, rendered for the terminal, Markdown or CSV.
 type Table struct {
-	Title  string
-	Header []string
-	Rows   [][]string
-	Notes  []string // printed under the table
+	Title  string     `json:"title"`
+	Header []string   `json:"header"`
+	Rows   [][]string `json:"rows"`
+	Notes  []string   `json:"notes,omitempty"` // printed under the table
 }
 
 // Comparison returns one table per scenario: a row per policy, a column per
@@ -140,4 +140,32 @@ func (r *Results) CSV() ([]byte, error) {
 	}
 	w.Flush()
 	return b.Bytes(), w.Error()
+}
+
+// WriteCSV writes tables as CSV: each table's header and rows with the
+// table's title as a first column, so that rows of several tables (one per
+// scenario, say) stay distinguishable; tables are separated by an empty
+// line. Notes are left out.
+func WriteCSV(w io.Writer, tables []Table) error {
+	for i, t := range tables {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		cw := csv.NewWriter(w)
+		if err := cw.Write(append([]string{"table"}, t.Header...)); err != nil {
+			return err
+		}
+		for _, r := range t.Rows {
+			if err := cw.Write(append([]string{t.Title}, r...)); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -54,6 +54,7 @@ type app struct {
 	stdout, stderr io.Writer
 	registry       *experiments.Registry
 	embedded       []embeddedFS
+	args           []string // the command line without the program name, for provenance.json
 }
 
 // embeddedFS is a directory of files built into the binary, reachable by
@@ -103,11 +104,13 @@ Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
 		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.versionCommand(), a.topoCommand())
+	root.AddCommand(a.reportCommand(), a.compareCommand(), a.benchCommand())
 	return root
 }
 
 // execute runs the command line and returns the exit code.
 func (a *app) execute(ctx context.Context, args []string) int {
+	a.args = args
 	root := a.rootCommand()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

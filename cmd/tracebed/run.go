@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -24,6 +25,8 @@ func (a *app) runCommand() *cobra.Command {
 		seed      int64
 		quiet     bool
 		parallel  int
+		plots     bool
+		format    *formatFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [SPEC...]",
@@ -32,7 +35,10 @@ func (a *app) runCommand() *cobra.Command {
 "incast" — for every policy, scenario and seed, in parallel across cores.
 Without SPEC, run the default suite (the ready specs marked default: true).
 
-Results go to OUT/<experiment>/: results.json, results.csv, results.md.`,
+Results go to OUT/<experiment>/: results.json, results.csv, results.md,
+the figures (PNG and SVG, their data in figures.json) and provenance.json
+(the command, the machine, the wall time). 'tracebed report OUT' gathers
+them into one Markdown report.`,
 		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			specs, err := a.loadSpecs(args)
@@ -70,15 +76,17 @@ Results go to OUT/<experiment>/: results.json, results.csv, results.md.`,
 				if err != nil {
 					return err
 				}
+				wall := time.Since(start)
 				tables := experiments.Tables(c.exp, res)
 				dir, err := experiments.Write(out, res, tables)
 				if err != nil {
 					return err
 				}
-				for _, t := range tables {
-					if err := t.WriteText(a.stdout); err != nil {
-						return err
-					}
+				if err := a.writeArtifacts(dir, res, runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}, plots); err != nil {
+					return err
+				}
+				if err := printResults(a.stdout, format.value, res, tables); err != nil {
+					return err
 				}
 				if !quiet {
 					fmt.Fprintf(a.stderr, "%s: %d runs in %.1fs; results in %s\n", c.spec.Name, len(res.Runs), time.Since(start).Seconds(), dir)
@@ -93,6 +101,8 @@ Results go to OUT/<experiment>/: results.json, results.csv, results.md.`,
 	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")
 	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "runs executed at once")
+	f.BoolVar(&plots, "plots", true, "write the figures (PNG, SVG) next to the results")
+	format = addFormatFlag(f, formatTable, "what to print on stdout: the comparison tables, or the runs as CSV, or results.json")
 	return cmd
 }
 

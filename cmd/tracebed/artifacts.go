@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tracebed/tracebed/analysis"
+)
+
+// runInfo is what tracebed run knows about an execution beyond its results.
+type runInfo struct {
+	start    time.Time
+	wall     time.Duration
+	parallel int
+}
+
+// writeArtifacts writes, next to results.json in dir, the figures (PNG,
+// SVG and figures.json) unless plots is false, and provenance.json (the
+// command line, the machine, the wall time). Neither touches results.json,
+// which stays byte-identical for the same spec and seeds.
+func (a *app) writeArtifacts(dir string, res *analysis.Results, info runInfo, plots bool) error {
+	if plots {
+		if _, err := analysis.WriteFigures(dir, analysis.Figures(res)); err != nil {
+			return fmt.Errorf("plots of %s: %w", res.Experiment, err)
+		}
+	}
+	return analysis.WriteProvenance(dir, analysis.Provenance{
+		Command:    analysis.ShellQuote(append([]string{"tracebed"}, a.args...)),
+		Experiment: res.Experiment,
+		Started:    info.start.UTC().Format(time.RFC3339),
+		WallS:      float64(info.wall.Round(time.Millisecond)) / float64(time.Second),
+		Runs:       len(res.Runs),
+		Parallel:   info.parallel,
+		Version:    version,
+		Commit:     buildCommit(),
+		Machine:    analysis.CurrentMachine(),
+	})
+}
+
+// printResults prints one experiment's outcome on stdout in format: its
+// tables (table, markdown), its runs (csv, as results.csv) or its results
+// file (json, as results.json; several experiments give a stream of JSON
+// objects).
+func printResults(w io.Writer, format string, res *analysis.Results, tables []analysis.Table) error {
+	switch format {
+	case formatJSON:
+		data, err := res.Marshal()
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	case formatCSV:
+		data, err := res.CSV()
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	return writeTables(w, format, tables)
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
