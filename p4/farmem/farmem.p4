@@ -1,0 +1,179 @@
+/* farmem.p4: tracebed's far-memory data plane, the P4-16 (v1model) twin of
+ * package farmem (pipeline.go). IPv4 forwarding is fwd.p4's (exact /32
+ * routes, ECMP action selector, DSCP class selector → egress queue). On top
+ * of it, packets to or from UDP port 7470 that carry a valid far-memory
+ * header are counted by (type, urgency) and looked up in farmem_classify;
+ * a hit sets the egress priority (bmv2: simple_switch --priority-queues 8)
+ * and re-marks the DSCP to that class selector, so the class is visible on
+ * the wire and kept by DSCP-only switches. A miss leaves the DSCP priority.
+ *
+ * farmem.p4info.txtpb is its P4Info (ids assigned by hand: p4c is not on
+ * tracebed's build machines; controllers look ids up by name). The Go twin
+ * passes testdata/vectors.json; TestBmv2Vectors runs the same vectors
+ * through bmv2 where p4c and simple_switch are installed.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+const bit<16> FARMEM_PORT = 7470;
+const bit<16> FARMEM_MAGIC = 0x464d;
+
+header ethernet_t { bit<48> dst_addr; bit<48> src_addr; bit<16> ether_type; }
+header ipv4_t {
+    bit<4> version; bit<4> ihl; bit<8> tos; bit<16> total_len;
+    bit<16> identification; bit<3> flags; bit<13> frag_offset;
+    bit<8> ttl; bit<8> protocol; bit<16> hdr_checksum;
+    bit<32> src_addr; bit<32> dst_addr;
+}
+header l4_ports_t { bit<16> src_port; bit<16> dst_port; }
+header udp_rest_t { bit<16> length; bit<16> checksum; }
+/* The far-memory header (p4/farmem/header.go; docs/farmem.md). */
+header farmem_t {
+    bit<16> magic;
+    bit<4>  version;
+    bit<4>  msg_type;     /* 1 read, 2 data, 3 write, 4 ack */
+    bit<1>  retransmit;
+    bit<1>  not_found;
+    bit<3>  reserved;
+    bit<3>  urgency;      /* 0 none … 7 the sender is blocked */
+    bit<32> id;
+    bit<64> page;
+    bit<32> page_version;
+    bit<32> sum;
+}
+struct headers {
+    ethernet_t ethernet; ipv4_t ipv4; l4_ports_t l4; udp_rest_t udp; farmem_t farmem;
+}
+struct metadata { }
+
+parser FarmemParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) { 0x0800: parse_ipv4; default: accept; }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        verify(hdr.ipv4.version == 4 && hdr.ipv4.ihl == 5, error.HeaderTooShort);
+        transition select(hdr.ipv4.protocol) { 6: parse_l4; 17: parse_udp; default: accept; }
+    }
+    state parse_l4 { pkt.extract(hdr.l4); transition accept; }
+    state parse_udp {
+        pkt.extract(hdr.l4);
+        pkt.extract(hdr.udp);
+        transition select(hdr.l4.dst_port, hdr.l4.src_port) {
+            (FARMEM_PORT, _): parse_farmem;
+            (_, FARMEM_PORT): parse_farmem;
+            default: accept;
+        }
+    }
+    state parse_farmem { pkt.extract(hdr.farmem); transition accept; }
+}
+
+control FarmemVerify(inout headers hdr, inout metadata meta) { apply { } }
+
+control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    /* fwd.p4's forwarding, unchanged. */
+    counter(1, CounterType.packets) forwarded;
+    counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
+    action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
+
+    action drop() { drops.count(1); mark_to_drop(sm); }
+    action forward(bit<9> port) {
+        sm.egress_spec = port;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        forwarded.count(0);
+    }
+    table ipv4_route {
+        key = {
+            hdr.ipv4.dst_addr: exact;
+            hdr.ipv4.src_addr: selector;
+            hdr.ipv4.dst_addr: selector;
+            hdr.ipv4.protocol: selector;
+            hdr.l4.src_port: selector;
+            hdr.l4.dst_port: selector;
+        }
+        actions = { forward; @defaultonly drop; }
+        implementation = ecmp;
+        const default_action = drop();
+        size = 65536;
+    }
+
+    /* Far-memory classification. */
+    counter(40, CounterType.packets_and_bytes) farmem_class; // index type << 3 | urgency
+    counter(4, CounterType.packets) farmem_stats; // 0 classified, 1 default, 2 malformed
+
+    action set_priority(bit<3> prio) {
+        sm.priority = prio;
+        hdr.ipv4.tos = prio ++ 3w0 ++ hdr.ipv4.tos[1:0];
+    }
+    table farmem_classify {
+        key = {
+            hdr.farmem.msg_type: exact @name("type");
+            hdr.farmem.urgency: exact @name("urgency");
+        }
+        actions = { set_priority; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+
+    apply {
+        if (!hdr.ipv4.isValid()) { drops.count(0); mark_to_drop(sm); return; }
+        if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+        ipv4_route.apply();
+        sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
+
+        bool on_port = hdr.udp.isValid() &&
+            (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
+        if (on_port) {
+            bool ok = hdr.farmem.isValid() && hdr.farmem.magic == FARMEM_MAGIC &&
+                hdr.farmem.version == 1 && hdr.farmem.reserved == 0 &&
+                hdr.farmem.msg_type >= 1 && hdr.farmem.msg_type <= 4 &&
+                hdr.udp.length >= 32;
+            bit<16> n = hdr.udp.length - 32; // data bytes after the header
+            if (ok) {
+                if (hdr.farmem.not_found == 1 && hdr.farmem.msg_type != 2) {
+                    ok = false;
+                } else if (hdr.farmem.msg_type == 1 || hdr.farmem.msg_type == 4 || hdr.farmem.not_found == 1) {
+                    ok = n == 0;
+                } else {
+                    ok = n >= 512 && n <= 32768 && (n & (n - 1)) == 0;
+                }
+            }
+            if (!ok) {
+                farmem_stats.count(2);
+            } else {
+                farmem_class.count((bit<32>)(hdr.farmem.msg_type ++ hdr.farmem.urgency));
+                if (farmem_classify.apply().hit) {
+                    farmem_stats.count(0);
+                } else {
+                    farmem_stats.count(1);
+                }
+            }
+        }
+    }
+}
+
+control egress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    // The Go twin rewrites the Ethernet addresses from the topology
+    // (port MAC → peer MAC); here a table keyed by egress port would.
+    apply { }
+}
+
+control FarmemChecksum(inout headers hdr, inout metadata meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.tos, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+              hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control FarmemDeparser(packet_out pkt, in headers hdr) {
+    apply {
+        pkt.emit(hdr.ethernet); pkt.emit(hdr.ipv4); pkt.emit(hdr.l4);
+        pkt.emit(hdr.udp); pkt.emit(hdr.farmem);
+    }
+}
+
+V1Switch(FarmemParser(), FarmemVerify(), ingress(), egress(), FarmemChecksum(), FarmemDeparser()) main;
