@@ -15,7 +15,7 @@ const (
 	StatClassified = iota // far-memory packets whose (type, urgency) hit the classify table
 	StatDefault           // far-memory packets that missed it (default action)
 	StatMalformed         // packets to or from Port that are not valid far-memory messages (forwarded unclassified)
-	NumStats      = 4
+	NumStats       = 4
 )
 
 // StatNames names the Stats counters.
