@@ -1,0 +1,135 @@
+package goswitch
+
+import (
+	"fmt"
+	"slices"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// Dataplane is a pipeline the switch can run and program: the packet path
+// and its P4Runtime view. The switch calls both from one goroutine.
+type Dataplane interface {
+	emulator.Pipeline
+	p4rt.Device
+}
+
+// Program is a data plane the Go switch can host: one of p4/'s pipelines.
+type Program struct {
+	// Name selects the program on the command line; it equals the
+	// P4Info's pkg_info.name, by which SetForwardingPipelineConfig finds
+	// the program.
+	Name string
+	// P4Info describes the program's tables, actions and counters.
+	P4Info *p4configv1.P4Info
+	// New builds the program for switch sw on top of base, the plain
+	// forwarding pipeline with the topology's routes (the same hook as
+	// sim.Options.Pipeline). It is called again, for fresh state, each
+	// time a controller loads the program.
+	New func(sw *topologies.Node, base *fwd.Pipeline) (Dataplane, error)
+}
+
+// Registry holds the programs a switch can run. The command that starts
+// the switch builds it; there is no global registry.
+type Registry struct{ programs []*Program }
+
+// NewRegistry returns a registry of programs. Names must be unique and
+// match the P4Info package names.
+func NewRegistry(programs ...Program) (*Registry, error) {
+	r := &Registry{}
+	for i := range programs {
+		p := programs[i]
+		if p.Name == "" || p.New == nil || p.P4Info == nil {
+			return nil, fmt.Errorf("switch programs: entry %d needs a name, a P4Info and a constructor", i)
+		}
+		if got := p.P4Info.GetPkgInfo().GetName(); got != p.Name {
+			return nil, fmt.Errorf("switch programs: %s: P4Info pkg_info.name is %q", p.Name, got)
+		}
+		if r.Lookup(p.Name) != nil {
+			return nil, fmt.Errorf("switch programs: %s registered twice", p.Name)
+		}
+		r.programs = append(r.programs, &p)
+	}
+	return r, nil
+}
+
+// Lookup returns the program called name, or nil.
+func (r *Registry) Lookup(name string) *Program {
+	for _, p := range r.programs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Names lists the registered programs.
+func (r *Registry) Names() []string {
+	var out []string
+	for _, p := range r.programs {
+		out = append(out, p.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Match finds the program a controller's P4Info describes: the one with the
+// same package name, whose every table, action, action profile, counter,
+// register and meter the P4Info names with the same id. It returns an
+// error saying what differs.
+func (r *Registry) Match(info *p4configv1.P4Info) (*Program, error) {
+	name := info.GetPkgInfo().GetName()
+	if name == "" {
+		return nil, fmt.Errorf("P4Info has no pkg_info.name; this switch runs %v", r.Names())
+	}
+	p := r.Lookup(name)
+	if p == nil {
+		return nil, fmt.Errorf("no program %q on this switch; it runs %v", name, r.Names())
+	}
+	want := objectIDs(p.P4Info)
+	for key, id := range objectIDs(info) {
+		if w, ok := want[key]; !ok {
+			return nil, fmt.Errorf("program %s has no %s", name, key)
+		} else if w != id {
+			return nil, fmt.Errorf("program %s: %s has id %#x, P4Info says %#x", name, key, w, id)
+		}
+	}
+	return p, nil
+}
+
+// objectIDs maps "kind name" to id for every named object of info.
+func objectIDs(info *p4configv1.P4Info) map[string]uint32 {
+	m := map[string]uint32{}
+	add := func(kind string, pre *p4configv1.Preamble) {
+		if pre != nil {
+			m[kind+" "+pre.GetName()] = pre.GetId()
+		}
+	}
+	for _, t := range info.GetTables() {
+		add("table", t.GetPreamble())
+	}
+	for _, a := range info.GetActions() {
+		add("action", a.GetPreamble())
+	}
+	for _, a := range info.GetActionProfiles() {
+		add("action profile", a.GetPreamble())
+	}
+	for _, c := range info.GetCounters() {
+		add("counter", c.GetPreamble())
+	}
+	for _, c := range info.GetDirectCounters() {
+		add("direct counter", c.GetPreamble())
+	}
+	for _, x := range info.GetRegisters() {
+		add("register", x.GetPreamble())
+	}
+	for _, x := range info.GetMeters() {
+		add("meter", x.GetPreamble())
+	}
+	return m
+}

@@ -1,0 +1,295 @@
+package goswitch
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// serve starts a switch with fake ports and its P4Runtime server on a Unix
+// socket; it returns the socket path.
+func serve(t *testing.T) (*Switch, string) {
+	t.Helper()
+	top := topo(t, topologies.Params{Generate: "star", Hosts: 3})
+	s, _ := start(t, top, "tor")
+	path := filepath.Join(t.TempDir(), "tor.sock")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	NewServer(s).Register(g)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	return s, path
+}
+
+func dial(t *testing.T, path string, opts p4rt.DialOptions) *p4rt.GRPC {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := p4rt.Dial(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func member(id uint32, port byte) *p4v1.Update {
+	return &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{
+		ActionProfileId: fwd.ProfileECMP, MemberId: id,
+		Action: &p4v1.Action{ActionId: fwd.ActionForward, Params: []*p4v1.Action_Param{{ParamId: 1, Value: []byte{port}}}}}}}}
+}
+
+func TestArbitration(t *testing.T) {
+	_, path := serve(t)
+	ctx := context.Background()
+	primary := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 10})
+	if !primary.Primary() {
+		t.Fatal("first controller is not primary")
+	}
+	if err := primary.Write(ctx, member(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// A lower election id is a backup and cannot write.
+	if _, err := p4rt.Dial(ctx, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 5}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("dial as backup without Backup: %v", err)
+	}
+	backup := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 5, Backup: true})
+	if backup.Primary() {
+		t.Fatal("lower election id became primary")
+	}
+	if err := backup.Write(ctx, member(2, 2)); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("backup write: %v, want PermissionDenied", err)
+	}
+	if err := backup.SetPipeline(ctx, fwd.P4Info(), nil, 1); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("backup set pipeline: %v, want PermissionDenied", err)
+	}
+	// Anyone may read.
+	if es, err := backup.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{}}}); err != nil || len(es) != 1 {
+		t.Errorf("backup read: %v, %v", es, err)
+	}
+	// The same election id as another controller is refused.
+	if _, err := p4rt.Dial(ctx, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 10, Backup: true}); err == nil {
+		t.Error("duplicate election id accepted")
+	}
+	// The primary leaves: nobody is primary until a controller claims an
+	// id at least as high as the highest seen.
+	primary.Close()
+	waitFor(t, func() bool { return !backup.Primary() })
+	if err := backup.Write(ctx, member(2, 2)); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("write with no primary: %v", err)
+	}
+	if err := backup.Arbitrate(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	if !backup.Primary() {
+		t.Fatal("controller with a new highest id is not primary")
+	}
+	if err := backup.Write(ctx, member(2, 2)); err != nil {
+		t.Errorf("new primary write: %v", err)
+	}
+	// A write with a stale election id (the old primary's) is refused.
+	raw := backup.Raw()
+	_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 1, ElectionId: &p4v1.Uint128{Low: 10}, Updates: []*p4v1.Update{member(3, 3)}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("stale election id: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 200 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not reached")
+}
+
+func TestPipelineAndErrors(t *testing.T) {
+	s, path := serve(t)
+	ctx := context.Background()
+	c := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 1})
+	if v, err := c.Capabilities(ctx); err != nil || v != APIVersion {
+		t.Errorf("capabilities %q, %v", v, err)
+	}
+	// The served P4Info is fwd's plus the switch counters.
+	n, err := c.Names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.TableID("ingress.ipv4_route"); err != nil {
+		t.Error(err)
+	}
+	if _, err := n.CounterID("tracebed.port_rx"); err != nil {
+		t.Error(err)
+	}
+	if err := c.Write(ctx, member(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Batch errors come back with the failing update's code.
+	err = c.Write(ctx, member(2, 2), member(1, 1), member(3, 3))
+	if status.Code(err) != codes.AlreadyExists {
+		t.Errorf("batch with a duplicate: %v", err)
+	}
+	raw := c.Raw()
+	id := &p4v1.Uint128{Low: 1}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		code codes.Code
+	}{
+		{"wrong device", func() error {
+			_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 9, ElectionId: id, Updates: []*p4v1.Update{member(5, 1)}})
+			return err
+		}, codes.NotFound},
+		{"nil entity", func() error {
+			_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 1, ElectionId: id, Updates: []*p4v1.Update{{Type: p4v1.Update_INSERT}}})
+			return p4rt.UpdateError(err)
+		}, codes.InvalidArgument},
+		{"atomic batch", func() error {
+			_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 1, ElectionId: id, Atomicity: p4v1.WriteRequest_DATAPLANE_ATOMIC, Updates: []*p4v1.Update{member(5, 1)}})
+			return err
+		}, codes.Unimplemented},
+		{"switch counter write", func() error {
+			return c.Write(ctx, &p4v1.Update{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: CounterPortRx, Index: &p4v1.Index{Index: 1}}}}})
+		}, codes.PermissionDenied},
+		{"empty read", func() error {
+			_, err := c.Read(ctx)
+			return err
+		}, codes.InvalidArgument},
+		{"read nil entity", func() error {
+			_, err := c.Read(ctx, &p4v1.Entity{})
+			return err
+		}, codes.InvalidArgument},
+		{"no P4Info", func() error {
+			_, err := raw.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{DeviceId: 1, ElectionId: id, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT})
+			return err
+		}, codes.InvalidArgument},
+		{"unknown program", func() error {
+			info := fwd.P4Info()
+			info.PkgInfo.Name = "nope"
+			return c.SetPipeline(ctx, info, nil, 0)
+		}, codes.InvalidArgument},
+		{"commit without save", func() error {
+			_, err := raw.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{DeviceId: 1, ElectionId: id, Action: p4v1.SetForwardingPipelineConfigRequest_COMMIT})
+			return err
+		}, codes.FailedPrecondition},
+		{"bad response type", func() error {
+			_, err := raw.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: 1, ResponseType: 42})
+			return err
+		}, codes.InvalidArgument},
+	} {
+		if got := status.Code(tc.call()); got != tc.code {
+			t.Errorf("%s: code %v, want %v", tc.name, got, tc.code)
+		}
+	}
+	// Loading the program again (with the served P4Info, switch counters
+	// and all) resets its state.
+	if err := c.SetPipeline(ctx, c.P4Info(), nil, 7); err != nil {
+		t.Fatal(err)
+	}
+	es, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{}}})
+	if err != nil || len(es) != 0 {
+		t.Errorf("after reload: members %v, %v", es, err)
+	}
+	resp, err := raw.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: 1, ResponseType: p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY})
+	if err != nil || resp.GetConfig().GetCookie().GetCookie() != 7 {
+		t.Errorf("cookie: %v, %v", resp, err)
+	}
+	// Switch counters read by name.
+	d, err := c.CounterValue(ctx, "tracebed.port_rx", 1)
+	if err != nil || d.GetPacketCount() != 0 {
+		t.Errorf("port_rx[1] = %v, %v", d, err)
+	}
+	// The switch survived all of it.
+	if _, err := s.Stats(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestStreamMisuse sends stream messages out of order.
+func TestStreamMisuse(t *testing.T) {
+	_, path := serve(t)
+	conn, err := grpc.NewClient(p4rt.Target(path), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rt := p4v1.NewP4RuntimeClient(conn)
+	for _, first := range []*p4v1.StreamMessageRequest{
+		{Update: &p4v1.StreamMessageRequest_Packet{Packet: &p4v1.PacketOut{Payload: []byte{1}}}},
+		{},
+		{Update: &p4v1.StreamMessageRequest_Arbitration{Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: 77}}},
+		{Update: &p4v1.StreamMessageRequest_Arbitration{Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: 1, Role: &p4v1.Role{Name: "x", Config: nil}, ElectionId: &p4v1.Uint128{}}}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := rt.StreamChannel(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Send(first)
+		_, err = st.Recv()
+		if first.GetArbitration().GetDeviceId() == 1 {
+			// Role "x" with election id 0 is a valid arbitration.
+			if err != nil {
+				t.Errorf("arbitration for role x: %v", err)
+			}
+		} else if err == nil || status.Code(err) == codes.OK {
+			t.Errorf("stream opened with %v: no error", first)
+		}
+		cancel()
+	}
+}
+
+// FuzzServerWrite sends arbitrary WriteRequests as the primary: the server
+// answers every one with a status and keeps running.
+func FuzzServerWrite(f *testing.F) {
+	seed, _ := proto.Marshal(&p4v1.WriteRequest{DeviceId: 1, ElectionId: &p4v1.Uint128{Low: 1}, Updates: []*p4v1.Update{member(1, 1)}})
+	f.Add(seed)
+	top := topo(f, topologies.Params{Generate: "star", Hosts: 3})
+	s, _ := start(f, top, "tor")
+	srv := NewServer(s)
+	primary := &stream{out: make(chan *p4v1.StreamMessageResponse, 100), election: &p4v1.Uint128{Low: 1}}
+	srv.roles[""] = &role{highest: primary.election, primary: primary, streams: map[*stream]bool{primary: true}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req p4v1.WriteRequest
+		if proto.Unmarshal(data, &req) != nil {
+			return
+		}
+		req.DeviceId, req.ElectionId = 1, &p4v1.Uint128{Low: 1}
+		srv.Write(context.Background(), &req)
+		var rq p4v1.ReadRequest
+		if proto.Unmarshal(data, &rq) == nil {
+			rq.DeviceId = 1
+			srv.device(context.Background(), func(d *switchDevice) error {
+				for _, e := range rq.GetEntities() {
+					d.Read(e, func(*p4v1.Entity) error { return nil })
+				}
+				return nil
+			})
+		}
+		var info p4configv1.P4Info
+		if proto.Unmarshal(data, &info) == nil {
+			srv.SetForwardingPipelineConfig(context.Background(), &p4v1.SetForwardingPipelineConfigRequest{DeviceId: 1, ElectionId: req.ElectionId,
+				Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY, Config: &p4v1.ForwardingPipelineConfig{P4Info: &info}})
+		}
+	})
+}

@@ -1,0 +1,474 @@
+// Package goswitch (directory emulator/switch) is the Go switch: the
+// software switch of tracebed's netns substrate, run as 'tracebed switch'
+// inside a switch's network namespace.
+//
+// It runs the same Go pipelines as the sim substrate (p4/fwd, and the
+// programs of p4/ that wrap it) over real ports:
+//
+//   - ports are AF_PACKET sockets on the namespace's veth interfaces, read
+//     with recvmmsg and written with sendmmsg, a batch per system call;
+//   - each egress port has strict-priority queues with a drop-tail limit of
+//     the link's buffer, paced at the link's rate: a frame leaves when the
+//     previous one has finished serializing, exactly as on sim;
+//   - link propagation delay, loss, duplication and reordering are applied
+//     by the switch (the kernel here has no netem): on egress for every
+//     port, and also on ingress for ports facing a host, so both directions
+//     of every link see them once;
+//   - counters per port and per pipeline;
+//   - a P4Runtime server (server.go) programs the pipeline.
+//
+// One goroutine, locked to an OS thread, runs the whole data plane: it
+// polls the ports, runs the pipeline, paces the queues and executes
+// control-plane calls between batches, so pipelines and devices need no
+// locks (the p4rt.Device concurrency rule).
+package goswitch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// Batch is the most frames the switch moves per system call.
+const Batch = 64
+
+// BufSize is the size of a frame buffer: an Ethernet frame of a 1500-byte
+// MTU fits, with room for VLAN tags. Longer frames are dropped and counted.
+const BufSize = 2048
+
+// Config describes one Go switch.
+type Config struct {
+	// Topology and Name select the switch; its ports are the topology's.
+	Topology *topologies.Topology
+	Name     string
+	// Programs are the pipelines the switch can run; Program names the
+	// one it starts with (default "fwd").
+	Programs *Registry
+	Program  string
+	// Seed seeds the link impairments (loss, duplication, reordering).
+	Seed uint64
+	// DeviceID is the P4Runtime device id (default 1).
+	DeviceID uint64
+	// Open opens a port; nil means OpenAFPacket on the port's interface
+	// in the calling thread's network namespace.
+	Open func(p *topologies.Port) (PortIO, error)
+	// Log receives warnings; nil discards them.
+	Log *slog.Logger
+	// Spin makes the data plane busy-poll instead of sleeping when its
+	// next timed event (a paced frame, a delayed frame) is at most this
+	// far away: timing then follows the wall clock to microseconds, at
+	// the cost of a busy core. Zero sleeps, and timing is as precise as
+	// the host's timer wake-ups.
+	Spin time.Duration
+}
+
+// Switch is a running Go switch.
+type Switch struct {
+	cfg   Config
+	node  *topologies.Node
+	start time.Time
+
+	ports []*port // indexed by port number; ports[0] is nil
+
+	// Data-plane state, owned by the loop goroutine.
+	program  *Program
+	pipeline emulator.Pipeline
+	device   p4rt.Device
+	pool     [][]byte
+	curRx    []byte // the receive buffer the pipeline is looking at
+	rxTaken  bool   // the pipeline emitted curRx: it must be replaced
+	nowNs    int64  // time of the frame being processed
+	panics   uint64
+	badPort  uint64
+	ingress  delayLine // frames held back by ingress delay, all ports
+
+	// Control.
+	ctl     chan func()
+	wakeFD  int
+	running sync.Mutex // held while Run runs
+	done    chan struct{}
+	log     *slog.Logger
+}
+
+// New opens the ports of switch cfg.Name and builds its initial pipeline.
+// Sockets are opened in the calling thread's network namespace.
+func New(cfg Config) (*Switch, error) {
+	node := cfg.Topology.Node(cfg.Name)
+	if node == nil || node.IsHost() {
+		return nil, fmt.Errorf("switch: %q is not a switch of topology %s", cfg.Name, cfg.Topology.Name)
+	}
+	if cfg.Programs == nil {
+		return nil, errors.New("switch: no programs registered")
+	}
+	if cfg.Program == "" {
+		cfg.Program = "fwd"
+	}
+	if cfg.DeviceID == 0 {
+		cfg.DeviceID = 1
+	}
+	if cfg.Open == nil {
+		cfg.Open = func(p *topologies.Port) (PortIO, error) { return OpenAFPacket(p.Iface, Batch) }
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Switch{cfg: cfg, node: node, start: time.Now(), ctl: make(chan func(), 64), done: make(chan struct{}), log: log}
+	prog := cfg.Programs.Lookup(cfg.Program)
+	if prog == nil {
+		return nil, fmt.Errorf("switch %s: no program %q (have %v)", cfg.Name, cfg.Program, cfg.Programs.Names())
+	}
+	if err := s.load(prog); err != nil {
+		return nil, err
+	}
+	s.ports = make([]*port, len(node.Ports)+1)
+	for _, tp := range node.Ports {
+		io, err := cfg.Open(tp)
+		if err != nil {
+			s.closePorts()
+			return nil, fmt.Errorf("switch %s: %w", cfg.Name, err)
+		}
+		s.ports[tp.Num] = newPort(tp, io, cfg.Seed, node)
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		s.closePorts()
+		return nil, fmt.Errorf("switch %s: eventfd: %w", cfg.Name, err)
+	}
+	s.wakeFD = fd
+	return s, nil
+}
+
+// load builds prog for this switch and makes it the running pipeline.
+func (s *Switch) load(prog *Program) error {
+	base := fwd.New(s.node, s.cfg.Topology.Routes()[s.node.Name])
+	dp, err := prog.New(s.node, base)
+	if err != nil {
+		return fmt.Errorf("switch %s: program %s: %w", s.cfg.Name, prog.Name, err)
+	}
+	s.program, s.pipeline, s.device = prog, dp, dp
+	return nil
+}
+
+func (s *Switch) closePorts() {
+	for _, p := range s.ports {
+		if p != nil {
+			p.io.Close()
+		}
+	}
+}
+
+// Name returns the switch's node name.
+func (s *Switch) Name() string { return s.node.Name }
+
+// Node returns the switch's topology node.
+func (s *Switch) Node() *topologies.Node { return s.node }
+
+// now returns the time since the switch started, in nanoseconds.
+func (s *Switch) now() int64 { return int64(time.Since(s.start)) }
+
+// Run runs the data plane until ctx is done, then closes the ports. It
+// must be called once.
+func (s *Switch) Run(ctx context.Context) error {
+	if !s.running.TryLock() {
+		return errors.New("switch: Run called twice")
+	}
+	defer close(s.done)
+	defer s.closePorts()
+	defer unix.Close(s.wakeFD)
+	// One OS thread with fine timer slack: pacing sleeps are microseconds.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+
+	stop := context.AfterFunc(ctx, s.wake)
+	defer stop()
+
+	fds := make([]unix.PollFd, 0, len(s.ports)+1)
+	fds = append(fds, unix.PollFd{Fd: int32(s.wakeFD), Events: unix.POLLIN})
+	for _, p := range s.ports[1:] {
+		fds = append(fds, unix.PollFd{Fd: int32(p.io.FD()), Events: unix.POLLIN})
+	}
+	bufs := make([][]byte, Batch)
+	lens := make([]int, Batch)
+	for i := range bufs {
+		bufs[i] = s.getBuf()
+	}
+	for {
+		if ctx.Err() != nil {
+			s.drainControl()
+			return nil
+		}
+		now := s.now()
+		wait := s.nextEvent(now)
+		for i, p := range s.ports[1:] {
+			fds[i+1].Events = unix.POLLIN
+			if p.blocked {
+				fds[i+1].Events |= unix.POLLOUT
+			}
+		}
+		var ts *unix.Timespec
+		if wait >= 0 {
+			spin := int64(s.cfg.Spin)
+			switch {
+			case wait <= spin:
+				wait = 0
+			case spin > 0:
+				wait -= spin // wake early, then spin
+			}
+			t := unix.NsecToTimespec(wait)
+			ts = &t
+		}
+		if _, err := unix.Ppoll(fds, ts, nil); err != nil && err != unix.EINTR {
+			return fmt.Errorf("switch %s: poll: %w", s.cfg.Name, err)
+		}
+		if fds[0].Revents&unix.POLLIN != 0 {
+			var b [8]byte
+			unix.Read(s.wakeFD, b[:])
+			s.drainControl()
+		}
+		now = s.now()
+		for i, p := range s.ports[1:] {
+			if fds[i+1].Revents&unix.POLLOUT != 0 {
+				p.blocked = false
+			}
+			if fds[i+1].Revents&(unix.POLLIN|unix.POLLERR) == 0 {
+				continue
+			}
+			// Read at most a few batches per port per round, so one
+			// busy port cannot starve the others or the egress.
+			for range 4 {
+				n, err := p.io.Recv(bufs, lens)
+				if err != nil {
+					p.stats.RxErrors++
+					break
+				}
+				for j := range n {
+					s.receive(now, p, bufs[j], lens[j])
+					if s.rxTaken {
+						bufs[j] = s.getBuf()
+						s.rxTaken = false
+					}
+				}
+				if n < len(bufs) {
+					break
+				}
+			}
+		}
+		s.service(s.now())
+	}
+}
+
+// wake interrupts the loop's poll.
+func (s *Switch) wake() {
+	var one = [8]byte{1}
+	unix.Write(s.wakeFD, one[:])
+}
+
+func (s *Switch) drainControl() {
+	for {
+		select {
+		case f := <-s.ctl:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+// ErrStopped is returned by Do once the switch has stopped.
+var ErrStopped = errors.New("switch stopped")
+
+// Do runs f on the data-plane goroutine, between packet batches, and waits
+// for it. f may use the pipeline and device freely.
+func (s *Switch) Do(ctx context.Context, f func()) error {
+	ran := make(chan struct{})
+	select {
+	case s.ctl <- func() { f(); close(ran) }:
+	case <-s.done:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.wake()
+	select {
+	case <-ran:
+		return nil
+	case <-s.done:
+		// Run drains the control queue before it returns.
+		select {
+		case <-ran:
+			return nil
+		default:
+			return ErrStopped
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// receive handles one frame of length n read into buf on port p.
+func (s *Switch) receive(now int64, p *port, buf []byte, n int) {
+	s.rxTaken = false
+	p.stats.RxPackets++
+	p.stats.RxBytes += uint64(n)
+	if n > len(buf) {
+		p.stats.RxOversize++
+		return
+	}
+	f := buf[:n]
+	if p.in.active() {
+		// Link impairments of the host-to-switch direction, and the
+		// switch's own pipeline latency.
+		if p.in.loss > 0 && p.in.rng.Float64() < p.in.loss {
+			p.stats.Lost++
+			return
+		}
+		if p.in.delay > 0 {
+			c := s.getBuf()[:n]
+			copy(c, f)
+			s.ingress.push(pkt{data: c, at: now + p.in.delay, port: p.num})
+			if p.in.dup > 0 && p.in.rng.Float64() < p.in.dup {
+				d := s.getBuf()[:n]
+				copy(d, f)
+				p.stats.Duplicated++
+				s.ingress.push(pkt{data: d, at: now + p.in.delay, port: p.num})
+			}
+			return
+		}
+		if p.in.dup > 0 && p.in.rng.Float64() < p.in.dup {
+			d := s.getBuf()[:n]
+			copy(d, f)
+			p.stats.Duplicated++
+			s.process(now, p.num, d, true)
+		}
+	}
+	s.process(now, p.num, f, false)
+}
+
+// process runs the pipeline on frame f that arrived on port in. When owned
+// is true f is the switch's own copy, returned to the pool unless the
+// pipeline emitted it; otherwise f lives in a receive buffer and s.rxTaken
+// tells the caller whether the pipeline kept it.
+func (s *Switch) process(now int64, in int, f []byte, owned bool) {
+	s.curRx = f[:cap(f)]
+	s.rxTaken = false
+	s.nowNs = now
+	defer func() {
+		s.curRx = nil
+		if r := recover(); r != nil {
+			// A pipeline bug must not take the switch down: count it,
+			// report the first few.
+			s.panics++
+			if s.panics <= 10 {
+				s.log.Error("pipeline panic; frame dropped", "switch", s.cfg.Name, "program", s.program.Name, "panic", r)
+			}
+		}
+		if owned && !s.rxTaken {
+			s.putBuf(f)
+		}
+	}()
+	s.pipeline.Process(time.Duration(now), in, f, s)
+}
+
+// Emit implements emulator.Emitter: it queues frame on an egress port.
+func (s *Switch) Emit(port, prio int, frame []byte) {
+	if s.curRx != nil && aliases(frame, s.curRx) {
+		// Tell the caller the pipeline kept its receive buffer.
+		s.rxTaken = true // the queue owns the receive buffer now
+	}
+	if port <= 0 || port >= len(s.ports) || len(frame) == 0 {
+		s.badPort++
+		return
+	}
+	s.ports[port].enqueue(s.nowNs, prio, frame, s)
+}
+
+// aliases reports whether a and b share their backing array.
+func aliases(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0 := uintptr(unsafe.Pointer(unsafe.SliceData(a)))
+	b0 := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 >= b0 && a0 < b0+uintptr(cap(b))
+}
+
+func (s *Switch) getBuf() []byte {
+	if k := len(s.pool); k > 0 {
+		b := s.pool[k-1]
+		s.pool = s.pool[:k-1]
+		return b[:BufSize]
+	}
+	return make([]byte, BufSize)
+}
+
+// putBuf returns a frame buffer for reuse; buffers of other sizes (frames
+// a pipeline made itself) are left to the garbage collector.
+func (s *Switch) putBuf(b []byte) {
+	if cap(b) == BufSize && len(s.pool) < 4096 {
+		s.pool = append(s.pool, b[:BufSize])
+	}
+}
+
+// service releases frames whose ingress delay has passed, moves frames from
+// the egress queues onto the wire as pacing allows and transmits those
+// whose propagation delay has passed.
+func (s *Switch) service(now int64) {
+	for {
+		p, ok := s.ingress.pop(now)
+		if !ok {
+			break
+		}
+		s.process(now, p.port, p.data, true)
+	}
+	for _, p := range s.ports[1:] {
+		p.service(now, s)
+	}
+}
+
+// nextEvent returns how long the loop may sleep, in nanoseconds (-1:
+// until a frame or a control call arrives).
+func (s *Switch) nextEvent(now int64) int64 {
+	next := int64(-1)
+	consider := func(t int64) {
+		if t < 0 {
+			return
+		}
+		if d := max(t-now, 0); next < 0 || d < next {
+			next = d
+		}
+	}
+	consider(s.ingress.next())
+	for _, p := range s.ports[1:] {
+		consider(p.nextEvent())
+	}
+	return next
+}
+
+// rng returns a seeded source for one direction of one port.
+func rng(seed uint64, node, port, dir int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, uint64(node)<<32|uint64(port)<<1|uint64(dir)+0x7377))
+}
+
+// transmitPS is the serialization time of n bytes at rate, in picoseconds.
+func transmitPS(n int, rate units.Rate) int64 {
+	if rate <= 0 {
+		return 0
+	}
+	return units.TransmitTime(units.Bytes(n), rate)
+}

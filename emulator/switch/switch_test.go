@@ -1,0 +1,285 @@
+package goswitch
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// FwdProgram is the plain forwarding program, as the command registers it.
+func fwdProgram() Program {
+	return Program{Name: "fwd", P4Info: fwd.P4Info(), New: func(sw *topologies.Node, base *fwd.Pipeline) (Dataplane, error) {
+		return base, nil
+	}}
+}
+
+func registry(t testing.TB) *Registry {
+	t.Helper()
+	r, err := NewRegistry(fwdProgram())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func topo(t testing.TB, p topologies.Params) *topologies.Topology {
+	t.Helper()
+	f, err := topologies.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// wires connects each port of a switch to a socketpair; the test holds the
+// far ends (index = port number).
+type wires struct{ far []int }
+
+func (w *wires) open(p *topologies.Port) (PortIO, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	for len(w.far) <= p.Num {
+		w.far = append(w.far, -1)
+	}
+	w.far[p.Num] = fds[1]
+	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	unix.SetsockoptInt(fds[1], unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	return NewSocketIO(fds[0], Batch), nil
+}
+
+func (w *wires) close() {
+	for _, fd := range w.far {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// send writes a frame into port num from the far side.
+func (w *wires) send(t testing.TB, num int, f []byte) {
+	t.Helper()
+	if _, err := unix.Write(w.far[num], f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recv reads one frame that left port num, waiting up to d.
+func (w *wires) recv(t testing.TB, num int, d time.Duration) ([]byte, bool) {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(w.far[num]), Events: unix.POLLIN}}
+	n, _ := unix.Poll(fds, int(d/time.Millisecond))
+	if n <= 0 {
+		return nil, false
+	}
+	buf := make([]byte, 4096)
+	k, err := unix.Read(w.far[num], buf)
+	if err != nil {
+		return nil, false
+	}
+	return buf[:k], true
+}
+
+func start(t testing.TB, top *topologies.Topology, name string) (*Switch, *wires) {
+	t.Helper()
+	w := &wires{}
+	s, err := New(Config{Topology: top, Name: name, Programs: registry(t), Open: w.open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		w.close()
+	})
+	return s, w
+}
+
+func udp(top *topologies.Topology, from, to string, payload int) []byte {
+	a, b := top.Node(from), top.Node(to)
+	return frame.AppendUDP(nil, frame.UDP{
+		SrcMAC: a.MAC, DstMAC: a.Uplink().MAC,
+		Src: netip.AddrPortFrom(a.IP, 1000), Dst: netip.AddrPortFrom(b.IP, 2000),
+	}, make([]byte, payload))
+}
+
+func TestForwardAndCount(t *testing.T) {
+	top := topo(t, topologies.Params{Generate: "star", Hosts: 3})
+	s, w := start(t, top, "tor")
+	f := udp(top, "h1", "h2", 100)
+	w.send(t, 1, f)
+	got, ok := w.recv(t, 2, time.Second)
+	if !ok {
+		t.Fatal("frame not forwarded to port 2")
+	}
+	h, _, err := frame.ParseUDP(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.DstMAC != top.Node("h2").MAC || h.SrcMAC != top.Node("tor").Ports[1].MAC || h.TTL != frame.DefaultTTL-1 {
+		t.Errorf("forwarded header %+v", h)
+	}
+	// Malformed and oversize frames are dropped and counted.
+	w.send(t, 1, []byte{1, 2, 3})
+	w.send(t, 3, make([]byte, 100))
+	w.send(t, 1, append(udp(top, "h1", "h3", BufSize), 0))
+	time.Sleep(50 * time.Millisecond)
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ports[1].RxPackets != 3 || st.Ports[1].RxOversize != 1 || st.Ports[2].TxPackets != 1 || st.Ports[3].RxPackets != 1 {
+		t.Errorf("port counters %+v", st.Ports)
+	}
+	var malformed uint64
+	s.Do(context.Background(), func() { malformed = s.pipeline.(*fwd.Pipeline).Counters.Drops[fwd.DropMalformed] })
+	if malformed != 2 {
+		t.Errorf("malformed drops %d, want 2", malformed)
+	}
+	if _, ok := w.recv(t, 3, 20*time.Millisecond); ok {
+		t.Error("a dropped frame came out")
+	}
+}
+
+// TestPacingAndDelay checks that a burst leaves at the link rate and that
+// link delay applies once per direction and switch traversal.
+func TestPacingAndDelay(t *testing.T) {
+	const (
+		rate  = 10 * units.Mbps
+		delay = 5 * time.Millisecond
+		n     = 20
+		size  = 1250 - frame.HeaderLen // 1250-byte frames: 1 ms each
+	)
+	top := topo(t, topologies.Params{Generate: "star", Hosts: 2, Rate: rate, Delay: units.Duration(delay), Buffer: 64 * units.KiB})
+	_, w := start(t, top, "tor")
+	t0 := time.Now()
+	for range n {
+		w.send(t, 1, udp(top, "h1", "h2", size))
+	}
+	var first, last time.Duration
+	for i := range n {
+		if _, ok := w.recv(t, 2, time.Second); !ok {
+			t.Fatalf("frame %d lost", i)
+		}
+		el := time.Since(t0)
+		if i == 0 {
+			first = el
+		}
+		last = el
+	}
+	// Ingress (host direction) and egress delay, plus one serialization.
+	if min := 2*delay + time.Millisecond; first < min {
+		t.Errorf("first frame after %v, want at least %v", first, min)
+	}
+	// n frames of 1 ms each, delayed twice, cannot all arrive sooner.
+	if min := 2*delay + n*time.Millisecond; last < min {
+		t.Errorf("%d frames of 1ms arrived after %v, want at least %v: not paced", n, last, min)
+	}
+	if max := 2 * (2*delay + n*time.Millisecond); last > max+100*time.Millisecond {
+		t.Errorf("%d frames of 1ms arrived after %v: the pacer lags", n, last)
+	}
+	t.Logf("first frame after %v, %d frames spread over %v", first, n, last-first)
+}
+
+func TestQueueDrops(t *testing.T) {
+	top := topo(t, topologies.Params{Generate: "star", Hosts: 3, Rate: units.Mbps, Buffer: 3000})
+	s, w := start(t, top, "tor")
+	for range 10 {
+		w.send(t, 1, udp(top, "h1", "h2", 1000-frame.HeaderLen))
+	}
+	time.Sleep(100 * time.Millisecond)
+	st, _ := s.Stats(context.Background())
+	p := st.Ports[2]
+	if p.QueueDrops < 5 || p.QueueDrops+uint64(p.QueueBytes/1000)+p.TxPackets != 10 {
+		t.Errorf("queue drops %d, backlog %d, sent %d of 10 frames into a 3000-byte buffer", p.QueueDrops, p.QueueBytes, p.TxPackets)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	if _, err := NewRegistry(fwdProgram(), fwdProgram()); err == nil {
+		t.Error("duplicate program accepted")
+	}
+	bad := fwdProgram()
+	bad.Name = "other"
+	if _, err := NewRegistry(bad); err == nil {
+		t.Error("program whose name differs from its P4Info accepted")
+	}
+	r := registry(t)
+	if p, err := r.Match(fwd.P4Info()); err != nil || p.Name != "fwd" {
+		t.Errorf("Match(fwd) = %v, %v", p, err)
+	}
+	info := fwd.P4Info()
+	info.Tables[0].Preamble.Id++
+	if _, err := r.Match(info); err == nil {
+		t.Error("P4Info with a different table id matched")
+	}
+	info = fwd.P4Info()
+	info.PkgInfo.Name = "ina"
+	if _, err := r.Match(info); err == nil {
+		t.Error("unknown program matched")
+	}
+}
+
+// FuzzPacketPath feeds arbitrary frames into a switch port: the switch must
+// never panic, and every frame must be either forwarded or counted as a
+// drop by the switch or its pipeline.
+func FuzzPacketPath(f *testing.F) {
+	top := topo(f, topologies.Params{Generate: "star", Hosts: 3})
+	f.Add(byte(1), udp(top, "h1", "h2", 10))
+	f.Add(byte(2), []byte{0xff})
+	f.Add(byte(3), udp(top, "h3", "h3", 0))
+	sw := top.Node("tor")
+	f.Add(byte(1), frame.AppendUDP(nil, frame.UDP{Src: netip.AddrPortFrom(top.Node("h1").IP, 1), Dst: netip.AddrPortFrom(sw.IP, 1)}, nil))
+	f.Fuzz(func(t *testing.T, port byte, data []byte) {
+		w := &wires{}
+		defer w.close()
+		s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: w.open})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.closePorts()
+		defer unix.Close(s.wakeFD)
+		p := s.ports[int(port)%3+1]
+		buf := s.getBuf()
+		n := copy(buf, data)
+		if len(data) > len(buf) {
+			n = len(data)
+		}
+		s.receive(0, p, buf, n)
+		s.service(1 << 40)
+		fp := s.pipeline.(*fwd.Pipeline)
+		var drops uint64
+		for _, d := range fp.Counters.Drops {
+			drops += d
+		}
+		st := s.stats()
+		if got := fp.Counters.Forwarded + drops + p.stats.RxOversize; got != 1 {
+			t.Fatalf("frame accounted %d times (forwarded %d, drops %v, oversize %d)", got, fp.Counters.Forwarded, fp.Counters.Drops, p.stats.RxOversize)
+		}
+		var tx uint64
+		for _, ps := range st.Ports {
+			tx += ps.TxPackets + ps.TxErrors + ps.QueueDrops
+		}
+		if tx != fp.Counters.Forwarded {
+			t.Fatalf("forwarded %d, sent %d", fp.Counters.Forwarded, tx)
+		}
+	})
+}
