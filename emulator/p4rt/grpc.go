@@ -43,11 +43,11 @@ type GRPC struct {
 	cancel context.CancelFunc
 	stream p4v1.P4Runtime_StreamChannelClient
 
-	mu       sync.Mutex
-	info     *p4configv1.P4Info
-	primary  bool
-	arbErr   error
-	changed  chan struct{} // closed and replaced at every arbitration update
+	mu      sync.Mutex
+	info    *p4configv1.P4Info
+	primary bool
+	arbErr  error
+	changed chan struct{} // closed and replaced at every arbitration update
 }
 
 // Target turns a socket path or address into a gRPC target: a path (it
