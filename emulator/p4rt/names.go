@@ -334,7 +334,7 @@ func (n *Names) TableEntry(table string, matches []Match, action string, args []
 	}
 	allowed := false
 	for _, ref := range t.GetActionRefs() {
-		if ref.GetId() == act.GetPreamble().GetId() {
+		if ref.GetId() == act.GetPreamble().GetId() && ref.GetScope() != p4configv1.ActionRef_DEFAULT_ONLY {
 			allowed = true
 		}
 	}
