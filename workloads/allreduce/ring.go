@@ -31,7 +31,10 @@ type RingConfig struct {
 	Peers []emulator.Addr // every node's address, by rank
 	// K is the number of values per packet; 0 means ina.DefaultK.
 	K int
-	// Window bounds the packets in flight to the successor; 0 means 256.
+	// Window bounds the packets in flight to the successor; 0 means 4096.
+	// Acknowledgements queue behind data in the successor's NIC, so the
+	// window must exceed that backlog (about one step of packets) or the
+	// ring runs below line rate.
 	Window int
 	// Timeout is the retransmission timeout; 0 means 1ms.
 	Timeout time.Duration
@@ -115,7 +118,7 @@ func NewRing(cfg RingConfig) (*Ring, error) {
 		cfg.K = ina.DefaultK
 	}
 	if cfg.Window == 0 {
-		cfg.Window = 256
+		cfg.Window = 4096
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Millisecond

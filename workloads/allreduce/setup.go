@@ -42,7 +42,8 @@ type JobSpec struct {
 	// Group is the multicast group; 0 means ID+1.
 	Group uint16
 	// Window is the number of chunks in flight per worker; 0 means the pool
-	// size in pool mode and 256 otherwise.
+	// size in pool mode, 256 in shared and PS modes, and the ring's default
+	// (4096 packets) for the ring.
 	Window int
 	// K is the number of values per packet; 0 means ina.DefaultK.
 	K int
@@ -195,10 +196,7 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 		if spec.Window == 0 {
 			spec.Window = 256
 		}
-	case ModeRing:
-		if spec.Window == 0 {
-			spec.Window = 256
-		}
+	case ModeRing: // Window 0 keeps the ring's default
 	default:
 		return nil, fmt.Errorf("job %d: mode %q, want %s, %s or %s", spec.ID, spec.Mode, ModeINA, ModePS, ModeRing)
 	}
