@@ -1,0 +1,208 @@
+package inasched_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/systems/inasched"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// scripted is a scheduler whose bindings a test sets.
+type scripted struct{ b map[int]inasched.Binding }
+
+func (s *scripted) Name() string                      { return "scripted" }
+func (s *scripted) Admit(time.Duration, inasched.Job) {}
+func (s *scripted) Depart(_ time.Duration, id int)    { delete(s.b, id) }
+func (s *scripted) Binding(_ time.Duration, id int) inasched.Binding {
+	if b, ok := s.b[id]; ok {
+		return b
+	}
+	return inasched.RingBinding
+}
+func (s *scripted) Priority(int) float64 { return 0 }
+
+func setup(t *testing.T) (*topologies.Topology, *ina.Pipeline, *inasched.P4RT) {
+	t.Helper()
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 6, Aggregators: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := top.Node("tor")
+	pl, err := ina.New(ina.Config{K: ina.DefaultK, Aggregators: sw.Aggregators}, fwd.New(sw, top.Routes()["tor"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := inasched.NewP4RT(top, map[string]p4rt.Client{"tor": p4rt.Local(pl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top, pl, b
+}
+
+// TestControllerWritesThroughP4Runtime drives the controller loop over the
+// INA device: admit, bind, move, fall back to the ring, leave — and reads
+// the job table back after each step.
+func TestControllerWritesThroughP4Runtime(t *testing.T) {
+	_, _, binder := setup(t)
+	ctx := context.Background()
+	s := &scripted{b: map[int]inasched.Binding{}}
+	c := inasched.NewController(s, binder)
+	job := inasched.Job{ID: 77, Workers: 3, Switch: "tor"}
+	c.Admit(0, job, []string{"h1", "h2", "h3"})
+	tables := func() []ina.Binding {
+		id, ok := binder.SwitchJob("tor", 77)
+		if !ok {
+			return nil
+		}
+		bs, err := binder.Controller("tor").Bindings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bs
+	}
+	// Ring: nothing written.
+	if b, err := c.Begin(0, 77); err != nil || b.INA() || len(tables()) != 0 || c.Writes() != 0 {
+		t.Fatalf("ring: %v %v, entries %v, writes %d", b, err, tables(), c.Writes())
+	}
+	// Bind to a pool.
+	s.b[77] = inasched.Binding{Mode: inasched.Pool, Pool: 1, Base: 16, Size: 32}
+	if _, err := c.Begin(time.Millisecond, 77); err != nil {
+		t.Fatal(err)
+	}
+	bs := tables()
+	if len(bs) != 1 || bs[0].Base != 16 || bs[0].Size != 32 || bs[0].Mode != ina.ModePool || bs[0].Workers != 3 || bs[0].ToRound != ina.MaxRound {
+		t.Fatalf("after bind: %+v", bs)
+	}
+	// Same binding: no write.
+	w := c.Writes()
+	if _, err := c.Begin(2*time.Millisecond, 77); err != nil || c.Writes() != w {
+		t.Fatalf("unchanged binding rewritten (%v)", err)
+	}
+	// Move the pool, then share.
+	s.b[77] = inasched.Binding{Mode: inasched.Pool, Pool: 2, Base: 100, Size: 64}
+	if _, err := c.Begin(3*time.Millisecond, 77); err != nil {
+		t.Fatal(err)
+	}
+	if bs := tables(); len(bs) != 1 || bs[0].Base != 100 || bs[0].Size != 64 {
+		t.Fatalf("after move: %+v", bs)
+	}
+	s.b[77] = inasched.Binding{Mode: inasched.Shared, Base: 0, Size: 256}
+	if _, err := c.Begin(4*time.Millisecond, 77); err != nil {
+		t.Fatal(err)
+	}
+	if bs := tables(); len(bs) != 1 || bs[0].Mode != ina.ModeShared || !bs[0].PS.IsValid() {
+		t.Fatalf("after share: %+v", bs)
+	}
+	// Out of memory: back to the ring, the entry goes.
+	delete(s.b, 77)
+	if _, err := c.Begin(5*time.Millisecond, 77); err != nil {
+		t.Fatal(err)
+	}
+	if bs := tables(); len(bs) != 0 {
+		t.Fatalf("ring after INA: entries %+v", bs)
+	}
+	// Bind again and leave.
+	s.b[77] = inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 8}
+	if _, err := c.Begin(6*time.Millisecond, 77); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Depart(7*time.Millisecond, 77); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := binder.SwitchJob("tor", 77); ok {
+		t.Error("switch job id kept after departure")
+	}
+	if err := c.Depart(8*time.Millisecond, 77); err == nil {
+		t.Error("second departure accepted")
+	}
+	if _, err := c.Begin(0, 5); err == nil {
+		t.Error("binding of a job never admitted")
+	}
+}
+
+// TestP4RTRejects: the data plane checks what the controller writes.
+func TestP4RTRejects(t *testing.T) {
+	_, _, binder := setup(t)
+	ctx := context.Background()
+	if err := binder.Bind(ctx, "tor", 1, inasched.Binding{Mode: inasched.Pool, Base: 200, Size: 100}, []string{"h1", "h2"}); err == nil {
+		t.Error("pool beyond the switch's 256 aggregators accepted")
+	}
+	if err := binder.Bind(ctx, "nosuch", 1, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, []string{"h1", "h2"}); err == nil {
+		t.Error("unknown switch accepted")
+	}
+	if err := binder.Bind(ctx, "tor", 1, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, []string{"h1", "tor"}); err == nil {
+		t.Error("a switch as a worker accepted")
+	}
+	many := make([]string, ina.MaxWorkers+1)
+	for i := range many {
+		many[i] = "h1"
+	}
+	if err := binder.Bind(ctx, "tor", 1, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, many); err == nil {
+		t.Error("too many workers accepted")
+	}
+}
+
+// TestSwitchJobIDsRecycled: trace job ids are mapped onto the switch's
+// ina.MaxJobs job ids, which come back when jobs leave.
+func TestSwitchJobIDsRecycled(t *testing.T) {
+	_, _, binder := setup(t)
+	ctx := context.Background()
+	bind := func(id int) error {
+		return binder.Bind(ctx, "tor", id, inasched.Binding{Mode: inasched.Pool, Base: id % 256, Size: 1}, []string{"h1", "h2"})
+	}
+	for j := range ina.MaxJobs {
+		if err := bind(5000 + j); err != nil {
+			t.Fatalf("job %d: %v", j, err)
+		}
+	}
+	if err := bind(1); err == nil {
+		t.Fatal("more jobs than switch ids accepted")
+	}
+	for _, j := range []int{5003, 5500, 6000} {
+		if err := binder.Unbind(ctx, "tor", j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint16]bool{}
+	for _, j := range []int{1, 2, 3} {
+		if err := bind(j); err != nil {
+			t.Fatalf("job %d after ids were freed: %v", j, err)
+		}
+		id, _ := binder.SwitchJob("tor", j)
+		seen[id] = true
+	}
+	if !seen[3] || !seen[500] || !seen[1000] {
+		t.Errorf("new jobs got switch ids %v; want the freed 3, 500, 1000", seen)
+	}
+}
+
+func TestBindingOverlaps(t *testing.T) {
+	a := inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}
+	for _, tt := range []struct {
+		b    inasched.Binding
+		want bool
+	}{
+		{inasched.Binding{Mode: inasched.Pool, Base: 9, Size: 1}, true},
+		{inasched.Binding{Mode: inasched.Pool, Base: 10, Size: 5}, false},
+		{inasched.Binding{Mode: inasched.Shared, Base: 0, Size: 100}, true},
+		{inasched.RingBinding, false},
+	} {
+		if got := a.Overlaps(tt.b); got != tt.want {
+			t.Errorf("%v overlaps %v = %v", a, tt.b, got)
+		}
+	}
+	j := inasched.Job{Compute: 90 * time.Millisecond, CommINA: 10 * time.Millisecond, Gradient: 9e6}
+	if j.Period() != 100*time.Millisecond || math.Abs(j.CommFraction()-0.1) > 1e-12 || j.Intensity() != 1e8 {
+		t.Errorf("period %v fraction %v intensity %v", j.Period(), j.CommFraction(), j.Intensity())
+	}
+}
