@@ -311,11 +311,15 @@ func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulat
 // CRC-32 (IEEE) of the big-endian job and offset, modulo the pool size, as
 // v1model's hash(…, HashAlgorithm.crc32, 0, {job, offset}, size) computes it.
 func SharedIndex(job uint16, offset uint32, size uint32) uint32 {
-	var b [6]byte
-	binary.BigEndian.PutUint16(b[0:], job)
-	binary.BigEndian.PutUint32(b[2:], offset)
-	return crc32.ChecksumIEEE(b[:]) % size
+	c := ^uint32(0)
+	for _, x := range [6]byte{byte(job >> 8), byte(job), byte(offset >> 24), byte(offset >> 16), byte(offset >> 8), byte(offset)} {
+		c = crcTable[byte(c)^x] ^ c>>8
+	}
+	return ^c % size
 }
+
+// crcTable is the CRC-32 (IEEE) table; read-only.
+var crcTable = crc32.MakeTable(crc32.IEEE)
 
 // start makes the packet the first contribution of cell c.
 func (p *Pipeline) start(c int, gen uint32, h *Header, vals []byte) {
@@ -422,6 +426,10 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 	j := int(binary.BigEndian.Uint16(f[offINA+2:]))
 	prio := int(f[offTOS] >> 5)
 	last := len(g.reps) - 1
+	// The copies share one allocation; each is a separate, capacity-limited
+	// slice, so the receivers own disjoint frames.
+	l := len(f)
+	slab := make([]byte, last*l)
 	for i, gr := range g.reps {
 		r := p.replicas[uint32(e.group)<<16|gr.instance]
 		if r == nil {
@@ -430,7 +438,7 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 		}
 		c := f
 		if i != last {
-			c = make([]byte, len(f))
+			c = slab[i*l : (i+1)*l : (i+1)*l]
 			copy(c, f)
 		}
 		setIP(c, p.self, r.ip, p.cfg.Port, r.port)

@@ -2,6 +2,7 @@ package ina
 
 import (
 	"context"
+	"hash/crc32"
 	"math"
 	"slices"
 	"testing"
@@ -269,5 +270,18 @@ func TestNonINATraffic(t *testing.T) {
 	r.in(1, f)
 	if r.p.Forwarding().Counters.Drops[fwd.DropLocal] != 1 {
 		t.Errorf("local drops %v", r.p.Forwarding().Counters.Drops)
+	}
+}
+
+func TestSharedIndexIsCRC32(t *testing.T) {
+	for _, tt := range []struct {
+		job  uint16
+		off  uint32
+		size uint32
+	}{{0, 0, 7}, {1, 64, 1000}, {1023, 0xfffffff0, 8192}, {77, 12345678, 1}} {
+		b := []byte{byte(tt.job >> 8), byte(tt.job), byte(tt.off >> 24), byte(tt.off >> 16), byte(tt.off >> 8), byte(tt.off)}
+		if got, want := SharedIndex(tt.job, tt.off, tt.size), crc32.ChecksumIEEE(b)%tt.size; got != want {
+			t.Errorf("SharedIndex(%d, %d, %d) = %d, want %d", tt.job, tt.off, tt.size, got, want)
+		}
 	}
 }
