@@ -11,16 +11,24 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tracebed
 
-# The main job: every default experiment on the simulation substrate.
+# The main job: every default experiment on the simulation substrate, then
+# one report of all of them (tables, figures, command, seed, machine).
 run: build
 	./$(BIN) run --out results
+	./$(BIN) report --out results/REPORT.md results
 
 test:
 	$(GO) test -timeout 9m ./...
 
-# Performance benchmarks (event rate, incast, pipelines, suites).
+# Performance benchmarks (event rate, pipelines, Go switch when root, suite
+# run times): every Go benchmark of the module, found and run by
+# tracebed bench, written to $(BENCH_OUT). Compare two with
+# ./bin/tracebed compare --tolerance 20% OLD.json NEW.json.
+BENCHTIME ?= 1s
+BENCH_OUT ?= results/bench.json
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./...
+	@mkdir -p $(dir $(BENCH_OUT))
+	./$(BIN) bench --go $(GO) --benchtime $(BENCHTIME) --out $(BENCH_OUT)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -87,9 +87,16 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
 			if err != nil {
 				return badInput(err)
 			}
-			if format.value == formatJSON {
+			n := c.Counts()
+			switch {
+			case format.value == formatJSON:
 				err = writeJSON(a.stdout, comparisonJSON(c, args))
-			} else {
+			case format.value == formatTable && n[analysis.Same] == len(c.Diffs) && !all:
+				fmt.Fprintf(a.stdout, "%s: no differences: %d values compared, all the same.\n", c.Base.Name, len(c.Diffs))
+				for _, note := range c.Notes {
+					fmt.Fprintln(a.stdout, note)
+				}
+			default:
 				err = writeTables(a.stdout, format.value, []analysis.Table{c.Table(all)})
 			}
 			if err != nil {
