@@ -606,9 +606,10 @@ func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, err
 	return jc, nil
 }
 
-// RouteUpdates returns TableRoutes entries (/32, first shortest-path port)
-// for every address switch sw routes to. The Go pipeline already forwards by
-// the topology; bmv2 needs these.
+// RouteUpdates returns the switch's own address (TableLocal) and TableRoutes
+// entries (/32, first shortest-path port) for every address switch sw
+// routes to. The Go pipeline already forwards by the topology; bmv2 needs
+// these.
 func (c *Controller) RouteUpdates(top *topologies.Topology, sw string) ([]*p4v1.Update, error) {
 	node := top.Node(sw)
 	if node == nil || node.IsHost() {
@@ -620,7 +621,11 @@ func (c *Controller) RouteUpdates(top *topologies.Topology, sw string) ([]*p4v1.
 		dsts = append(dsts, d)
 	}
 	slices.SortFunc(dsts, netip.Addr.Compare)
-	var ups []*p4v1.Update
+	self, err := c.n.TableEntry(TableLocal, []p4rt.Match{p4rt.Exact(FieldDst, uint64(ipv4Uint(node.IP)))}, ActionSetLocal, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	ups := []*p4v1.Update{p4rt.Insert(p4rt.Table(self))}
 	for _, d := range dsts {
 		p := node.Ports[routes[d][0]-1]
 		te, err := c.n.TableEntry(TableRoutes, []p4rt.Match{p4rt.LPM(FieldDst, uint64(ipv4Uint(d)), 32)},

@@ -40,15 +40,15 @@ type regInfo struct {
 }
 
 type ids struct {
-	jobs, routes, replicas uint32
-	bind, noJob            uint32
-	forward, drop          uint32
-	replica, dropReplica   uint32
-	tables                 map[uint32]*p4configv1.Table
-	actions                map[uint32]*p4configv1.Action
-	regs                   map[uint32]regInfo
-	counters               map[uint32]string
-	regOrder, counterOrder []uint32
+	jobs, routes, replicas, local uint32
+	bind, noJob                   uint32
+	forward, drop                 uint32
+	replica, dropReplica          uint32
+	tables                        map[uint32]*p4configv1.Table
+	actions                       map[uint32]*p4configv1.Action
+	regs                          map[uint32]regInfo
+	counters                      map[uint32]string
+	regOrder, counterOrder        []uint32
 }
 
 func (x *ids) resolve(info *p4configv1.P4Info, k int) error {
@@ -64,6 +64,7 @@ func (x *ids) resolve(info *p4configv1.P4Info, k int) error {
 		return v
 	}
 	x.jobs, x.routes, x.replicas = get(n.TableID, TableJobs), get(n.TableID, TableRoutes), get(n.TableID, TableReplicas)
+	x.local = get(n.TableID, TableLocal)
 	x.bind, x.noJob = get(n.ActionID, ActionBind), get(n.ActionID, ActionNoJob)
 	x.forward, x.drop = get(n.ActionID, ActionForward), get(n.ActionID, ActionDrop)
 	x.replica, x.dropReplica = get(n.ActionID, ActionReplica), get(n.ActionID, ActionDropReplica)
@@ -320,6 +321,15 @@ func (p *Pipeline) writeTable(t p4v1.Update_Type, te *p4v1.TableEntry) error {
 		return p.writeRoute(t, d, te, old)
 	case p.ids.replicas:
 		return p.writeReplica(t, d, te, old)
+	case p.ids.local:
+		// The Go twin's address comes from the topology; the entries are
+		// kept for reads, so one controller drives both twins.
+		if t == p4v1.Update_INSERT {
+			p.store(t, d, te, nil, &storedEntry{})
+		} else {
+			p.store(t, d, te, old, nil)
+		}
+		return nil
 	}
 	return errf(codes.NotFound, "no table with id %#x", te.GetTableId())
 }

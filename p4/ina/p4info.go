@@ -39,6 +39,14 @@ const (
 	ParamDstMAC   = "dmac" // 48 bits
 	ParamSrcMAC   = "smac" // 48 bits
 
+	// TableLocal holds the switch's own addresses (key FieldDst, exact):
+	// INA packets addressed to one of them are the switch's to aggregate;
+	// others are forwarded. The Go twin knows its address from the topology
+	// and accepts (and reads back) entries here; bmv2 needs them.
+	TableLocal     = "InaIngress.local"
+	ActionSetLocal = "InaIngress.set_local"
+	ActionNotLocal = "InaIngress.not_local"
+
 	// TableReplicas rewrites each multicast copy of a result for the worker
 	// it goes to: key (group, rid = replica instance).
 	TableReplicas     = "InaEgress.replicas"
@@ -149,8 +157,11 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	drop := b.action(ActionDrop)
 	rep := b.action(ActionReplica, param{ParamAddr, 32}, param{ParamPort, 16}, param{ParamDstMAC, 48}, param{ParamSrcMAC, 48})
 	dropRep := b.action(ActionDropReplica)
+	setLocal := b.action(ActionSetLocal)
+	notLocal := b.action(ActionNotLocal)
 	b.table(TableJobs, 4096, []field{{FieldJob, 16, p4configv1.MatchField_EXACT}, {FieldRound, 32, p4configv1.MatchField_RANGE}}, noJob, bind, noJob)
 	b.table(TableRoutes, 1024, []field{{FieldDst, 32, p4configv1.MatchField_LPM}}, drop, fwd, drop)
+	b.table(TableLocal, 16, []field{{FieldDst, 32, p4configv1.MatchField_EXACT}}, notLocal, setLocal, notLocal)
 	b.table(TableReplicas, 4096, []field{{FieldGroup, 16, p4configv1.MatchField_EXACT}, {FieldRID, 16, p4configv1.MatchField_EXACT}}, dropRep, rep, dropRep)
 	cells := int32(2 * c.Aggregators)
 	b.register(RegBitmap, 32, cells)
