@@ -1,0 +1,246 @@
+package training
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/traces/jobs"
+)
+
+// embedded serves traces/jobs/… from the files built into the binary, as
+// cmd/tracebed does.
+func embedded(path string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(path, "traces/jobs/"); ok {
+		return fs.ReadFile(jobtrace.Samples, rest)
+	}
+	return nil, fs.ErrNotExist
+}
+
+var suite = []string{"dynaina-100g", "dynaina-tiresias", "dynaina-sweep"}
+
+func TestReadySpecs(t *testing.T) {
+	// Run from a directory without traces/ so the embedded copy is used.
+	t.Chdir(t.TempDir())
+	for _, name := range suite {
+		spec, err := experiments.Open(name, embedded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !spec.Default || spec.Kind != "ina" {
+			t.Errorf("%s: default %v kind %s; want a default ina spec", name, spec.Default, spec.Kind)
+		}
+		exp, err := Kind{}.Compile(spec)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		e := exp.(*experiment)
+		if len(e.order) != 4 {
+			t.Errorf("%s: policies %v", name, e.order)
+		}
+		for _, sc := range spec.Scenarios {
+			s := e.scenarios[sc.Name]
+			js, err := s.Jobs(spec.Seeds[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(js) < 16 {
+				t.Errorf("%s/%s: %d jobs; want at least 16", name, sc.Name, len(js))
+			}
+		}
+	}
+	spec, _ := experiments.Open("dynaina-100g", embedded)
+	exp, _ := Kind{}.Compile(spec)
+	for _, want := range []string{"vision", "language", "mixed"} {
+		if exp.(*experiment).scenarios[want] == nil {
+			t.Errorf("dynaina-100g has no %s scenario", want)
+		}
+	}
+	spec, _ = experiments.Open("dynaina-tiresias", embedded)
+	exp, _ = Kind{}.Compile(spec)
+	if js, _ := exp.(*experiment).scenarios["tiresias"].Jobs(1); len(js) != 60 {
+		t.Errorf("dynaina-tiresias replays %d jobs, want the trace's 60", len(js))
+	}
+}
+
+func TestSpecErrors(t *testing.T) {
+	dir := t.TempDir()
+	head := "kind: ina\ntopology: {generate: star, hosts: 8, aggregators: 256}\n"
+	tests := []struct {
+		name, body, want string
+	}{
+		{"unknown policy", head + "policies: [noina, {name: fancy}]\n", "s.yaml:3:19: policies[1].system: \"fancy\" is not an INA policy"},
+		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: max_overlap 2"},
+		{"bad partition", head + "policies: [{name: switchml, partition: -5}]\n", "policies[0].partition: -5"},
+		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
+		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
+		{"bad load", head + "policies: [noina]\nscenarios: [{name: a, load: 0}]\n", "scenarios[0].load: 0"},
+		{"bad jitter", head + "policies: [noina]\nworkload: {jitter: 0.9}\n", "workload.jitter: jitter 0.9"},
+		{"unknown field", head + "policies: [noina]\nworkload: {jobz: 3}\n", "workload.jobz"},
+		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "scenarios.trace: nosuch.csv: no such file"},
+		{"no topology", "kind: ina\npolicies: [noina]\n", "topology: missing"},
+		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: the ina experiment runs on sim"},
+		{"trace too wide", head + "policies: [noina]\ntrace: wide.csv\n", "wide.csv:3: workers: job 1 needs 9 workers"},
+	}
+	if err := os.WriteFile(filepath.Join(dir, "wide.csv"), []byte("arrival,model,workers,iterations\n0,vgg16,2,3\n1,vgg16,9,3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(dir, "s.yaml")
+			spec, err := experiments.ParseSpec(file, []byte(tt.body), embedded)
+			if err == nil {
+				_, err = Kind{}.Compile(spec)
+			}
+			if err == nil {
+				t.Fatalf("no error; want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q; want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunSmall runs a small spec through the runner: metrics, series,
+// params and the summary table.
+func TestRunSmall(t *testing.T) {
+	body := `kind: ina
+seeds: [1, 2]
+topology: {generate: star, hosts: 16, rate: 100Gbps, delay: 1us, aggregators: 1024}
+workload: {jobs: 16, gpu_time: [20s, 2m], mix: vision}
+policies: [noina, switchml, atp, dynaina]
+scenarios:
+  - {name: a}
+  - {name: b, aggregators: 512, load: 2}
+`
+	spec, err := experiments.ParseSpec(filepath.Join(t.TempDir(), "small.yaml"), []byte(body), embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := Kind{}.Compile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 16 {
+		t.Fatalf("%d runs", len(res.Runs))
+	}
+	for _, r := range res.Runs {
+		for _, m := range []string{MetricAvgJCT, MetricMakespan, MetricMemUtil, MetricINAFraction, MetricFallback} {
+			if _, ok := r.Metrics[m]; !ok {
+				t.Errorf("%s/%s: no %s", r.Scenario, r.Policy, m)
+			}
+		}
+		cdf := r.Series["jct_cdf"]
+		if len(cdf) != 16 || cdf[len(cdf)-1].Y != 1 || cdf[0].X > cdf[len(cdf)-1].X {
+			t.Errorf("%s/%s: jct_cdf %v", r.Scenario, r.Policy, cdf)
+		}
+		if len(r.Series["mem_util"]) != 200 {
+			t.Errorf("mem_util series has %d points", len(r.Series["mem_util"]))
+		}
+		wantAgg := 1024.0
+		wantLoad := 1.0
+		if r.Scenario == "b" {
+			wantAgg, wantLoad = 512, 2
+		}
+		if r.Params["aggregators"] != wantAgg || r.Params["load"] != wantLoad {
+			t.Errorf("%s: params %v", r.Scenario, r.Params)
+		}
+	}
+	names := map[string]bool{}
+	for _, s := range res.SeriesInfo {
+		names[s.Name+"/"+s.Kind] = true
+	}
+	if !names["jct_cdf/cdf"] || !names["mem_util/time"] {
+		t.Errorf("series info %v", res.SeriesInfo)
+	}
+	tables := experiments.Tables(exp, res)
+	if len(tables) != 3 || !strings.Contains(tables[2].Title, "dynaina against each baseline") || len(tables[2].Rows) != 2*3+3 {
+		t.Fatalf("tables: %d, last %q with %d rows", len(tables), tables[len(tables)-1].Title, len(tables[len(tables)-1].Rows))
+	}
+	// Same spec and seeds: byte-identical results.
+	again, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{Parallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := res.Marshal()
+	b, _ := again.Marshal()
+	if string(a) != string(b) {
+		t.Error("two executions differ")
+	}
+}
+
+// BenchmarkSuite runs the whole DynaINA suite — every policy, scenario and
+// seed of dynaina-100g, dynaina-tiresias and dynaina-sweep — with the
+// parallel runner on GOMAXPROCS cores, and reports the wall time of one
+// suite (target: under 60 s on 2 cores) and the model's event rate.
+func BenchmarkSuite(b *testing.B) {
+	type comp struct {
+		spec *experiments.Spec
+		exp  experiments.Experiment
+	}
+	var cs []comp
+	for _, name := range suite {
+		spec, err := experiments.Open(name, embedded)
+		if err != nil {
+			b.Fatal(err)
+		}
+		exp, err := Kind{}.Compile(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs = append(cs, comp{spec, exp})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	runs := 0
+	for range b.N {
+		for _, c := range cs {
+			res, err := experiments.Execute(context.Background(), c.spec, c.exp, experiments.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			runs += len(res.Runs)
+		}
+	}
+	wall := time.Since(start).Seconds() / float64(b.N)
+	b.ReportMetric(wall, "s/suite")
+	b.ReportMetric(float64(runs/b.N), "runs/suite")
+}
+
+// BenchmarkFlowRun is one mixed-trace run of dynaina-100g under DynaINA: the
+// flow model's event rate.
+func BenchmarkFlowRun(b *testing.B) {
+	spec, err := experiments.Open("dynaina-100g", embedded)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp, err := Kind{}.Compile(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := exp.(*experiment)
+	sc := e.scenarios["mixed"]
+	js, _ := sc.Jobs(1)
+	var events uint64
+	b.ResetTimer()
+	for range b.N {
+		o, err := Simulate(context.Background(), Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: e.policies["dynaina"](sc), Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		events += o.Events
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	_ = analysis.Schema
+}
