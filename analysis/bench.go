@@ -315,3 +315,45 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// Tables renders bench.json as tables: the headline, then every
+// benchmark, then what produced no numbers.
+func (b *Bench) Tables() []Table {
+	head := Table{Title: "tracebed bench — " + b.Machine.String(), Header: []string{"figure of merit", "package", "benchmark", "value", "unit", "status"}}
+	for _, h := range b.Headline {
+		v := "–"
+		if h.Status == StatusOK {
+			v = FormatValue(h.Value)
+		}
+		status := h.Status
+		if h.Note != "" && h.Status != StatusOK {
+			status += ": " + h.Note
+		}
+		head.Rows = append(head.Rows, []string{h.What, h.Package, h.Benchmark, v, h.Unit, status})
+	}
+	all := Table{Title: "Go benchmarks", Header: []string{"package", "benchmark", "ns/op", "B/op", "allocs/op", "other metrics"}}
+	for _, bm := range b.Benchmarks {
+		cell := func(u string) string {
+			if v, ok := bm.Metrics[u]; ok {
+				return FormatValue(v)
+			}
+			return "–"
+		}
+		var other []string
+		for _, u := range sortedKeys(bm.Metrics) {
+			if u != "ns/op" && u != "B/op" && u != "allocs/op" {
+				other = append(other, FormatValue(bm.Metrics[u])+" "+u)
+			}
+		}
+		all.Rows = append(all.Rows, []string{bm.Package, bm.Name, cell("ns/op"), cell("B/op"), cell("allocs/op"), strings.Join(other, ", ")})
+	}
+	tables := []Table{head, all}
+	if len(b.Notes) > 0 {
+		notes := Table{Title: "Without numbers", Header: []string{"package", "benchmark", "status", "why"}}
+		for _, n := range b.Notes {
+			notes.Rows = append(notes.Rows, []string{n.Package, n.Benchmark, n.Status, n.Message})
+		}
+		tables = append(tables, notes)
+	}
+	return tables
+}

@@ -361,6 +361,12 @@ func Thin(pts []Point, n int) []Point {
 	return append(out, pts[len(pts)-1])
 }
 
+// MaxSweepGroups bounds the figures of one sweep: when scenarios vary
+// several parameters, a sweep over one of them is drawn for at most this
+// many combinations of the others (the first in spec order), so that a
+// large grid does not produce hundreds of files.
+const MaxSweepGroups = 6
+
 // sweepGroup is the scenarios of a sweep over one parameter that agree on
 // every other parameter.
 type sweepGroup struct {
@@ -424,7 +430,11 @@ func (r *Results) sweeps() []sweepGroup {
 			}
 			g.scens = append(g.scens, sc)
 		}
+		kept := 0
 		for _, id := range order {
+			if kept == MaxSweepGroups {
+				break
+			}
 			g := byFixed[id]
 			xs := map[float64]bool{}
 			for _, sc := range g.scens {
@@ -432,6 +442,7 @@ func (r *Results) sweeps() []sweepGroup {
 			}
 			if len(xs) >= 2 {
 				groups = append(groups, *g)
+				kept++
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package analysis
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -198,3 +199,27 @@ func TestWriteFigures(t *testing.T) {
 }
 
 func nan() float64 { return math.NaN() }
+
+// TestSweepGroupsBounded: a grid of 4 × 10 scenarios draws each metric
+// against the first parameter for at most MaxSweepGroups values of the
+// second.
+func TestSweepGroupsBounded(t *testing.T) {
+	r := &Results{Schema: Schema, Experiment: "grid", Policies: []string{"p"}, Seeds: []int64{1},
+		Metrics: []MetricInfo{{Name: "m", Better: Lower}}}
+	for a := range 4 {
+		for b := range 10 {
+			sc := fmt.Sprintf("a%d-b%d", a, b)
+			r.Scenarios = append(r.Scenarios, sc)
+			r.Runs = append(r.Runs, Run{Policy: "p", Scenario: sc, Seed: 1, Metrics: map[string]float64{"m": float64(a + b)},
+				Params: map[string]float64{"a": float64(a), "b": float64(b)}})
+		}
+	}
+	n := map[string]int{}
+	for _, f := range Figures(r) {
+		key, _, _ := strings.Cut(strings.TrimPrefix(f.Name, "m-vs-"), "-")
+		n[key]++
+	}
+	if n["a"] != MaxSweepGroups || n["b"] != 4 {
+		t.Errorf("figures per swept parameter: %v", n)
+	}
+}

@@ -19,6 +19,10 @@ import (
 type Report struct {
 	Title   string         `json:"title"`
 	Entries []*ReportEntry `json:"experiments"`
+	// Bench, when set, adds the performance benchmarks (bench.json at
+	// BenchPath) as a last section.
+	Bench     *Bench `json:"-"`
+	BenchPath string `json:"-"`
 }
 
 // ReportEntry is one experiment of a report.
@@ -72,6 +76,9 @@ func (rep *Report) WriteMarkdown(w io.Writer, base string) error {
 		for _, e := range rep.Entries {
 			fmt.Fprintf(&b, "- [%s](#%s) — %d runs, %d figures\n", e.Results.Experiment, anchor(e.Results.Experiment), len(e.Results.Runs), len(e.Figures))
 		}
+		if rep.Bench != nil {
+			b.WriteString("- [Performance](#performance)\n")
+		}
 		b.WriteString("\n")
 	}
 	for _, e := range rep.Entries {
@@ -113,6 +120,15 @@ func (rep *Report) WriteMarkdown(w io.Writer, base string) error {
 			fmt.Fprintf(&b, "![%s](%s)\n\n*Figure %s.%d: %s* ([SVG](%s), data in `%s`)\n\n", f.Title, png, r.Experiment, i+1, f.Caption, svg, FiguresFile)
 		}
 	}
+	if bn := rep.Bench; bn != nil {
+		fmt.Fprintf(&b, "## Performance\n\n`%s`: tracebed bench on %s, %s, tracebed %s, -benchtime %s.\n\n",
+			filepath.ToSlash(rel(base, rep.BenchPath)), bn.Machine, bn.Date, versionString(bn.Version, bn.Commit), bn.Benchtime)
+		for _, t := range bn.Tables() {
+			if err := t.WriteMarkdown(&b); err != nil {
+				return err
+			}
+		}
+	}
 	_, err := w.Write(b.Bytes())
 	return err
 }
@@ -143,6 +159,14 @@ func (rep *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "  %s.{png,svg}  %s\n", f.Name, f.Caption)
 			}
 			fmt.Fprintln(w)
+		}
+	}
+	if rep.Bench != nil {
+		fmt.Fprintf(w, "%s: tracebed bench, %s\n\n", rep.BenchPath, rep.Bench.Date)
+		for _, t := range rep.Bench.Tables() {
+			if err := t.WriteText(w); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -203,6 +203,11 @@ func TestReport(t *testing.T) {
 	data, _ := os.ReadFile(inaResults)
 	os.WriteFile(filepath.Join(ina, "results.json"), data, 0o644)
 
+	bench, _ := (&analysis.Bench{Date: "2026-12-01T00:00:00Z", Benchtime: "1s",
+		Headline:   []analysis.Headline{{What: "simulation event rate", Package: "emulator/sim", Benchmark: "BenchmarkLinkHop", Unit: "events/s", Value: 2e6, Status: analysis.StatusOK}},
+		Benchmarks: []analysis.Benchmark{{Package: "emulator/sim", Name: "BenchmarkLinkHop", Runs: 1, Metrics: map[string]float64{"events/s": 2e6}}}}).Marshal()
+	os.WriteFile(filepath.Join(root, "bench.json"), bench, 0o644)
+
 	out := filepath.Join(root, "REPORT.md")
 	code, _, stderr := run(t, "report", "--out", out, root)
 	if code != 0 {
@@ -220,6 +225,7 @@ func TestReport(t *testing.T) {
 		"![ina-synthetic: jct_cdf, scenario agg1024-load0.5](ina-synthetic/jct_cdf-agg1024-load0.5.png)",
 		"jct-reduction-vs-aggregators-load-0.9.png",
 		"| command | not recorded (no provenance.json) |",
+		"## Performance", "| simulation event rate | emulator/sim | BenchmarkLinkHop | 2000000 | events/s | ok |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q", want)

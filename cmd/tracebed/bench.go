@@ -125,7 +125,7 @@ Exit codes: 0 done, 1 a benchmark failed or a package's tests do not build
 				if _, err := a.stdout.Write(data); err != nil {
 					return err
 				}
-			} else if err := writeTables(a.stdout, format.value, benchTables(b)); err != nil {
+			} else if err := writeTables(a.stdout, format.value, b.Tables()); err != nil {
 				return err
 			}
 			fmt.Fprintf(progress, "bench: %d benchmarks, %d suites in %s\n", len(b.Benchmarks), len(b.Suites), out)
@@ -388,44 +388,3 @@ func (a *app) benchSuites(ctx context.Context, b *analysis.Bench, specs []string
 	return nil
 }
 
-// benchTables renders bench.json for a terminal: the headline, then every
-// benchmark, then what produced no numbers.
-func benchTables(b *analysis.Bench) []analysis.Table {
-	head := analysis.Table{Title: "tracebed bench — " + b.Machine.String(), Header: []string{"figure of merit", "package", "benchmark", "value", "unit", "status"}}
-	for _, h := range b.Headline {
-		v := "–"
-		if h.Status == analysis.StatusOK {
-			v = analysis.FormatValue(h.Value)
-		}
-		status := h.Status
-		if h.Note != "" && h.Status != analysis.StatusOK {
-			status += ": " + h.Note
-		}
-		head.Rows = append(head.Rows, []string{h.What, h.Package, h.Benchmark, v, h.Unit, status})
-	}
-	all := analysis.Table{Title: "Go benchmarks", Header: []string{"package", "benchmark", "ns/op", "B/op", "allocs/op", "other metrics"}}
-	for _, bm := range b.Benchmarks {
-		cell := func(u string) string {
-			if v, ok := bm.Metrics[u]; ok {
-				return analysis.FormatValue(v)
-			}
-			return "–"
-		}
-		var other []string
-		for _, u := range sortedUnits(bm.Metrics) {
-			if u != "ns/op" && u != "B/op" && u != "allocs/op" {
-				other = append(other, analysis.FormatValue(bm.Metrics[u])+" "+u)
-			}
-		}
-		all.Rows = append(all.Rows, []string{bm.Package, bm.Name, cell("ns/op"), cell("B/op"), cell("allocs/op"), strings.Join(other, ", ")})
-	}
-	tables := []analysis.Table{head, all}
-	if len(b.Notes) > 0 {
-		notes := analysis.Table{Title: "Without numbers", Header: []string{"package", "benchmark", "status", "why"}}
-		for _, n := range b.Notes {
-			notes.Rows = append(notes.Rows, []string{n.Package, n.Benchmark, n.Status, n.Message})
-		}
-		tables = append(tables, notes)
-	}
-	return tables
-}

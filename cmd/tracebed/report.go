@@ -37,11 +37,17 @@ Markdown image links are relative to the report file (--out).`,
 		Example: "  tracebed report results > REPORT.md\n  tracebed report --out results/REPORT.md results\n  tracebed report --format csv results/incast",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dirs, err := resultsDirs(args)
+			dirs, benchPath, err := resultsDirs(args)
 			if err != nil {
 				return badInput(err)
 			}
 			rep := &analysis.Report{Title: title}
+			if benchPath != "" {
+				if rep.Bench, err = analysis.ReadBench(benchPath); err != nil {
+					return badInput(err)
+				}
+				rep.BenchPath = benchPath
+			}
 			for _, dir := range dirs {
 				e, err := a.reportEntry(dir)
 				if err != nil {
@@ -94,9 +100,9 @@ Markdown image links are relative to the report file (--out).`,
 
 // resultsDirs expands the arguments of report into results directories:
 // a directory with results.json, a results.json file, or a directory whose
-// subdirectories (sorted) hold results.json.
-func resultsDirs(args []string) ([]string, error) {
-	var dirs []string
+// subdirectories (sorted) hold results.json. It also returns the last
+// bench.json named or found in a directory argument ("" if none).
+func resultsDirs(args []string) (dirs []string, bench string, err error) {
 	add := func(d string) {
 		d = filepath.Clean(d)
 		if !slices.Contains(dirs, d) {
@@ -106,11 +112,18 @@ func resultsDirs(args []string) ([]string, error) {
 	for _, arg := range args {
 		fi, err := os.Stat(arg)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !fi.IsDir() {
+			if _, err := analysis.ReadBench(arg); err == nil {
+				bench = arg
+				continue
+			}
 			add(filepath.Dir(arg))
 			continue
+		}
+		if _, err := os.Stat(filepath.Join(arg, benchFile)); err == nil {
+			bench = filepath.Join(arg, benchFile)
 		}
 		if _, err := os.Stat(filepath.Join(arg, analysis.ResultsFile)); err == nil {
 			add(arg)
@@ -118,7 +131,7 @@ func resultsDirs(args []string) ([]string, error) {
 		}
 		entries, err := os.ReadDir(arg)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		found := false
 		for _, e := range entries {
@@ -129,12 +142,15 @@ func resultsDirs(args []string) ([]string, error) {
 				}
 			}
 		}
-		if !found {
-			return nil, fmt.Errorf("%s: no %s in it or in its subdirectories; run 'tracebed run --out %s' first", arg, analysis.ResultsFile, arg)
+		if !found && bench == "" {
+			return nil, "", fmt.Errorf("%s: no %s in it or in its subdirectories; run 'tracebed run --out %s' first", arg, analysis.ResultsFile, arg)
 		}
 	}
-	return dirs, nil
+	return dirs, bench, nil
 }
+
+// benchFile is the name tracebed bench writes by default.
+const benchFile = "bench.json"
 
 // reportEntry loads one results directory for a report, drawing its
 // figures when figures.json is missing or does not match results.json.
