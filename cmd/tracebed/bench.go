@@ -387,4 +387,3 @@ func (a *app) benchSuites(ctx context.Context, b *analysis.Bench, specs []string
 	}
 	return nil
 }
-
