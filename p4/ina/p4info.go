@@ -75,7 +75,7 @@ const (
 	// Per-job counters, MaxJobs cells indexed by job id.
 	CounterPackets    = "InaIngress.job_packets"    // packets and bytes: INA packets of the job
 	CounterAggregated = "InaIngress.job_aggregated" // packets and bytes (value bytes): contributions added in the switch
-	CounterResults    = "InaIngress.job_results"    // packets and bytes: result packets sent (each multicast copy counts)
+	CounterResults    = "InaIngress.job_results"    // packets and bytes: results sent (a multicast counts once)
 	CounterCollisions = "InaIngress.job_collisions" // packets: forwarded to the parameter server
 	CounterOverflows  = "InaIngress.job_overflows"  // packets: aggregates that overflowed
 	// CounterJobDrops has MaxJobs × NumJobDrops cells: job·NumJobDrops + reason.

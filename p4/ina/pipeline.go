@@ -418,12 +418,14 @@ func (p *Pipeline) route(f []byte, out emulator.Emitter) {
 // multicast sends one copy of f to every member of the job's group, each
 // rewritten by its replica entry.
 func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
+	j := int(binary.BigEndian.Uint16(f[offINA+2:]))
+	p.results[j].pk++ // one result, however many copies
+	p.results[j].by += uint64(len(f))
 	g := p.groups[e.group]
 	if g == nil || len(g.reps) == 0 {
 		p.NoReplica++
 		return
 	}
-	j := int(binary.BigEndian.Uint16(f[offINA+2:]))
 	prio := int(f[offTOS] >> 5)
 	last := len(g.reps) - 1
 	// The copies share one allocation; each is a separate, capacity-limited
@@ -443,8 +445,6 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 		}
 		setIP(c, p.self, r.ip, p.cfg.Port, r.port)
 		frame.SetMACs(c, r.smac, r.dmac)
-		p.results[j].pk++
-		p.results[j].by += uint64(len(c))
 		out.Emit(int(gr.port), prio, c)
 	}
 }
