@@ -104,6 +104,7 @@ Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
 		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.versionCommand(), a.topoCommand())
+	root.AddCommand(a.switchCommand(), a.cleanupCommand())
 	root.AddCommand(a.reportCommand(), a.compareCommand(), a.benchCommand())
 	return root
 }
@@ -116,6 +117,10 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code) // a command run by 'topo exec' failed; it said why
 	}
 	fmt.Fprintln(a.stderr, "tracebed:", err)
 	var ie inputError

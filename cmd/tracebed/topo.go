@@ -16,6 +16,7 @@ func (a *app) topoCommand() *cobra.Command {
 		Short: "Generate, inspect and (as root) bring up topologies",
 	}
 	cmd.AddCommand(a.topoGenerateCommand(), a.topoShowCommand())
+	cmd.AddCommand(a.topoNetnsCommands()...)
 	return cmd
 }
 

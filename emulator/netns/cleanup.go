@@ -48,17 +48,23 @@ func Runs() ([]string, error) {
 	return out, nil
 }
 
-// Cleanup removes every tracebed run: the processes inside tracebed
-// namespaces, the namespaces, temporary links left in the root namespace
-// and the run directories — including what a run killed with SIGKILL left.
-// It returns the ids of the runs it removed.
-func Cleanup() ([]string, error) {
-	ids, err := Runs()
+// Cleanup removes every tracebed run whose id starts with prefix (every
+// run when prefix is empty): the processes inside its namespaces, the
+// namespaces, temporary links left in the root namespace and the run
+// directory — including what a run killed with SIGKILL left. It returns
+// the ids of the runs it removed.
+func Cleanup(prefix string) ([]string, error) {
+	all, err := Runs()
 	if err != nil {
 		return nil, err
 	}
+	var ids []string
 	var errs []error
-	for _, id := range ids {
+	for _, id := range all {
+		if !strings.HasPrefix(id, prefix) {
+			continue
+		}
+		ids = append(ids, id)
 		if err := removeRun(id); err != nil {
 			errs = append(errs, err)
 		}
@@ -67,7 +73,7 @@ func Cleanup() ([]string, error) {
 	// namespace, e.g. from a run killed while creating its links.
 	if links, err := netlink.LinkList(); err == nil {
 		for _, l := range links {
-			if isTempLink(l.Attrs().Name, "") {
+			if isTempLink(l.Attrs().Name, "") && strings.HasPrefix(l.Attrs().Name, "tb"+prefix) {
 				if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
 					errs = append(errs, fmt.Errorf("remove link %s: %w", l.Attrs().Name, err))
 				}
@@ -213,15 +219,17 @@ func StartIn(path string, cmd *exec.Cmd) error {
 	return ns.WithNetNSPath(path, func(ns.NetNS) error { return cmd.Start() })
 }
 
-// CheckClean reports every tracebed object that exists: namespaces,
-// processes inside them, temporary links in the root namespace and run
-// directories. Test suites call it at the end to prove they left nothing.
-func CheckClean() error {
+// CheckClean reports every tracebed object of the runs whose id starts with
+// prefix (all runs for an empty prefix): namespaces, processes inside them,
+// temporary links in the root namespace and run directories. Test suites
+// call it at the end, with the prefix of their run ids, to prove they left
+// nothing behind.
+func CheckClean(prefix string) error {
 	var left []string
 	entries, _ := os.ReadDir(NetnsDir)
 	var paths []string
 	for _, e := range entries {
-		if _, _, ok := NodeOfNamespace(e.Name()); ok {
+		if id, _, ok := NodeOfNamespace(e.Name()); ok && strings.HasPrefix(id, prefix) {
 			left = append(left, "namespace "+e.Name())
 			paths = append(paths, filepath.Join(NetnsDir, e.Name()))
 		}
@@ -231,14 +239,14 @@ func CheckClean() error {
 	}
 	if links, err := netlink.LinkList(); err == nil {
 		for _, l := range links {
-			if isTempLink(l.Attrs().Name, "") {
+			if isTempLink(l.Attrs().Name, "") && strings.HasPrefix(l.Attrs().Name, "tb"+prefix) {
 				left = append(left, "link "+l.Attrs().Name)
 			}
 		}
 	}
 	dirs, _ := os.ReadDir(RunDir)
 	for _, d := range dirs {
-		if strings.HasPrefix(d.Name(), Prefix) {
+		if strings.HasPrefix(d.Name(), Prefix+prefix) {
 			left = append(left, "directory "+filepath.Join(RunDir, d.Name()))
 		}
 	}

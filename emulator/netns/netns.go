@@ -86,6 +86,11 @@ func NewRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// TestRunID returns a random run id that starts with prefix (one or two
+// letters): test suites that run concurrently give their runs distinct
+// prefixes, so each can check and clean up its own runs only.
+func TestRunID(prefix string) string { return (prefix + NewRunID())[:6] }
+
 // NamespaceName is the name of node's namespace in run id.
 func NamespaceName(runID, node string) string { return Prefix + runID + "-" + node }
 
@@ -398,7 +403,10 @@ func (n *Network) BridgeSwitches() error {
 			return err
 		}
 		err = func() error {
-			br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+			// No multicast snooping: the bridge would send IGMP queries
+			// and reports of its own into the hosts.
+			off := false
+			br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}, MulticastSnooping: &off}
 			if err := h.LinkAdd(br); err != nil {
 				return fmt.Errorf("netns: bridge in %s: %w", sw.Name, err)
 			}
@@ -506,4 +514,29 @@ func NodeOfNamespace(name string) (runID, node string, ok bool) {
 	}
 	runID, node, ok = strings.Cut(rest, "-")
 	return runID, node, ok && runIDPattern.MatchString(runID) && node != ""
+}
+
+// Attach returns the Network of a run that is already up (brought up by
+// another process, e.g. 'tracebed topo up'), after checking that the
+// namespaces of every node exist.
+func Attach(runID string, topo *topologies.Topology) (*Network, error) {
+	if !runIDPattern.MatchString(runID) {
+		return nil, fmt.Errorf("netns: run id %q: want 1–6 lowercase letters or digits", runID)
+	}
+	n := &Network{Topology: topo, RunID: runID}
+	for _, node := range topo.Nodes {
+		if _, err := os.Stat(n.NamespacePath(node.Name)); err != nil {
+			return nil, fmt.Errorf("netns: run %s has no namespace for %s: %w", runID, node.Name, err)
+		}
+	}
+	return n, nil
+}
+
+// Remove removes run id as Down does, knowing only its id: the processes
+// in its namespaces, the namespaces, its temporary links and directory.
+func Remove(runID string) error {
+	if !runIDPattern.MatchString(runID) {
+		return fmt.Errorf("netns: run id %q: want 1–6 lowercase letters or digits", runID)
+	}
+	return removeRun(runID)
 }

@@ -5,8 +5,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/vishvananda/netlink"
 
@@ -19,14 +26,18 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if os.Geteuid() == 0 {
-		if err := CheckClean(); err != nil {
+		if err := CheckClean(testPrefix); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			Cleanup()
+			Cleanup(testPrefix)
 			code = 1
 		}
 	}
 	os.Exit(code)
 }
+
+// testPrefix starts the run ids of this package's tests (other packages'
+// tests may have runs up at the same time).
+const testPrefix = "n"
 
 func needRoot(t *testing.T) {
 	t.Helper()
@@ -52,6 +63,9 @@ func up(t *testing.T, top *topologies.Topology, opts Options) *Network {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if opts.RunID == "" {
+		opts.RunID = TestRunID(testPrefix)
+	}
 	n, err := Up(ctx, top, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +210,7 @@ func rxBytes(t *testing.T, n *Network, node string) uint64 {
 func TestCleanupAfterAbandonedRun(t *testing.T) {
 	needRoot(t)
 	ctx := context.Background()
-	n, err := Up(ctx, star(t, 2, units.Gbps), Options{})
+	n, err := Up(ctx, star(t, 2, units.Gbps), Options{RunID: TestRunID(testPrefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +219,7 @@ func TestCleanupAfterAbandonedRun(t *testing.T) {
 	if err := netlink.LinkAdd(stray); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := Cleanup()
+	ids, err := Cleanup(n.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +230,7 @@ func TestCleanupAfterAbandonedRun(t *testing.T) {
 	if !found {
 		t.Errorf("Cleanup removed runs %v, not %s", ids, n.RunID)
 	}
-	if err := CheckClean(); err != nil {
+	if err := CheckClean(n.RunID); err != nil {
 		t.Error(err)
 	}
 }
@@ -250,5 +264,87 @@ func TestNames(t *testing.T) {
 		if got := isTempLink(tc.name, tc.id); got != tc.want {
 			t.Errorf("isTempLink(%q, %q) = %v", tc.name, tc.id, got)
 		}
+	}
+}
+
+// TestCapture records a ping exchange on a host's interface as pcapng and
+// reads it back (with tshark too, when it is installed).
+func TestCapture(t *testing.T) {
+	needRoot(t)
+	n := up(t, star(t, 2, units.Gbps), Options{Bridge: true})
+	path := filepath.Join(t.TempDir(), "h1.pcapng")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	var count int
+	go func() {
+		var err error
+		count, err = n.Capture(ctx, "h1", "eth0", f, CaptureOptions{Duration: 600 * time.Millisecond})
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for i := range 2 {
+		if _, err := n.Ping(ctx, "h1", n.Topology.Node("h2").IP, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if count < 4 {
+		t.Fatalf("captured %d frames, want at least 4", count)
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ng, err := pcapgo.NewNgReader(r, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []pcapgo.NgEpbFlag
+	for {
+		data, _, opts, err := ng.ReadPacketDataWithOptions()
+		if err != nil {
+			break
+		}
+		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
+		icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
+		if icmp == nil {
+			continue // e.g. IGMP of the bridge
+		}
+		if opts.Flags == nil {
+			t.Fatalf("captured frame %d: %v, flags %v", len(dirs), p, opts.Flags)
+		}
+		// Requests leave h1, replies arrive.
+		want := pcapgo.NgEpbFlagDirectionOutbound
+		if icmp.TypeCode.Type() == layers.ICMPv4TypeEchoReply {
+			want = pcapgo.NgEpbFlagDirectionInbound
+		}
+		if opts.Flags.Direction != want {
+			t.Errorf("frame %d (%v): direction %v, want %v", len(dirs), icmp.TypeCode, opts.Flags.Direction, want)
+		}
+		dirs = append(dirs, opts.Flags.Direction)
+	}
+	if len(dirs) != 4 {
+		t.Errorf("read back %d frames", len(dirs))
+	}
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Log("tshark not installed: pcapng checked with gopacket only")
+		return
+	}
+	out, err := exec.Command(tshark, "-r", path, "-Y", "icmp", "-T", "fields", "-e", "icmp.type").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	if got := strings.Fields(string(out)); len(got) != 4 || got[0] != "8" || got[1] != "0" {
+		t.Errorf("tshark read ICMP types %q, want 8 0 8 0", got)
 	}
 }

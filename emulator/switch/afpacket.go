@@ -41,8 +41,7 @@ const SocketBuffer = 8 << 20
 
 // OpenAFPacket opens an AF_PACKET socket on the interface named iface in the
 // calling thread's network namespace. It receives every frame arriving on
-// the interface (promiscuous, not the frames it sends itself) and sends
-// frames past the interface's qdisc, as a NIC driver would.
+// the interface (promiscuous, not the frames it sends itself).
 func OpenAFPacket(iface string, batch int) (PortIO, error) {
 	ifi, err := net.InterfaceByName(iface)
 	if err != nil {
@@ -61,10 +60,9 @@ func OpenAFPacket(iface string, batch int) (PortIO, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
 		return fail("PACKET_IGNORE_OUTGOING", err)
 	}
-	// Frames leave through the driver directly; the switch paces them.
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
-		return fail("PACKET_QDISC_BYPASS", err)
-	}
+	// Frames go through the device's qdisc (noqueue on a veth), not
+	// PACKET_QDISC_BYPASS: bypassing would hide them from captures
+	// (tshark, 'tracebed topo capture') on the port.
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, SocketBuffer); err != nil {
 		return fail("SO_RCVBUFFORCE", err)
 	}

@@ -24,7 +24,7 @@ func BenchmarkSwitchVsBridge(b *testing.B) {
 	top := topo(b, topologies.Params{Generate: "star", Hosts: 2, Rate: 100 * units.Gbps})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := netns.Up(ctx, top, netns.Options{NoShaping: true})
+	n, err := netns.Up(ctx, top, netns.Options{NoShaping: true, RunID: netns.TestRunID(testPrefix)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,14 +18,17 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if os.Geteuid() == 0 {
-		if err := netns.CheckClean(); err != nil {
+		if err := netns.CheckClean(testPrefix); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			netns.Cleanup()
+			netns.Cleanup(testPrefix)
 			code = 1
 		}
 	}
 	os.Exit(code)
 }
+
+// testPrefix starts the run ids of this package's tests.
+const testPrefix = "s"
 
 func needRoot(t testing.TB) {
 	t.Helper()
@@ -39,6 +42,9 @@ func bringUp(t testing.TB, top *topologies.Topology, opts netns.Options) (*netns
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if opts.RunID == "" {
+		opts.RunID = netns.TestRunID(testPrefix)
+	}
 	n, err := netns.Up(ctx, top, opts)
 	if err != nil {
 		t.Fatal(err)
