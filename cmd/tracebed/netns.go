@@ -479,4 +479,3 @@ func validLoopback(addr string) (network, address string, err error) {
 	}
 	return "tcp", net.JoinHostPort(ip.String(), strings.TrimPrefix(addr, host+":")), nil
 }
-

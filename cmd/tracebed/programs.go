@@ -30,6 +30,8 @@ func programs() (*goswitch.Registry, error) {
 				return p, nil
 			}},
 		goswitch.Program{Name: "farmem", P4Info: farmem.P4Info(),
-			New: func(sw *topologies.Node, base *fwd.Pipeline) (goswitch.Dataplane, error) { return farmem.New(base), nil }},
+			New: func(sw *topologies.Node, base *fwd.Pipeline) (goswitch.Dataplane, error) {
+				return farmem.New(base), nil
+			}},
 	)
 }
