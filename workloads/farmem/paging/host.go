@@ -1,0 +1,950 @@
+// Package paging holds the agents of tracebed's far-memory experiments: the
+// paging host, which replays an application's page-access trace with a
+// limited local memory and pages to memory servers over the network, and the
+// memory server, which stores the pages. Both are sans-IO state machines
+// over emulator.Env, so they run unchanged on the simulated network and on
+// real sockets; their messages are p4/farmem's.
+//
+// # The host
+//
+// The host replays a memtrace.Source: compute for an access's gap, then touch
+// its page. A page is untouched (never used), resident (in a local frame),
+// fetching (a frame is held and a read is in flight), evicting (picked as a
+// victim: unmapped, its write-back possibly in flight) or remote. The host
+// has Limit + Headroom frames (evict.State). Touching a resident page is a
+// hit and costs nothing but its gap: the application runs ahead through hits
+// in one callback without scheduling events. Touching an untouched page
+// allocates a frame (a first touch, zero-filled: the page is dirty). Touching
+// a remote page is a fault: a frame is taken and the page is fetched from
+// its memory server (pages are striped over the servers); the application
+// waits for it. Touching an evicting page rescues it: it is mapped again, as
+// Linux finds a page in the swap cache, and its eviction is abandoned.
+//
+// Allocations and faults need a free frame. When none is free the
+// application blocks and reclaims pages itself (direct reclaim, as many as
+// the policy's Engine.Direct says); the blocking event — its start and
+// duration — is recorded. Independently, a background reclaimer (Fastswap's
+// dedicated reclaim core) evicts pages whenever the policy's
+// Engine.Background asks. Both reclaim one page at a time, as Fastswap's
+// frontswap store does (an RDMA write and a wait for its completion): pick a
+// victim with CLOCK or LRU, spend ReclaimOverhead of CPU, then drop it if it
+// is clean (the server holds its current version) or write it back and free
+// its frame when the server acknowledges.
+//
+// # Protocol and integrity
+//
+// Reads and writes carry a request id and are retransmitted on a timeout
+// (RFC 6298 estimator, exponential back-off), so the protocol survives loss,
+// duplication and reordering. Every write-back carries a new version of the
+// page and the CRC-32C of its bytes; the host remembers, per page, the
+// version and checksum it last wrote and checks every page it fetches
+// against them. A mismatch is an integrity error, counted, never silent.
+package paging
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"time"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/p4/farmem"
+	memtrace "github.com/tracebed/tracebed/traces/mem"
+	"github.com/tracebed/tracebed/workloads/farmem/evict"
+)
+
+// Replacement is a victim-selection algorithm.
+type Replacement string
+
+// Replacement algorithms.
+const (
+	Clock Replacement = "clock" // second chance over the frames
+	LRU   Replacement = "lru"   // exact least-recently-used
+)
+
+// HostConfig configures a paging host.
+type HostConfig struct {
+	// ID identifies the host in page contents (any value unique per run).
+	ID uint32
+	// Limit is the application's local memory in pages; Headroom the
+	// reclaimer's extra frames (Fastswap's offload range). Frames = Limit +
+	// Headroom must be at least 1.
+	Limit, Headroom int
+	// PageSize in bytes (a power of two, farmem.MinPageSize to MaxPageSize).
+	PageSize int
+	// Servers are the memory servers; page p lives on server (p + Stripe)
+	// mod len(Servers).
+	Servers []emulator.Addr
+	Stripe  int
+	// Replacement picks victims: Clock (default) or LRU.
+	Replacement Replacement
+	// Engine and Marker are the policy under study.
+	Engine evict.Engine
+	Marker evict.Marker
+	// FaultOverhead is the CPU time of a major fault besides the fetch
+	// (exception, page-table update). ReclaimOverhead is the CPU time to
+	// reclaim one page (scan, unmap, TLB shootdown) before it is dropped or
+	// written back.
+	FaultOverhead, ReclaimOverhead time.Duration
+	// RunAhead bounds how far past the current time the application replays
+	// hits while a reclaimer or a request is active (default 5µs); with
+	// nothing else going on it replays hits up to its next miss. Pages used
+	// in that window are not picked as victims.
+	RunAhead time.Duration
+	// RTOMin, RTOMax and RTOInit bound the retransmission timeout (defaults
+	// 100µs, 100ms, 1ms).
+	RTOMin, RTOMax, RTOInit time.Duration
+	// MeasurePeriod is the window of the demand-rate estimate (default 20µs).
+	MeasurePeriod time.Duration
+	// Seed seeds the page contents.
+	Seed uint64
+	// OnDone, if set, is called once when the trace is replayed and every
+	// write-back has been acknowledged.
+	OnDone func(*Host)
+}
+
+// Page states.
+const (
+	untouched uint8 = iota
+	resident
+	fetching
+	evicting
+	remote
+)
+
+// page is a page-table entry.
+type page struct {
+	state   uint8
+	dirty   bool // resident data differs from the server's copy
+	ref     bool // CLOCK's reference bit
+	wb      bool // a write-back of this page is in flight
+	version uint32
+	sum     uint32
+	last    time.Duration // time of the last access (may be ahead of now)
+	frame   int32
+	prev    int32 // LRU list, towards the most recent
+	next    int32 // LRU list, towards the least recent
+}
+
+// BlockEvent is one period the application spent blocked for a free frame.
+type BlockEvent struct {
+	Start, Duration time.Duration
+}
+
+// Stats are what a host measured.
+type Stats struct {
+	Ops          uint64 // accesses replayed
+	Hits         uint64
+	FirstTouches uint64
+	Faults       uint64 // major faults: remote pages fetched
+	Rescues      uint64 // evicting pages touched again
+	Evictions    uint64 // frames freed by eviction
+	Writebacks   uint64 // dirty pages written back (acknowledged)
+	CleanDrops   uint64 // clean pages dropped without a write
+	Retransmits  uint64
+	Integrity    uint64 // pages fetched that differ from the last version written
+	Duplicates   uint64 // responses for requests already answered
+	Completion   time.Duration
+	FaultLatency []time.Duration // per fault, from the access to the page mapped
+	Blocks       []BlockEvent
+	// IntegrityDetail describes the first integrity errors.
+	IntegrityDetail []string
+}
+
+// Host is a paging host. It implements emulator.Agent.
+type Host struct {
+	cfg     HostConfig
+	env     emulator.Env
+	src     memtrace.Source
+	content *content
+
+	pages  []page
+	frames []int32 // frame → page, -1 if free
+	free   []int32 // free frames
+	hand   int     // CLOCK hand
+	head   int32   // LRU: most recent; -1 if empty
+	tail   int32   // LRU: least recent
+
+	used, evictingN int
+	pressure        bool
+
+	// The application.
+	buf      []memtrace.Access
+	pos, n   int
+	eof      bool
+	gapDone  bool          // the gap of buf[pos] has elapsed
+	waiting  bool          // blocked, or waiting for a fetch
+	blocked  bool          // blocked for a free frame
+	blockAt  time.Duration // start of the current block
+	faultAt  time.Duration // start of the current fault
+	finished bool
+	done     bool
+
+	bg, direct worker
+
+	// Requests.
+	nextID   uint32
+	inflight map[uint32]*request
+	srtt     time.Duration
+	rttvar   time.Duration
+	rto      time.Duration
+
+	// Estimates.
+	demandN     int
+	demandRate  float64
+	winEnd      time.Duration
+	evLat       time.Duration
+	evLatDev    time.Duration
+	wbuf, pbuf  []byte
+	stats       Stats
+	retryArmed  bool
+	resumeTimer emulator.Timer
+}
+
+// worker is a reclaimer: the background one or the application in direct
+// reclaim. It evicts one page at a time.
+type worker struct {
+	direct bool
+	active bool
+	quota  int   // pages still to free
+	victim int32 // page being evicted, -1 if none
+	picked time.Duration
+}
+
+// request is an outstanding read or write.
+type request struct {
+	id      uint32
+	typ     farmem.Type
+	page    int32
+	version uint32
+	sum     uint32
+	sent    time.Duration
+	retx    int
+	rto     time.Duration
+	timer   emulator.Timer
+	w       *worker // the write's reclaimer
+}
+
+// NewHost returns a host that replays src.
+func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) {
+	if cfg.Limit < 0 || cfg.Headroom < 0 || cfg.Limit+cfg.Headroom < 1 {
+		return nil, fmt.Errorf("paging host: limit %d + headroom %d frames: want at least one frame", cfg.Limit, cfg.Headroom)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = memtrace.DefaultPageSize
+	}
+	if cfg.PageSize < farmem.MinPageSize || cfg.PageSize > farmem.MaxPageSize || cfg.PageSize&(cfg.PageSize-1) != 0 {
+		return nil, fmt.Errorf("paging host: page size %d: want a power of two from %d to %d", cfg.PageSize, farmem.MinPageSize, farmem.MaxPageSize)
+	}
+	if len(cfg.Servers) == 0 {
+		return nil, errors.New("paging host: no memory servers")
+	}
+	if cfg.Engine == nil {
+		return nil, errors.New("paging host: no eviction engine")
+	}
+	if cfg.Marker == nil {
+		cfg.Marker = evict.NoUrgency{}
+	}
+	switch cfg.Replacement {
+	case "":
+		cfg.Replacement = Clock
+	case Clock, LRU:
+	default:
+		return nil, fmt.Errorf("paging host: replacement %q: want clock or lru", cfg.Replacement)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.RunAhead, 5*time.Microsecond)
+	def(&cfg.RTOMin, 100*time.Microsecond)
+	def(&cfg.RTOMax, 100*time.Millisecond)
+	def(&cfg.RTOInit, time.Millisecond)
+	def(&cfg.MeasurePeriod, 20*time.Microsecond)
+	frames := cfg.Limit + cfg.Headroom
+	h := &Host{
+		cfg: cfg, src: src,
+		pages:    make([]page, max(pagesHint, 0)),
+		frames:   make([]int32, frames),
+		free:     make([]int32, 0, frames),
+		head:     -1,
+		tail:     -1,
+		buf:      make([]memtrace.Access, 1024),
+		inflight: map[uint32]*request{},
+		rto:      cfg.RTOInit,
+		bg:       worker{victim: -1},
+		direct:   worker{direct: true, victim: -1},
+		pbuf:     make([]byte, cfg.PageSize),
+	}
+	for i := range h.pages {
+		h.pages[i] = page{frame: -1, prev: -1, next: -1}
+	}
+	for f := frames - 1; f >= 0; f-- {
+		h.frames[f] = -1
+		h.free = append(h.free, int32(f))
+	}
+	return h, nil
+}
+
+// Start implements emulator.Agent.
+func (h *Host) Start(env emulator.Env) {
+	h.env = env
+	h.content = newContent(h.cfg.ID, h.cfg.Seed, h.cfg.PageSize)
+	h.winEnd = env.Now() + h.cfg.MeasurePeriod
+	h.run(0)
+}
+
+// Stats returns what the host measured so far.
+func (h *Host) Stats() *Stats { return &h.stats }
+
+// Done reports whether the trace is replayed and every write-back
+// acknowledged.
+func (h *Host) Done() bool { return h.done }
+
+// Finished reports whether the trace is replayed (write-backs may still be
+// in flight).
+func (h *Host) Finished() bool { return h.finished }
+
+// State returns the state the host shows its policy.
+func (h *Host) State() evict.State {
+	now := h.env.Now()
+	h.roll(now)
+	return evict.State{
+		Now: now, Limit: h.cfg.Limit, Frames: len(h.frames), Used: h.used, Evicting: h.evictingN,
+		Pressure: h.pressure, Blocked: h.blocked, DemandRate: h.demandRate,
+		EvictLatency: h.evLat, EvictLatencyDev: h.evLatDev,
+	}
+}
+
+// ---- the application ----
+
+// run replays accesses from the current time plus extra (CPU time already
+// spent, such as a fault's overhead) until it must wait.
+func (h *Host) run(extra time.Duration) {
+	if h.finished || h.waiting {
+		return
+	}
+	now := h.env.Now()
+	t := now + extra
+	limit := time.Duration(math.MaxInt64)
+	if h.active() {
+		limit = now + h.cfg.RunAhead
+	}
+	for {
+		if h.pos == h.n {
+			if !h.refill() {
+				h.finish(t)
+				return
+			}
+		}
+		a := &h.buf[h.pos]
+		at := t
+		if !h.gapDone {
+			at += a.Gap
+		}
+		if a.Page >= uint64(len(h.pages)) {
+			h.grow(a.Page)
+		}
+		pg := &h.pages[a.Page]
+		if at <= limit {
+			if pg.state == resident {
+				h.touch(int32(a.Page), pg, at, a.Write)
+				h.stats.Hits++
+				h.advance()
+				t = at
+				continue
+			}
+			if h.quietTouch(pg) {
+				h.take(int32(a.Page), at)
+				h.firstTouch(int32(a.Page), pg, at, a.Write)
+				h.advance()
+				t = at
+				continue
+			}
+		}
+		if at > now {
+			h.gapDone = true
+			h.sleep(at - now)
+			return
+		}
+		// The access is due now and is not a plain hit.
+		h.gapDone = true
+		if !h.miss(int32(a.Page), a.Write, now) {
+			return
+		}
+		h.advance()
+		t = now
+		if h.active() {
+			limit = now + h.cfg.RunAhead
+		}
+	}
+}
+
+func (h *Host) advance() {
+	h.pos++
+	h.gapDone = false
+	h.stats.Ops++
+}
+
+func (h *Host) sleep(d time.Duration) {
+	h.resumeTimer = h.env.After(d, h.resume)
+}
+
+func (h *Host) resume() { h.run(0) }
+
+// refill reads the next accesses; false at the end of the trace.
+func (h *Host) refill() bool {
+	if h.eof {
+		return false
+	}
+	n, err := h.src.Read(h.buf)
+	h.pos, h.n = 0, n
+	if err != nil {
+		h.eof = true
+		if !errors.Is(err, io.EOF) {
+			h.stats.IntegrityDetail = append(h.stats.IntegrityDetail, "trace: "+err.Error())
+		}
+	}
+	return n > 0
+}
+
+// grow extends the page table to hold page p.
+func (h *Host) grow(p uint64) {
+	n := max(int(p)+1, 2*len(h.pages))
+	for i := len(h.pages); i < n; i++ {
+		h.pages = append(h.pages, page{frame: -1, prev: -1, next: -1})
+	}
+}
+
+// touch records an access to a resident page at time at.
+func (h *Host) touch(p int32, pg *page, at time.Duration, write bool) {
+	pg.ref = true
+	pg.last = at
+	if write {
+		pg.dirty = true
+	}
+	if h.cfg.Replacement == LRU && h.head != p {
+		h.lruUnlink(p)
+		h.lruPush(p)
+	}
+}
+
+// miss handles an access that is not a hit, at time now. It reports whether
+// the application may go on at once.
+func (h *Host) miss(p int32, write bool, now time.Duration) bool {
+	pg := &h.pages[p]
+	switch pg.state {
+	case resident: // a hit beyond the run-ahead window
+		h.touch(p, pg, now, write)
+		h.stats.Hits++
+		return true
+	case evicting:
+		h.stats.Rescues++
+		pg.state = resident
+		h.evictingN--
+		h.touch(p, pg, now, write)
+		return true
+	}
+	// untouched or remote (never fetching: the application waits for its
+	// one fetch): a frame is needed.
+	if len(h.free) == 0 {
+		h.block(now)
+		return false
+	}
+	h.take(p, now)
+	if pg.state == untouched {
+		h.firstTouch(p, pg, now, write)
+		h.consult()
+		return true
+	}
+	// A major fault: the read goes out before the reclaimer, if it starts,
+	// sends anything.
+	h.stats.Faults++
+	pg.state = fetching
+	h.faultAt = now
+	h.waiting = true
+	h.send(&request{typ: farmem.TypeRead, page: p, version: pg.version, sum: pg.sum})
+	h.consult()
+	return false
+}
+
+// firstTouch maps a zero-filled page the server has never seen (dirty).
+func (h *Host) firstTouch(p int32, pg *page, at time.Duration, write bool) {
+	h.stats.FirstTouches++
+	pg.state = resident
+	pg.dirty = true
+	h.touch(p, pg, at, write)
+}
+
+// quietTouch reports whether a first touch can be replayed ahead of time,
+// like a hit: a frame is free and taking it cannot make any policy evict
+// (usage stays within the limit and no pressure has been seen).
+func (h *Host) quietTouch(pg *page) bool {
+	return pg.state == untouched && len(h.free) > 0 && !h.pressure && h.used < h.cfg.Limit
+}
+
+// take gives a free frame to page p, a demand at time at.
+func (h *Host) take(p int32, at time.Duration) {
+	f := h.free[len(h.free)-1]
+	h.free = h.free[:len(h.free)-1]
+	h.frames[f] = p
+	pg := &h.pages[p]
+	pg.frame = f
+	h.used++
+	h.demand(at)
+	if h.used > h.cfg.Limit {
+		h.pressure = true
+	}
+	if h.cfg.Replacement == LRU {
+		h.lruPush(p)
+	}
+}
+
+// release frees the frame of page p.
+func (h *Host) release(p int32) {
+	pg := &h.pages[p]
+	h.frames[pg.frame] = -1
+	h.free = append(h.free, pg.frame)
+	pg.frame = -1
+	h.used--
+	if h.cfg.Replacement == LRU {
+		h.lruUnlink(p)
+	}
+}
+
+// fetched maps a fetched page and lets the application go on.
+func (h *Host) fetched(p int32, write bool) {
+	now := h.env.Now()
+	pg := &h.pages[p]
+	pg.state = resident
+	pg.dirty = false
+	h.touch(p, pg, now, write)
+	h.stats.FaultLatency = append(h.stats.FaultLatency, now+h.cfg.FaultOverhead-h.faultAt)
+	h.waiting = false
+	h.advance()
+	h.run(h.cfg.FaultOverhead)
+}
+
+// block starts a blocking event: the application reclaims pages itself.
+func (h *Host) block(now time.Duration) {
+	h.blocked, h.waiting = true, true
+	h.blockAt = now
+	st := h.State()
+	n := max(h.cfg.Engine.Direct(&st), 1)
+	h.start(&h.direct, n)
+}
+
+// unblock ends the blocking event; the access is retried in a callback of
+// its own, so that a chain of blocks never deepens the stack.
+func (h *Host) unblock() {
+	now := h.env.Now()
+	h.stats.Blocks = append(h.stats.Blocks, BlockEvent{Start: h.blockAt, Duration: now - h.blockAt})
+	h.blocked, h.waiting = false, false
+	h.env.After(0, h.resume)
+}
+
+// finish ends the replay at time t (maybe ahead of now).
+func (h *Host) finish(t time.Duration) {
+	now := h.env.Now()
+	if t > now {
+		h.sleep(t - now) // resume at t and find the end again
+		return
+	}
+	h.finished = true
+	h.stats.Completion = now
+	h.bg.quota = 0 // the application is gone: no more background eviction
+	h.checkDone()
+}
+
+func (h *Host) checkDone() {
+	if h.finished && !h.done && len(h.inflight) == 0 && !h.bg.active && !h.direct.active {
+		h.done = true
+		if h.cfg.OnDone != nil {
+			h.cfg.OnDone(h)
+		}
+	}
+}
+
+// active reports whether anything besides the application is going on.
+func (h *Host) active() bool {
+	return h.bg.active || h.direct.active || len(h.inflight) > 0
+}
+
+// ---- estimates ----
+
+func (h *Host) demand(now time.Duration) {
+	h.roll(now)
+	h.demandN++
+}
+
+// roll closes the demand-rate windows that ended by now.
+func (h *Host) roll(now time.Duration) {
+	const alpha = 0.25
+	if now < h.winEnd {
+		return
+	}
+	period := h.cfg.MeasurePeriod
+	h.demandRate = (1-alpha)*h.demandRate + alpha*float64(h.demandN)/period.Seconds()
+	h.demandN = 0
+	h.winEnd += period
+	if now >= h.winEnd {
+		k := int64((now-h.winEnd)/period) + 1
+		h.demandRate *= math.Pow(1-alpha, float64(k))
+		h.winEnd += time.Duration(k) * period
+	}
+}
+
+// sampleEviction feeds the eviction-latency estimator.
+func (h *Host) sampleEviction(d time.Duration) {
+	if h.evLat == 0 {
+		h.evLat, h.evLatDev = d, d/2
+		return
+	}
+	h.evLatDev = (3*h.evLatDev + abs(h.evLat-d)) / 4
+	h.evLat = (7*h.evLat + d) / 8
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// ---- reclaim ----
+
+// consult asks the engine whether the idle background reclaimer should run.
+func (h *Host) consult() {
+	if h.bg.active || h.finished {
+		return
+	}
+	st := h.State()
+	if n := h.cfg.Engine.Background(&st); n > 0 {
+		h.start(&h.bg, n)
+	}
+}
+
+func (h *Host) start(w *worker, n int) {
+	w.active = true
+	w.quota = n
+	h.step(w)
+}
+
+// step picks the worker's next victim, or ends its batch.
+func (h *Host) step(w *worker) {
+	for {
+		if w.quota <= 0 {
+			w.active = false
+			if w.direct {
+				h.unblock()
+			} else {
+				h.consult()
+			}
+			h.checkDone()
+			return
+		}
+		now := h.env.Now()
+		v := h.pick(now)
+		if v < 0 {
+			// Every frame is busy (being fetched, evicted, or used right
+			// now by the application): try again shortly.
+			h.env.After(h.cfg.RunAhead, func() { h.step(w) })
+			return
+		}
+		pg := &h.pages[v]
+		pg.state = evicting
+		h.evictingN++
+		w.victim, w.picked = v, now
+		if h.cfg.ReclaimOverhead > 0 {
+			h.env.After(h.cfg.ReclaimOverhead, func() { h.evict(w) })
+			return
+		}
+		if !h.evict(w) {
+			return // a write-back is in flight
+		}
+	}
+}
+
+// evict drops or writes back the worker's victim. It reports whether the
+// worker may pick its next victim at once (the page was dropped, or rescued
+// meanwhile).
+func (h *Host) evict(w *worker) bool {
+	v := w.victim
+	pg := &h.pages[v]
+	if pg.state != evicting { // rescued during the reclaim overhead
+		w.victim = -1
+		if h.cfg.ReclaimOverhead > 0 {
+			h.step(w)
+		}
+		return true
+	}
+	if !pg.dirty && pg.version > 0 {
+		h.freeVictim(w)
+		h.stats.CleanDrops++
+		if h.cfg.ReclaimOverhead > 0 {
+			h.step(w)
+		}
+		return true
+	}
+	pg.dirty = false
+	pg.wb = true
+	r := &request{typ: farmem.TypeWrite, page: v, version: pg.version + 1, w: w}
+	h.fillPage(r)
+	h.send(r)
+	return false
+}
+
+// freeVictim frees the worker's victim's frame.
+func (h *Host) freeVictim(w *worker) {
+	v := w.victim
+	pg := &h.pages[v]
+	pg.state = remote
+	h.evictingN--
+	h.release(v)
+	h.stats.Evictions++
+	h.sampleEviction(h.env.Now() - w.picked)
+	w.victim = -1
+	w.quota--
+}
+
+// written handles the acknowledgement of a write-back.
+func (h *Host) written(r *request) {
+	pg := &h.pages[r.page]
+	pg.wb = false
+	pg.version, pg.sum = r.version, r.sum
+	h.stats.Writebacks++
+	w := r.w
+	if pg.state == evicting && w.victim == r.page {
+		h.freeVictim(w)
+	} else {
+		w.victim = -1 // rescued while the write was in flight: keep it
+	}
+	h.step(w)
+}
+
+// pick returns a victim page, or -1.
+func (h *Host) pick(now time.Duration) int32 {
+	evictable := func(p int32) bool {
+		pg := &h.pages[p]
+		return pg.state == resident && pg.last <= now && !pg.wb
+	}
+	if h.cfg.Replacement == LRU {
+		for p := h.tail; p >= 0; p = h.pages[p].prev {
+			if evictable(p) {
+				return p
+			}
+		}
+		return -1
+	}
+	n := len(h.frames)
+	for i := 0; i < 2*n+1; i++ {
+		f := h.hand
+		h.hand++
+		if h.hand == n {
+			h.hand = 0
+		}
+		p := h.frames[f]
+		if p < 0 || !evictable(p) {
+			continue
+		}
+		pg := &h.pages[p]
+		if pg.ref {
+			pg.ref = false
+			continue
+		}
+		return p
+	}
+	return -1
+}
+
+// ---- LRU list ----
+
+func (h *Host) lruPush(p int32) {
+	pg := &h.pages[p]
+	pg.prev, pg.next = -1, h.head
+	if h.head >= 0 {
+		h.pages[h.head].prev = p
+	}
+	h.head = p
+	if h.tail < 0 {
+		h.tail = p
+	}
+}
+
+func (h *Host) lruUnlink(p int32) {
+	pg := &h.pages[p]
+	if pg.prev >= 0 {
+		h.pages[pg.prev].next = pg.next
+	} else if h.head == p {
+		h.head = pg.next
+	}
+	if pg.next >= 0 {
+		h.pages[pg.next].prev = pg.prev
+	} else if h.tail == p {
+		h.tail = pg.prev
+	}
+	pg.prev, pg.next = -1, -1
+}
+
+// ---- requests ----
+
+// fillPage generates the write's page into the page buffer and sets its sum.
+func (h *Host) fillPage(r *request) {
+	h.content.fill(h.pbuf, uint64(r.page), r.version)
+	r.sum = checksum(h.pbuf)
+}
+
+func (h *Host) server(p int32) emulator.Addr {
+	return h.cfg.Servers[(int(p)+h.cfg.Stripe)%len(h.cfg.Servers)]
+}
+
+// send sends a new request.
+func (h *Host) send(r *request) {
+	h.nextID++
+	r.id = h.nextID
+	r.rto = h.rto
+	h.inflight[r.id] = r
+	h.transmit(r, false)
+}
+
+func (h *Host) transmit(r *request, retx bool) {
+	now := h.env.Now()
+	r.sent = now
+	hdr := farmem.Header{Type: r.typ, ID: r.id, Page: uint64(r.page), Version: r.version, Sum: r.sum}
+	if retx {
+		hdr.Flags |= farmem.FlagRetransmit
+	}
+	var data []byte
+	if r.typ == farmem.TypeWrite {
+		st := h.State()
+		hdr.Urgency = min(h.cfg.Marker.Urgency(&st), farmem.MaxUrgency)
+		if retx {
+			h.fillPage(r)
+		}
+		data = h.pbuf
+	}
+	h.wbuf = hdr.Append(h.wbuf[:0], data)
+	h.env.Send(h.server(r.page), h.wbuf)
+	id := r.id
+	r.timer = h.env.After(r.rto, func() { h.timeout(id) })
+}
+
+func (h *Host) timeout(id uint32) {
+	r := h.inflight[id]
+	if r == nil {
+		return
+	}
+	r.retx++
+	h.stats.Retransmits++
+	r.rto = min(2*r.rto, h.cfg.RTOMax)
+	h.rto = max(h.rto, r.rto/2) // remember the back-off, as TCP does
+	h.transmit(r, true)
+}
+
+// sampleRTT feeds the retransmission-timeout estimator (Karn: only requests
+// never retransmitted).
+func (h *Host) sampleRTT(d time.Duration) {
+	if h.srtt == 0 {
+		h.srtt, h.rttvar = d, d/2
+	} else {
+		h.rttvar = (3*h.rttvar + abs(h.srtt-d)) / 4
+		h.srtt = (7*h.srtt + d) / 8
+	}
+	h.rto = min(max(h.srtt+4*h.rttvar, h.cfg.RTOMin), h.cfg.RTOMax)
+}
+
+// Recv implements emulator.Agent.
+func (h *Host) Recv(from emulator.Addr, payload []byte) {
+	hdr, data, err := farmem.Parse(payload)
+	if err != nil || (hdr.Type != farmem.TypeData && hdr.Type != farmem.TypeAck) {
+		h.integrity(fmt.Sprintf("malformed message from %v: %v", from, err))
+		return
+	}
+	r := h.inflight[hdr.ID]
+	if r == nil || uint64(r.page) != hdr.Page || (hdr.Type == farmem.TypeAck) != (r.typ == farmem.TypeWrite) {
+		h.stats.Duplicates++
+		return
+	}
+	if hdr.Type == farmem.TypeAck && hdr.Version != r.version {
+		h.stats.Duplicates++
+		return
+	}
+	delete(h.inflight, hdr.ID)
+	r.timer.Stop()
+	if r.retx == 0 {
+		h.sampleRTT(h.env.Now() - r.sent)
+	}
+	if r.typ == farmem.TypeWrite {
+		h.written(r)
+		h.checkDone()
+		return
+	}
+	pg := &h.pages[r.page]
+	switch {
+	case hdr.Flags&farmem.FlagNotFound != 0:
+		h.integrity(fmt.Sprintf("page %d: the server has no copy (version %d was written)", r.page, pg.version))
+	case hdr.Version != pg.version || hdr.Sum != pg.sum:
+		h.integrity(fmt.Sprintf("page %d: got version %d (sum %08x), last written version %d (sum %08x)", r.page, hdr.Version, hdr.Sum, pg.version, pg.sum))
+	case len(data) != h.cfg.PageSize || checksum(data) != pg.sum:
+		h.integrity(fmt.Sprintf("page %d version %d: the data does not match its checksum", r.page, pg.version))
+	}
+	h.fetched(r.page, h.buf[h.pos].Write)
+	h.checkDone()
+}
+
+func (h *Host) integrity(msg string) {
+	h.stats.Integrity++
+	if len(h.stats.IntegrityDetail) < 8 {
+		h.stats.IntegrityDetail = append(h.stats.IntegrityDetail, msg)
+	}
+}
+
+// RemotePages calls f for every page the host holds no frame for and has
+// written to a server, with the version and checksum it last wrote, and
+// the server it lives on.
+func (h *Host) RemotePages(f func(page uint64, server emulator.Addr, version, sum uint32)) {
+	for p := range h.pages {
+		pg := &h.pages[p]
+		if pg.state == remote {
+			f(uint64(p), h.server(int32(p)), pg.version, pg.sum)
+		}
+	}
+}
+
+// CountIntegrityError records an integrity error found outside the host
+// (the end-of-run comparison with the servers' copies).
+func (h *Host) CountIntegrityError(msg string) { h.integrity(msg) }
+
+// Addr is the host's address (valid after Start).
+func (h *Host) Addr() netip.AddrPort { return h.env.Local() }
+
+// LookupFunc finds a host's page on a memory server: its stored version,
+// checksum and data.
+type LookupFunc func(server, host emulator.Addr, page uint64) (version, sum uint32, data []byte, ok bool)
+
+// CheckServers compares every page h holds only remotely with the servers'
+// copies — the version h last wrote, its checksum, and data that matches
+// the checksum — and counts each mismatch as an integrity error of h. It
+// returns the number of mismatches. Run it when h is done.
+func CheckServers(h *Host, lookup LookupFunc) int {
+	bad := 0
+	self := h.Addr()
+	h.RemotePages(func(p uint64, server emulator.Addr, version, sum uint32) {
+		v, s, data, ok := lookup(server, self, p)
+		switch {
+		case !ok:
+			h.integrity(fmt.Sprintf("end of run: page %d (version %d) is missing on %v", p, version, server))
+		case v != version || s != sum:
+			h.integrity(fmt.Sprintf("end of run: page %d on %v is version %d (sum %08x), want %d (sum %08x)", p, server, v, s, version, sum))
+		case checksum(data) != sum:
+			h.integrity(fmt.Sprintf("end of run: page %d on %v does not match its checksum", p, server))
+		default:
+			return
+		}
+		bad++
+	})
+	return bad
+}

@@ -1,0 +1,137 @@
+package paging
+
+import (
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/p4/farmem"
+)
+
+// ServerStats are a memory server's counters.
+type ServerStats struct {
+	Reads, Writes uint64
+	NotFound      uint64 // reads of pages never written
+	StaleWrites   uint64 // writes of a version older than the stored one (late retransmissions)
+	DupWrites     uint64 // writes of the stored version again (retransmissions)
+	Corrupt       uint64 // writes whose data does not match their checksum (dropped)
+	Conflicts     uint64 // writes of the stored version with other data
+	Malformed     uint64
+	StoredPages   uint64
+}
+
+// stored is a page held by the server.
+type stored struct {
+	version uint32
+	sum     uint32
+	data    []byte
+}
+
+// Server is a memory server: it stores the pages hosts write back, one copy
+// per (host, page), with the page's version and the CRC-32C of that
+// version's data, and answers reads with them. It implements emulator.Agent.
+//
+// A write is stored only if its data matches its checksum and its version is
+// newer than the stored one; every write is acknowledged (a retransmission
+// of a stored version, or a late one of an older version, gets its ack
+// again), so the host's retransmissions are idempotent.
+type Server struct {
+	env      emulator.Env
+	pageSize int
+	hosts    map[emulator.Addr][]stored
+	arena    []byte
+	out      []byte
+	stats    ServerStats
+}
+
+// NewServer returns a memory server for pages of pageSize bytes.
+func NewServer(pageSize int) *Server {
+	return &Server{pageSize: pageSize, hosts: map[emulator.Addr][]stored{}}
+}
+
+// Start implements emulator.Agent.
+func (s *Server) Start(env emulator.Env) { s.env = env }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats { return s.stats }
+
+// Lookup returns the stored version, checksum and data of a host's page.
+func (s *Server) Lookup(host emulator.Addr, page uint64) (version, sum uint32, data []byte, ok bool) {
+	ps := s.hosts[host]
+	if page >= uint64(len(ps)) || ps[page].data == nil {
+		return 0, 0, nil, false
+	}
+	e := &ps[page]
+	return e.version, e.sum, e.data, true
+}
+
+// slot returns the storage slot of (host, page), growing the host's table.
+func (s *Server) slot(host emulator.Addr, page uint64) *stored {
+	ps := s.hosts[host]
+	if page >= uint64(len(ps)) {
+		n := max(int(page)+1, 2*len(ps), 64)
+		grown := make([]stored, n)
+		copy(grown, ps)
+		ps = grown
+		s.hosts[host] = ps
+	}
+	return &ps[page]
+}
+
+// alloc returns page-sized storage, carved from 1 MiB arenas.
+func (s *Server) alloc() []byte {
+	if len(s.arena) < s.pageSize {
+		s.arena = make([]byte, max(1<<20, s.pageSize))
+	}
+	b := s.arena[:s.pageSize:s.pageSize]
+	s.arena = s.arena[s.pageSize:]
+	return b
+}
+
+// Recv implements emulator.Agent.
+func (s *Server) Recv(from emulator.Addr, payload []byte) {
+	h, data, err := farmem.Parse(payload)
+	if err != nil {
+		s.stats.Malformed++
+		return
+	}
+	switch h.Type {
+	case farmem.TypeRead:
+		s.stats.Reads++
+		resp := farmem.Header{Type: farmem.TypeData, ID: h.ID, Page: h.Page}
+		version, sum, stored, ok := s.Lookup(from, h.Page)
+		if !ok {
+			s.stats.NotFound++
+			resp.Flags |= farmem.FlagNotFound
+		} else {
+			resp.Version, resp.Sum = version, sum
+		}
+		s.out = resp.Append(s.out[:0], stored)
+		s.env.Send(from, s.out)
+	case farmem.TypeWrite:
+		s.stats.Writes++
+		if len(data) != s.pageSize || checksum(data) != h.Sum {
+			s.stats.Corrupt++
+			return // no ack: the host retransmits
+		}
+		e := s.slot(from, h.Page)
+		switch {
+		case e.data == nil || h.Version > e.version:
+			if e.data == nil {
+				e.data = s.alloc()
+				s.stats.StoredPages++
+			}
+			copy(e.data, data)
+			e.version, e.sum = h.Version, h.Sum
+		case h.Version == e.version:
+			s.stats.DupWrites++
+			if h.Sum != e.sum {
+				s.stats.Conflicts++
+			}
+		default:
+			s.stats.StaleWrites++
+		}
+		ack := farmem.Header{Type: farmem.TypeAck, Urgency: h.Urgency, ID: h.ID, Page: h.Page, Version: h.Version}
+		s.out = ack.Append(s.out[:0], nil)
+		s.env.Send(from, s.out)
+	default:
+		s.stats.Malformed++
+	}
+}
