@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// netnsPrefix starts the run ids of this package's root tests.
+const netnsPrefix = "c"
+
+// TestMain lets the test binary act as the tracebed command (the lifecycle
+// tests run it as 'tracebed topo up', whose switches are 'tracebed switch'
+// processes of the same binary), and checks after the suite that no
+// namespace, link or process of this package's runs is left.
+func TestMain(m *testing.M) {
+	if os.Getenv("TRACEBED_TEST_AS_MAIN") == "1" {
+		main()
+		return
+	}
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if err := netns.CheckClean(netnsPrefix); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
+			netns.Cleanup(netnsPrefix)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: network namespaces need root (CI runs as root)")
+	}
+}
+
+// tracebed returns the command line of this test binary acting as tracebed.
+func tracebed(args ...string) *exec.Cmd {
+	c := exec.Command(os.Args[0], args...)
+	c.Env = append(os.Environ(), "TRACEBED_TEST_AS_MAIN=1")
+	return c
+}
+
+func runTracebed(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	c := tracebed(args...)
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err := c.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String()
+}
+
+func smallStar(t *testing.T) string {
+	t.Helper()
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 3, Rate: units.Gbps, Name: "small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(path, f.YAML(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readState(t *testing.T, id string) *runState {
+	t.Helper()
+	data, err := os.ReadFile(statePath(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st runState
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
+func TestTopoLifecycle(t *testing.T) {
+	needRoot(t)
+	id := netns.TestRunID(netnsPrefix)
+	defer netns.Remove(id)
+	topoFile := smallStar(t)
+	code, out := runTracebed(t, "topo", "up", topoFile, "--run-id", id, "--detach")
+	if code != 0 {
+		t.Fatalf("topo up: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "is up as run "+id) || !strings.Contains(out, "tracebed topo exec") {
+		t.Errorf("topo up printed:\n%s", out)
+	}
+	st := readState(t, id)
+	if len(st.Switches) != 1 {
+		t.Fatalf("state: %+v", st)
+	}
+	// Hosts reach each other through the switch process.
+	top, err := topologies.Load(st.Topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := netns.Attach(id, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := n.Ping(ctx, "h1", top.Node("h3").IP, 1); err != nil {
+		t.Error(err)
+	}
+	if err := n.TCPCheck(ctx, "h3", "h2", 1<<20); err != nil {
+		t.Error(err)
+	}
+	// 'topo exec' runs in the node's namespace and passes the exit code.
+	if code, out := runTracebed(t, "topo", "exec", "h2", "--run", id, "--", "sh", "-c", "test -e /run/netns/"+n.Namespace("h2")+" && exit 3"); code != 3 {
+		t.Errorf("topo exec: exit %d, want 3\n%s", code, out)
+	}
+	if code, _ := runTracebed(t, "topo", "exec", "nosuch", "--run", id, "--", "true"); code != exitBadInput {
+		t.Errorf("topo exec on an unknown node: exit %d", code)
+	}
+	// The switch answers P4Runtime on its socket.
+	c, err := p4rt.Dial(ctx, st.Switches["tor"].Socket, p4rt.DialOptions{DeviceID: 1, ElectionID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.CounterValue(ctx, "tracebed.port_rx", 1)
+	if err != nil || d.GetPacketCount() == 0 {
+		t.Errorf("port_rx[1] = %v, %v", d, err)
+	}
+	es, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{}}})
+	if err != nil || len(es) != 3 { // a route to each host
+		t.Errorf("routes read: %d, %v", len(es), err)
+	}
+	c.Close()
+	// A capture of port 1 while h1 pings.
+	pcap := filepath.Join(t.TempDir(), "tor1.pcapng")
+	capture := tracebed("topo", "capture", "tor:1", "-w", pcap, "--run", id, "--count", "2")
+	var capOut bytes.Buffer
+	capture.Stdout, capture.Stderr = &capOut, &capOut
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	n.Ping(ctx, "h1", top.Node("h2").IP, 2)
+	if err := capture.Wait(); err != nil {
+		t.Errorf("capture: %v\n%s", err, capOut.String())
+	}
+	if fi, err := os.Stat(pcap); err != nil || fi.Size() < 100 {
+		t.Errorf("capture file: %v, %v", fi, err)
+	}
+	if code, out := runTracebed(t, "topo", "down", "--run", id); code != 0 {
+		t.Fatalf("topo down: exit %d\n%s", code, out)
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestTopoUpKilled kills a running 'topo up' with SIGKILL: its switches
+// die with it, and 'tracebed cleanup' removes what is left.
+func TestTopoUpKilled(t *testing.T) {
+	needRoot(t)
+	id := netns.TestRunID(netnsPrefix)
+	defer netns.Remove(id)
+	up := tracebed("topo", "up", smallStar(t), "--run-id", id)
+	var out bytes.Buffer
+	up.Stdout, up.Stderr = &out, &out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, id, up, &out)
+	pid := st.Switches["tor"].PID
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("switch not running: %v", err)
+	}
+	up.Process.Kill()
+	up.Wait()
+	// The switch follows its parent (parent-death signal).
+	gone := false
+	for range 100 {
+		if syscall.Kill(pid, 0) != nil {
+			gone = true
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !gone {
+		t.Error("switch still running after topo up was killed")
+	}
+	if err := netns.CheckClean(id); err == nil {
+		t.Fatal("nothing left after SIGKILL: the test proves nothing")
+	}
+	if code, out := runTracebed(t, "cleanup", "--run", id); code != 0 || !strings.Contains(out, "removed run "+id) {
+		t.Errorf("cleanup: exit %d\n%s", code, out)
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestTopoUpInterrupt: Ctrl-C (SIGINT) tears a foreground 'topo up' down.
+func TestTopoUpInterrupt(t *testing.T) {
+	needRoot(t)
+	id := netns.TestRunID(netnsPrefix)
+	defer netns.Remove(id)
+	up := tracebed("topo", "up", smallStar(t), "--run-id", id)
+	var out bytes.Buffer
+	up.Stdout, up.Stderr = &out, &out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, id, up, &out)
+	up.Process.Signal(syscall.SIGINT)
+	if err := up.Wait(); err != nil {
+		t.Errorf("topo up after Ctrl-C: %v\n%s", err, out.String())
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Error(err)
+	}
+}
+
+func waitState(t *testing.T, id string, up *exec.Cmd, out *bytes.Buffer) *runState {
+	t.Helper()
+	for range 500 {
+		if _, err := os.Stat(statePath(id)); err == nil {
+			return readState(t, id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	up.Process.Kill()
+	up.Wait()
+	t.Fatalf("topo up did not come up:\n%s", out.String())
+	return nil
+}
+
+func TestSwitchListensOnLoopbackOnly(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"/run/tracebed/x.sock", true},
+		{"unix:///tmp/a.sock", true},
+		{"127.0.0.1:9559", true},
+		{"localhost:9559", true},
+		{"[::1]:9559", true},
+		{"10.0.0.1:9559", false},
+		{"0.0.0.0:9559", false},
+		{":9559", false},
+		{"nonsense", false},
+	} {
+		_, _, err := validLoopback(tc.addr)
+		if (err == nil) != tc.ok {
+			t.Errorf("validLoopback(%q): %v", tc.addr, err)
+		}
+	}
+	code, _, stderr := run(t, "switch", "--topology", "star", "--name", "tor", "--grpc", "0.0.0.0:9559")
+	if code != exitBadInput || !strings.Contains(stderr, "loopback") {
+		t.Errorf("switch on 0.0.0.0: exit %d, %s", code, stderr)
+	}
+	code, _, _ = run(t, "switch", "--topology", "star", "--name", "h1", "--grpc", "/tmp/x.sock")
+	if code == 0 {
+		t.Error("switch for a host started")
+	}
+}
