@@ -97,6 +97,12 @@ func (e *engine) derive(r *run) {
 	r.psLinks = [2]int{len(e.links), len(e.links) + 1}
 	e.links = append(e.links, float64(acc.Rate)/8, float64(acc.Rate)/8)
 	r.wATP = int(math.Ceil(r.line * r.rttATP / P))
+	if net.ATPHold == HoldReturn {
+		// Held from the first contribution until the result is back from
+		// the parameter server: the chunk's spread plus the switch → PS →
+		// switch round trip.
+		r.hold += r.rttATP - r.rtt
+	}
 
 	G := float64(r.prof.GradientBytes)
 	demand := int(math.Ceil(r.line * r.rtt / P))

@@ -38,11 +38,24 @@ type Net struct {
 	// ComputeScale multiplies every model's compute time (a faster GPU
 	// than the reference: < 1).
 	ComputeScale float64
+	// ATPHold is how long a shared-mode (ATP) aggregator stays held:
+	// "completion" — from a chunk's first to its last contribution, as
+	// p4/ina does (the default, validated against it) — or "return" —
+	// until the result comes back from the parameter server through the
+	// switch, as the ATP paper releases it (a sensitivity setting the
+	// packet-level twin does not implement).
+	ATPHold string
 }
+
+// ATP hold settings.
+const (
+	HoldCompletion = "completion"
+	HoldReturn     = "return"
+)
 
 // DefaultNet are the parameters of the experiments unless a spec says
 // otherwise.
-var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1}
+var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1, ATPHold: HoldCompletion}
 
 // Check validates n.
 func (n Net) Check() error {
@@ -57,6 +70,8 @@ func (n Net) Check() error {
 		return fmt.Errorf("jitter %v: want 0 to 0.3", n.Jitter)
 	case !(n.ComputeScale > 0 && n.ComputeScale <= 100):
 		return fmt.Errorf("compute_scale %v: want more than 0, at most 100", n.ComputeScale)
+	case n.ATPHold != "" && n.ATPHold != HoldCompletion && n.ATPHold != HoldReturn:
+		return fmt.Errorf("atp_hold %q: want %s or %s", n.ATPHold, HoldCompletion, HoldReturn)
 	}
 	return nil
 }
@@ -671,13 +686,42 @@ func (e *engine) reallocate() {
 	}
 	var flows []*run
 	for _, r := range e.active {
-		if r.phase != streaming {
-			continue
+		if r.phase == streaming {
+			flows = append(flows, r)
 		}
-		flows = append(flows, r)
-		if r.b.Mode == inasched.Shared && r.b.INA() {
-			others := e.occ[r.sw.Index] - r.occupancy()
-			r.p = min(1, max(0, others)/float64(r.b.Size))
+	}
+	// Collision probability: the share of the pool other jobs' chunks
+	// hold. Occupancy depends on p when chunks hold aggregators until the
+	// result returns, so iterate to the fixed point.
+	passes := 1
+	if e.s.Net.ATPHold == HoldReturn {
+		passes = 8
+	}
+	for pass := range passes {
+		if pass > 0 {
+			clear(e.occ)
+			for _, r := range e.active {
+				if r.sharing() {
+					e.occ[r.sw.Index] += r.occupancy()
+				}
+			}
+		}
+		for _, r := range flows {
+			if r.b.Mode == inasched.Shared && r.b.INA() {
+				others := e.occ[r.sw.Index] - r.occupancy()
+				r.p = min(1, max(0, others)/float64(r.b.Size))
+			}
+		}
+	}
+	if passes > 1 {
+		clear(e.want)
+		for _, r := range e.active {
+			if r.holder {
+				e.want[r.sw.Index] += float64(r.b.Size)
+			}
+			if r.sharing() {
+				e.want[r.sw.Index] += r.occupancy()
+			}
 		}
 	}
 	slices.SortFunc(flows, func(a, b *run) int { return a.sj.ID - b.sj.ID })
@@ -715,7 +759,7 @@ func (r *run) occupancy() float64 {
 	if r.phase == skew {
 		return float64(min(r.wATP, r.b.Size))
 	}
-	return float64(min(r.wATP, r.b.Size)) * min(1, r.hold/r.rttATP)
+	return float64(min(r.wATP, r.b.Size)) * (1 - r.p) * min(1, r.hold/r.rttATP)
 }
 
 // demand returns the link coefficients and the window cap of a streaming

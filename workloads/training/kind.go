@@ -65,6 +65,7 @@ type Params struct {
 	Control      units.Duration `yaml:"control"`
 	Jitter       float64        `yaml:"jitter"`
 	ComputeScale float64        `yaml:"compute_scale"`
+	ATPHold      string         `yaml:"atp_hold"`
 	// Bins is the number of points of the mem_util series.
 	Bins int `yaml:"bins"`
 }
@@ -76,7 +77,7 @@ var DefaultParams = Params{
 	GPUTime: []units.Duration{units.Duration(2 * time.Minute), units.Duration(20 * time.Minute)},
 	Payload: units.Bytes(DefaultNet.Payload), Frame: units.Bytes(DefaultNet.Frame),
 	Turnaround: units.Duration(DefaultNet.Turnaround), Control: units.Duration(DefaultNet.Control),
-	Jitter: DefaultNet.Jitter, ComputeScale: 1, Bins: 200,
+	Jitter: DefaultNet.Jitter, ComputeScale: 1, ATPHold: HoldCompletion, Bins: 200,
 }
 
 // PolicyParams are a policy entry's fields.
@@ -175,7 +176,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 		return nil, spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, len(top.Hosts()))
 	}
 	net := Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
-		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale}
+		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold}
 	if err := net.Check(); err != nil {
 		key := strings.Fields(err.Error())[0]
 		return nil, bad(key, "%v", err)
