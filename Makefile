@@ -4,7 +4,7 @@ COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X main.commit=$(COMMIT)
 BIN     := bin/tracebed
 
-.PHONY: all build run test bench lint fuzz clean
+.PHONY: all build run test bench lint fuzz clean p4
 
 all: build
 
@@ -41,6 +41,23 @@ fuzz:
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
+	done
+
+# Compile every P4 program (p4/*/*.p4) for bmv2 with p4c-bm2-ss when it is
+# installed: bin/p4/NAME.json and bin/p4/NAME.p4info.txtpb. Without p4c it
+# says so and succeeds: the Go twins and their packet vectors run in make test.
+P4C ?= p4c-bm2-ss
+p4:
+	@if ! command -v $(P4C) >/dev/null 2>&1; then \
+	  echo "make p4: $(P4C) is not installed (p4lang/p4c), so no P4 program was compiled."; \
+	  echo "         Install p4c and behavioral-model to compile them and to run their packet vectors on bmv2."; \
+	  exit 0; \
+	fi; \
+	mkdir -p bin/p4; \
+	for src in p4/*/*.p4; do \
+	  name=$$(basename $$src .p4); \
+	  echo "$(P4C) $$src -> bin/p4/$$name.json, bin/p4/$$name.p4info.txtpb"; \
+	  $(P4C) --arch v1model -o bin/p4/$$name.json --p4runtime-files bin/p4/$$name.p4info.txtpb $$src || exit 1; \
 	done
 
 clean:
