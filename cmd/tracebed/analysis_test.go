@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -317,5 +318,49 @@ func TestD(t *testing.T) {}
 	got := benchmarkFuncs(path)
 	if strings.Join(got, ",") != "BenchmarkA,Benchmark" {
 		t.Errorf("benchmarkFuncs = %v", got)
+	}
+}
+
+// TestHeadline: each declared figure of merit is found, or says why not.
+func TestHeadline(t *testing.T) {
+	b := &analysis.Bench{
+		Benchmarks: []analysis.Benchmark{
+			{Package: "emulator/sim", Name: "BenchmarkLinkHop", Runs: 1, Metrics: map[string]float64{"ns/op": 200, "events/s": 5e6, "hops/s": 2e6}},
+			{Package: "emulator/switch", Name: "BenchmarkSwitchVsBridge", Runs: 1, Metrics: map[string]float64{"bridge_pps": 1e5, "switch_pps": 1.2e5}},
+			{Package: "p4/ina", Name: "BenchmarkPipeline/pool", Runs: 1, Metrics: map[string]float64{"ns/op": 900, "packets/s": 1.1e6}},
+			{Package: "workloads/incast", Name: "BenchmarkIncastMillion", Runs: 1, Metrics: map[string]float64{"ns/op": 3e9, "frames/op": 1e6}},
+		},
+		Notes: []analysis.BenchNote{{Package: "p4/farmem", Benchmark: "BenchmarkPipeline", Status: analysis.StatusSkipped, Message: "needs bmv2"}},
+	}
+	pkgs := map[string]benchPackage{
+		"emulator/sim":       {rel: "emulator/sim", benchmarks: []string{"BenchmarkEventCore", "BenchmarkLinkHop"}},
+		"emulator/switch":    {rel: "emulator/switch", benchmarks: []string{"BenchmarkSwitchVsBridge"}},
+		"p4/ina":             {rel: "p4/ina", benchmarks: []string{"BenchmarkPipeline"}},
+		"p4/farmem":          {rel: "p4/farmem", benchmarks: []string{"BenchmarkPipeline"}},
+		"p4/fwd":             {rel: "p4/fwd"},
+		"workloads/incast":   {rel: "workloads/incast", benchmarks: []string{"BenchmarkIncastMillion"}},
+		"workloads/training": {rel: "workloads/training", benchmarks: []string{"BenchmarkSuite"}},
+	}
+	want := map[string]string{
+		"simulation event rate (frames through 8 forwarding switches)": "ok BenchmarkLinkHop 5e+06 events/s",
+		"simulation event core (event heap alone)":                     "missing BenchmarkEventCore 0  no result (not selected by --bench?)",
+		"incast: one million frames simulated":                         "ok BenchmarkIncastMillion 3e+09 ns/op",
+		"forwarding pipeline packet rate":                              "missing  0  package p4/fwd has no benchmarks yet",
+		"INA pipeline packet rate":                                     "ok BenchmarkPipeline/pool 1.1e+06 packets/s",
+		"far-memory pipeline packet rate":                              "skipped BenchmarkPipeline 0  needs bmv2",
+		"Go switch packet rate (netns, needs root)":                    "ok BenchmarkSwitchVsBridge 120000 switch_pps",
+		"INA flow-level simulation":                                    "missing BenchmarkFlowRun 0  package workloads/training has no BenchmarkFlowRun (it has BenchmarkSuite)",
+		"INA workers: all-reduce":                                      "missing  0  package workloads/allreduce does not exist yet (or was not selected by --packages)",
+	}
+	for _, h := range headlineOf(b, pkgs, true) {
+		got := strings.TrimSpace(fmt.Sprintf("%s %s %v %s %s", h.Status, h.Benchmark, h.Value, h.Unit, h.Note))
+		if w, ok := want[h.What]; !ok || got != strings.TrimSpace(w) {
+			t.Errorf("%s: %q, want %q", h.What, got, w)
+		}
+	}
+	for _, h := range headlineOf(b, nil, false) {
+		if h.Status != analysis.StatusMissing || h.Note != "Go benchmarks were not run" {
+			t.Errorf("without Go benchmarks: %+v", h)
+		}
 	}
 }

@@ -30,21 +30,23 @@ const modulePath = "github.com/tracebed/tracebed"
 
 // headline is a figure of merit tracebed bench reports: the benchmark of
 // package that provides it — the one named, or else the first that reports
-// a rate (events/s, pkts/s, …). Packages that others are still writing may
-// not exist yet; bench then says so instead of failing.
+// a rate (events/s, pkts/s, …) — and its unit (the one named, or else the
+// first rate it reports). Packages that others are still writing may not
+// exist yet; bench then says so instead of failing.
 type headline struct {
-	what, pkg, bench string
+	what, pkg, bench, unit string
 }
 
 var headlines = []headline{
-	{"simulation event rate (frames through 8 forwarding switches)", "emulator/sim", "BenchmarkLinkHop"},
-	{"simulation event core (event heap alone)", "emulator/sim", "BenchmarkEventCore"},
-	{"incast: one million frames simulated", "workloads/incast", ""},
-	{"forwarding pipeline packet rate", "p4/fwd", ""},
-	{"INA pipeline packet rate", "p4/ina", ""},
-	{"far-memory pipeline packet rate", "p4/farmem", ""},
-	{"Go switch packet rate (netns, needs root)", "emulator/switch", ""},
-	{"INA workers: all-reduce", "workloads/allreduce", ""},
+	{"simulation event rate (frames through 8 forwarding switches)", "emulator/sim", "BenchmarkLinkHop", "events/s"},
+	{"simulation event core (event heap alone)", "emulator/sim", "BenchmarkEventCore", "events/s"},
+	{"incast: one million frames simulated", "workloads/incast", "", ""},
+	{"forwarding pipeline packet rate", "p4/fwd", "", ""},
+	{"INA pipeline packet rate", "p4/ina", "", ""},
+	{"far-memory pipeline packet rate", "p4/farmem", "", ""},
+	{"Go switch packet rate (netns, needs root)", "emulator/switch", "", "switch_pps"},
+	{"INA flow-level simulation", "workloads/training", "BenchmarkFlowRun", ""},
+	{"INA workers: all-reduce", "workloads/allreduce", "", ""},
 }
 
 func (a *app) benchCommand() *cobra.Command {
@@ -333,6 +335,13 @@ func pickBenchmark(bms []analysis.Benchmark, h headline) (analysis.Benchmark, st
 		}
 		if h.bench == "" || bm.Name == h.bench || strings.HasPrefix(bm.Name, h.bench+"/") {
 			cands = append(cands, bm)
+		}
+	}
+	if h.unit != "" {
+		for _, bm := range cands {
+			if _, ok := bm.Metrics[h.unit]; ok {
+				return bm, h.unit, true
+			}
 		}
 	}
 	for _, bm := range cands {
