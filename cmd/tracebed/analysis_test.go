@@ -145,6 +145,7 @@ func TestCompare(t *testing.T) {
 		{"regression", []string{farmemResults, regressed}, 1, "REGRESSION", "throughput_ops of policy glitter in scenario local-0.5 fell 10.0%"},
 		{"regression within a looser tolerance", []string{"--tolerance", "15%", farmemResults, regressed}, 0, "worse", ""},
 		{"per-metric tolerance", []string{"--tolerance", "throughput_ops=0.2", farmemResults, regressed}, 0, "worse", ""},
+		{"per-metric tolerance keeps the default", []string{"--tolerance", "fault_p50_us=0.2", farmemResults, worseP99}, 1, "", "tolerance 5%"},
 		{"improvement", []string{farmemResults, improved}, 0, "improved", ""},
 		{"within tolerance", []string{farmemResults, slightly}, 0, "worse", ""},
 		{"lower is better", []string{farmemResults, worseP99}, 1, "fault_p99_us", "fault_p99_us of policy fastswap in scenario local-0.9 rose 50.0%"},

@@ -11,6 +11,10 @@ import (
 	"github.com/tracebed/tracebed/analysis"
 )
 
+// defaultTolerance is the relative move the wrong way compare allows
+// without --tolerance.
+const defaultTolerance = 0.05
+
 // regressionError is returned by compare when a metric regressed: exit
 // code 1, like a failed run, so CI fails.
 type regressionError struct{ lines []string }
@@ -49,7 +53,7 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
   tracebed compare --tolerance 20% ci/bench-baseline.json bench.json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := analysis.CompareOptions{PerMetric: map[string]float64{}}
+			opts := analysis.CompareOptions{Tolerance: defaultTolerance, PerMetric: map[string]float64{}}
 			for _, t := range tolerances {
 				name, val, per := strings.Cut(t, "=")
 				if !per {
@@ -120,7 +124,7 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&tolerances, "tolerance", "t", []string{"5%"}, "allowed move the wrong way, relative to the baseline: 5% or 0.05; NAME=10% sets one metric's (repeatable)")
+	f.StringArrayVarP(&tolerances, "tolerance", "t", nil, "allowed move the wrong way, relative to the baseline: 5% or 0.05 (default 5%); NAME=10% sets one metric's (repeatable)")
 	f.StringArrayVarP(&metrics, "metric", "m", nil, "compare only these metrics (repeatable, or comma-separated)")
 	f.BoolVar(&all, "all", false, "also list the values that did not change")
 	f.BoolVar(&strict, "strict", false, "fail when a value of the baseline is missing from NEW")
