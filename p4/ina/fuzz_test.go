@@ -2,6 +2,11 @@ package ina
 
 import (
 	"testing"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
 // FuzzPipeline feeds arbitrary frames, and mutations of valid INA frames, to
@@ -21,5 +26,33 @@ func FuzzPipeline(f *testing.F) {
 				t.Fatalf("emitted on port %d", e.Port)
 			}
 		}
+	})
+}
+
+// FuzzDeviceWrite applies arbitrary P4Runtime write requests to the device:
+// it must answer with an error or apply them, never panic, and keep
+// processing packets afterwards.
+func FuzzDeviceWrite(f *testing.F) {
+	r := newRig(f, 4, 16)
+	n := r.ctl.Names()
+	b := Binding{Job: 1, ToRound: MaxRound, Mode: ModeShared, Gen: 1, Base: 0, Size: 4, Workers: 2, Group: 1, PS: r.addr(5)}
+	seed := &p4v1.WriteRequest{Updates: []*p4v1.Update{
+		p4rt.Insert(p4rt.Table(must(b.Entry(n)))),
+		p4rt.Insert(p4rt.MulticastGroup(1, []p4rt.Replica{{Port: 1, Instance: 1}})),
+		p4rt.Modify(p4rt.Register(must(n.RegisterEntry(RegCount, 3, 1)))),
+	}}
+	f.Add(must(proto.Marshal(seed)))
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req := &p4v1.WriteRequest{}
+		if proto.Unmarshal(data, req) != nil {
+			return
+		}
+		r := newRig(t, 4, 16)
+		_ = r.p.Write(req.GetUpdates())
+		for _, u := range req.GetUpdates() {
+			_ = r.p.Read(u.GetEntity(), func(*p4v1.Entity) error { return nil })
+		}
+		r.in(1, r.data(1, 0, 2, 1, 0, 0, 0, 0, r.vals(1)))
 	})
 }

@@ -64,6 +64,14 @@ type Pipeline struct {
 
 	// NoReplica counts multicast copies dropped for lack of a replica entry.
 	NoReplica uint64
+
+	// Occupancy: per cell, whether it holds a partial aggregate, since when
+	// and for which job; per job, the time its cells held partials.
+	now      time.Duration
+	holdOpen []bool
+	holdFrom []time.Duration
+	holdJob  []uint16
+	hold     [MaxJobs]time.Duration
 }
 
 type counterCell struct{ pk, by uint64 }
@@ -123,6 +131,7 @@ func New(cfg Config, f *fwd.Pipeline) (*Pipeline, error) {
 		round: make([]uint32, cells), offset: make([]uint32, cells),
 		count: make([]uint8, cells), ovf: make([]uint8, cells),
 		values:   make([]int32, cells*cfg.K),
+		holdOpen: make([]bool, cells), holdFrom: make([]time.Duration, cells), holdJob: make([]uint16, cells),
 		entries:  map[string]*storedEntry{},
 		groups:   map[uint16]*group{},
 		replicas: map[uint32]*replica{},
@@ -146,7 +155,8 @@ func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emi
 }
 
 // local handles frames addressed to the switch.
-func (p *Pipeline) local(_ time.Duration, _ int, f []byte, out emulator.Emitter) {
+func (p *Pipeline) local(now time.Duration, _ int, f []byte, out emulator.Emitter) {
+	p.now = now
 	if frame.Proto(f) != frame.ProtoUDP || len(f) < offValues || f[frame.EthLen] != 0x45 ||
 		binary.BigEndian.Uint16(f[offDstPort:]) != p.cfg.Port {
 		p.fwd.Counters.Drops[fwd.DropLocal]++
@@ -274,6 +284,7 @@ func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulat
 	case p.count[c] == 0 || (p.gen[c] == e.gen && int32(h.Round-p.round[c]) > 0):
 		// Free, or held by a stale partial of an older round of this binding.
 		if retx {
+			p.closeHold(c)
 			p.count[c] = 0
 			p.toPS(e, f, FlagCollision, out)
 			return
@@ -291,6 +302,7 @@ func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulat
 			p.fill(c, f)
 			f[offINA+1] = FlagPartial | FlagRetransmit | p.ovfFlag(c)
 			binary.BigEndian.PutUint32(f[offINA+20:], p.bitmap[c])
+			p.closeHold(c)
 			p.count[c] = 0
 			p.toPS(e, f, 0, out)
 			return
@@ -323,6 +335,8 @@ var crcTable = crc32.MakeTable(crc32.IEEE)
 
 // start makes the packet the first contribution of cell c.
 func (p *Pipeline) start(c int, gen uint32, h *Header, vals []byte) {
+	p.closeHold(c) // an abandoned partial, if any
+	p.holdOpen[c], p.holdFrom[c], p.holdJob[c] = true, p.now, h.Job
 	p.gen[c], p.round[c], p.offset[c] = gen, h.Round, h.Offset
 	p.bitmap[c], p.count[c], p.ovf[c] = h.Bitmap, 1, 0
 	GetValues(p.values[c*p.k:(c+1)*p.k], vals)
@@ -351,7 +365,28 @@ func (p *Pipeline) add(c int, h *Header, vals []byte) {
 	p.aggregated[h.Job].by += uint64(4 * p.k)
 }
 
+// closeHold ends the partial aggregate held in cell c, if any.
+func (p *Pipeline) closeHold(c int) {
+	if p.holdOpen[c] {
+		p.holdOpen[c] = false
+		p.hold[p.holdJob[c]] += p.now - p.holdFrom[c]
+	}
+}
+
+// HoldTime returns the aggregator time the job's partial aggregates have
+// occupied switch memory so far: for every cell, from a chunk's first
+// contribution to its completion (or its flush to the parameter server, or
+// its abandonment), summed. Divided by aggregators × elapsed time it is
+// DESIGN.md's mem_util. It is a Go-only statistic, not a P4 object.
+func (p *Pipeline) HoldTime(job uint16) time.Duration {
+	if job >= MaxJobs {
+		return 0
+	}
+	return p.hold[job]
+}
+
 func (p *Pipeline) complete(c int, e *jobEntry) {
+	p.closeHold(c)
 	if p.ovf[c] != 0 {
 		p.overflows[e.job].pk++
 	}

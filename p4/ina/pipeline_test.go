@@ -285,3 +285,20 @@ func TestSharedIndexIsCRC32(t *testing.T) {
 		}
 	}
 }
+
+func TestHoldTime(t *testing.T) {
+	r := newRig(t, 2, 8)
+	r.bind(Binding{Job: 4, ToRound: MaxRound, Mode: ModePool, Gen: 1, Size: 2, Workers: 2, Group: 1}, 2)
+	var c capture
+	r.p.Process(1000, 1, r.data(4, 0, 2, 0, 0, 0, 0, 0, []int32{1, 1}), &c)
+	r.p.Process(1500, 1, r.data(4, 0, 2, 1, 0, 0, 2, 0, []int32{1, 1}), &c)
+	r.p.Process(4000, 2, r.data(4, 1, 2, 0, 0, 0, 0, 0, []int32{1, 1}), &c)
+	r.p.Process(4000, 2, r.data(4, 1, 2, 0, 0, 0, 0, 0, []int32{1, 1}), &c) // duplicate: no change
+	if got := r.p.HoldTime(4); got != 3000 {
+		t.Errorf("hold time %v, want 3µs (slot 1 still open)", got)
+	}
+	r.p.Process(9500, 2, r.data(4, 1, 2, 1, 0, 0, 2, 0, []int32{1, 1}), &c)
+	if got := r.p.HoldTime(4); got != 3000+8000 {
+		t.Errorf("hold time %v, want 11µs", got)
+	}
+}
