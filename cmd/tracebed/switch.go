@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
 )
@@ -64,7 +63,7 @@ It stops on SIGINT or SIGTERM and prints its counters.`,
 			if err != nil {
 				return err
 			}
-			g := grpc.NewServer()
+			g := goswitch.NewGRPCServer()
 			goswitch.NewServer(sw).Register(g)
 			go g.Serve(lis)
 			ctx := cmd.Context()
@@ -84,7 +83,7 @@ It stops on SIGINT or SIGTERM and prints its counters.`,
 			if serr == nil {
 				for i, p := range st.Ports[1:] {
 					fmt.Fprintf(a.stderr, "port %d: rx %d frames, tx %d, queue drops %d, lost %d, errors %d, max queue %d B\n",
-						i+1, p.RxPackets, p.TxPackets, p.QueueDrops, p.Lost, p.RxOversize+p.RxErrors+p.TxErrors, p.MaxQueueBytes)
+						i+1, p.RxPackets, p.TxPackets, p.QueueDrops, p.Lost, p.RxOversize+p.RxErrors+p.TxErrors+p.RxKernelDrops, p.MaxQueueBytes)
 				}
 			}
 			return err

@@ -151,6 +151,20 @@ func (s *packetSocket) Send(frames [][]byte) (int, error) {
 	return sent, nil
 }
 
+// KernelDrops returns how many frames the kernel dropped since the last
+// call because the socket's receive buffer was full (the switch fell
+// behind), from PACKET_STATISTICS.
+func (s *packetSocket) KernelDrops() uint64 {
+	st, err := unix.GetsockoptTpacketStats(s.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		return 0 // not an AF_PACKET socket (tests)
+	}
+	return uint64(st.Drops)
+}
+
+// kernelDropper is a PortIO that can tell frames the kernel dropped.
+type kernelDropper interface{ KernelDrops() uint64 }
+
 // SendError reports a frame the kernel refused to send; Send returns it
 // with the index of that frame as its count.
 type SendError struct{ Err error }

@@ -19,7 +19,7 @@ const (
 	CounterPortTx     uint32 = 0x12ff0002 // tracebed.port_tx: frames, bytes sent
 	CounterPortDrops  uint32 = 0x12ff0003 // tracebed.port_queue_drops: drop-tail
 	CounterPortLost   uint32 = 0x12ff0004 // tracebed.port_lost: injected loss
-	CounterPortErrors uint32 = 0x12ff0005 // tracebed.port_errors: oversize, receive and send errors
+	CounterPortErrors uint32 = 0x12ff0005 // tracebed.port_errors: oversize, receive and send errors, kernel drops
 	CounterPortQueue  uint32 = 0x12ff0006 // tracebed.port_max_queue: bytes = largest backlog seen
 	CounterSwitch     uint32 = 0x12ff0007 // tracebed.switch_drops: 0 pipeline panics, 1 bad egress port
 
@@ -36,7 +36,7 @@ var switchCounters = []struct {
 	{CounterPortTx, "port_tx", "frames and bytes sent, by port", p4configv1.CounterSpec_BOTH, true},
 	{CounterPortDrops, "port_queue_drops", "frames dropped at a full egress queue (drop-tail), by port", p4configv1.CounterSpec_BOTH, true},
 	{CounterPortLost, "port_lost", "frames lost by injected loss, by port", p4configv1.CounterSpec_PACKETS, true},
-	{CounterPortErrors, "port_errors", "frames dropped for length or refused by the kernel, by port", p4configv1.CounterSpec_PACKETS, true},
+	{CounterPortErrors, "port_errors", "frames dropped for length, refused by the kernel, or dropped by the kernel because the switch fell behind, by port", p4configv1.CounterSpec_PACKETS, true},
 	{CounterPortQueue, "port_max_queue", "byte_count: largest egress backlog seen, by port", p4configv1.CounterSpec_BYTES, true},
 	{CounterSwitch, "switch_drops", "0: pipeline panics, 1: frames emitted to a port that does not exist", p4configv1.CounterSpec_PACKETS, false},
 }
@@ -159,7 +159,7 @@ func (d *switchDevice) counter(id uint32, i int) *p4v1.CounterData {
 	case CounterPortLost:
 		return &p4v1.CounterData{PacketCount: int64(st.Lost)}
 	case CounterPortErrors:
-		return &p4v1.CounterData{PacketCount: int64(st.RxOversize + st.RxErrors + st.TxErrors)}
+		return &p4v1.CounterData{PacketCount: int64(st.RxOversize + st.RxErrors + st.TxErrors + st.RxKernelDrops)}
 	case CounterPortQueue:
 		return &p4v1.CounterData{ByteCount: st.MaxQueueBytes}
 	}

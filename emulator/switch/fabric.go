@@ -67,7 +67,7 @@ func StartFabric(n *netns.Network, programs *Registry, opts FabricOptions) (*Fab
 			f.Stop()
 			return nil, fmt.Errorf("switch %s: %w", node.Name, err)
 		}
-		g := grpc.NewServer()
+		g := NewGRPCServer()
 		NewServer(sw).Register(g)
 		go g.Serve(lis)
 		done := make(chan error, 1)

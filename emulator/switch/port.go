@@ -16,6 +16,7 @@ type PortStats struct {
 	Reordered          uint64
 	RxOversize         uint64 // longer than BufSize: dropped
 	RxErrors           uint64 // failed receive calls
+	RxKernelDrops      uint64 // dropped by the kernel: the switch fell behind
 	TxErrors           uint64 // frames the kernel refused (e.g. over the MTU)
 	MaxQueueBytes      int64  // largest backlog seen, all queues
 	QueueBytes         int64  // current backlog
@@ -265,6 +266,9 @@ func (p *port) nextEvent() int64 {
 
 // snapshot returns the port's counters.
 func (p *port) snapshot() PortStats {
+	if kd, ok := p.io.(kernelDropper); ok {
+		p.stats.RxKernelDrops += kd.KernelDrops()
+	}
 	st := p.stats
 	st.QueueBytes = p.backlog
 	return st

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -70,6 +69,30 @@ func NewServer(sw *Switch) *Server {
 
 // Register adds the service to a gRPC server.
 func (s *Server) Register(g *grpc.Server) { p4v1.RegisterP4RuntimeServer(g, s) }
+
+// NewGRPCServer returns a gRPC server that turns a panic in any handler
+// into an INTERNAL error for that call (grpc-go would let it end the
+// process), for serving the switch.
+func NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	opts = append(opts,
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					resp, err = nil, status.Errorf(codes.Internal, "%s: %v", info.FullMethod, r)
+				}
+			}()
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = status.Errorf(codes.Internal, "%s: %v", info.FullMethod, r)
+				}
+			}()
+			return h(srv, ss)
+		}))
+	return grpc.NewServer(opts...)
+}
 
 func (s *Server) checkDevice(id uint64) error {
 	if id != s.sw.cfg.DeviceID {
@@ -417,9 +440,9 @@ func (s *Server) arbitrate(st *stream, a *p4v1.MasterArbitrationUpdate, again bo
 		}
 	}
 	st.role = roleName
-	st.election = proto.Clone(id).(*p4v1.Uint128)
-	if id == nil {
-		st.election = nil
+	st.election = nil
+	if id != nil {
+		st.election = &p4v1.Uint128{High: id.GetHigh(), Low: id.GetLow()}
 	}
 	r.streams[st] = true
 	old := r.primary

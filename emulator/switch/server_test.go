@@ -31,7 +31,7 @@ func serve(t *testing.T) (*Switch, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := NewGRPCServer()
 	NewServer(s).Register(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
@@ -285,6 +285,14 @@ func FuzzServerWrite(f *testing.F) {
 				}
 				return nil
 			})
+		}
+		var arb p4v1.MasterArbitrationUpdate
+		if proto.Unmarshal(data, &arb) == nil {
+			other := NewServer(s) // keeps srv's primary in place
+			st := &stream{out: make(chan *p4v1.StreamMessageResponse, 100)}
+			other.arbitrate(st, &arb, false)
+			other.arbitrate(&stream{out: make(chan *p4v1.StreamMessageResponse, 100)}, &arb, false)
+			other.leave(st)
 		}
 		var info p4configv1.P4Info
 		if proto.Unmarshal(data, &info) == nil {
