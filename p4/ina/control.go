@@ -469,16 +469,15 @@ func (c *Controller) Unbind(ctx context.Context, job uint16) error {
 		if b.Mode != ModeShared {
 			continue
 		}
-		for a := b.Base; a < b.Base+b.Size; a++ {
-			cell := int64(2 * a)
-			gen, err := c.ReadRegister(ctx, RegGen, cell)
-			if err != nil {
-				return err
-			}
-			if uint32(gen) != b.Gen {
+		gens, err := c.readRange(ctx, RegGen, 2*int64(b.Base), 2*int64(b.Size))
+		if err != nil {
+			return err
+		}
+		for i, gen := range gens {
+			if i%2 != 0 || uint32(gen) != b.Gen { // shared mode uses copy 0
 				continue
 			}
-			re, err := c.n.RegisterEntry(RegCount, cell, 0)
+			re, err := c.n.RegisterEntry(RegCount, 2*int64(b.Base)+int64(i), 0)
 			if err != nil {
 				return err
 			}
@@ -499,8 +498,36 @@ type Cell struct {
 	Values                     []int32
 }
 
+// readRange reads cells [from, from+n) of a register in one request.
+func (c *Controller) readRange(ctx context.Context, reg string, from, n int64) ([]uint64, error) {
+	qs := make([]*p4v1.Entity, 0, n)
+	for i := range n {
+		q, err := c.n.RegisterQuery(reg, from+i)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q)
+	}
+	ents, err := c.c.Read(ctx, qs...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", reg, err)
+	}
+	if int64(len(ents)) != n {
+		return nil, fmt.Errorf("read %s: %d entries for %d cells", reg, len(ents), n)
+	}
+	out := make([]uint64, n)
+	for i, e := range ents {
+		v, err := p4rt.DecodeUint(e.GetRegisterEntry().GetData().GetBitstring(), 32)
+		if err != nil {
+			return nil, fmt.Errorf("read %s[%d]: %w", reg, from+int64(i), err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // ReadCells reads cells [from, from+n) (cell 2·a+v is copy v of aggregator
-// a) with their k values.
+// a) with their k values, one request per register.
 func (c *Controller) ReadCells(ctx context.Context, from, n int64, k int) ([]Cell, error) {
 	out := make([]Cell, n)
 	regs := []string{RegBitmap, RegCount, RegGen, RegRound, RegOffset, RegOverflow}
@@ -508,26 +535,11 @@ func (c *Controller) ReadCells(ctx context.Context, from, n int64, k int) ([]Cel
 		regs = append(regs, fmt.Sprintf("%s%d", RegValuePrefix, i))
 	}
 	for ri, reg := range regs {
-		var qs []*p4v1.Entity
-		for i := range n {
-			q, err := c.n.RegisterQuery(reg, from+i)
-			if err != nil {
-				return nil, err
-			}
-			qs = append(qs, q)
-		}
-		ents, err := c.c.Read(ctx, qs...)
+		vals, err := c.readRange(ctx, reg, from, n)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", reg, err)
+			return nil, err
 		}
-		if int64(len(ents)) != n {
-			return nil, fmt.Errorf("read %s: %d entries for %d cells", reg, len(ents), n)
-		}
-		for i, e := range ents {
-			v, err := p4rt.DecodeUint(e.GetRegisterEntry().GetData().GetBitstring(), 32)
-			if err != nil {
-				return nil, fmt.Errorf("read %s[%d]: %w", reg, from+int64(i), err)
-			}
+		for i, v := range vals {
 			cl := &out[i]
 			switch ri {
 			case 0:

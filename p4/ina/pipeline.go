@@ -158,6 +158,7 @@ func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emi
 func (p *Pipeline) local(now time.Duration, _ int, f []byte, out emulator.Emitter) {
 	p.now = now
 	if frame.Proto(f) != frame.ProtoUDP || len(f) < offValues || f[frame.EthLen] != 0x45 ||
+		binary.BigEndian.Uint16(f[frame.EthLen+6:])&0x1fff != 0 || // a fragment
 		binary.BigEndian.Uint16(f[offDstPort:]) != p.cfg.Port {
 		p.fwd.Counters.Drops[fwd.DropLocal]++
 		return
