@@ -250,6 +250,12 @@ func TestSharedPoolCollisions(t *testing.T) {
 	if collisions == 0 || aggregated == 0 {
 		t.Errorf("collisions %d, aggregated in the switch %d: want both", collisions, aggregated)
 	}
+	for _, j := range jobs {
+		st := j.Stats()
+		if st.SwitchChunks+st.PSChunks != st.Chunks || st.INAFraction <= 0 || st.INAFraction >= 1 || st.FallbackBytes == 0 {
+			t.Errorf("job %d stats %+v: want chunks split between switch and PS", j.Spec.ID, st)
+		}
+	}
 	t.Logf("collisions %d, contributions aggregated in the switch %d", collisions, aggregated)
 }
 

@@ -247,3 +247,56 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 	}
 	return j, nil
 }
+
+// JobStats summarise a finished (or running) job.
+type JobStats struct {
+	// Finish is when the last worker finished.
+	Finish time.Duration
+	// CommTime is the mean time a worker spent in all-reduce.
+	CommTime time.Duration
+	// Chunks is the number of chunk aggregations: ⌈elements/k⌉ × iterations.
+	Chunks int
+	// SwitchChunks were completed in switch memory; PSChunks by the
+	// parameter server (collisions, flushes, or every chunk without switch
+	// memory). INAFraction is SwitchChunks / Chunks (0 for the ring).
+	SwitchChunks, PSChunks int
+	INAFraction            float64
+	// FallbackBytes are the INA payload bytes the parameter server received.
+	FallbackBytes uint64
+	// Retransmits counts the workers' retransmitted packets.
+	Retransmits uint64
+}
+
+// Stats returns the job's statistics.
+func (j *Job) Stats() JobStats {
+	s := JobStats{Finish: j.Finish}
+	k := j.Spec.K
+	s.Chunks = (j.Spec.Elements + k - 1) / k * j.Spec.Iterations
+	var comm time.Duration
+	for _, w := range j.Workers {
+		comm += w.CommTime
+	}
+	if len(j.Workers) > 0 {
+		s.CommTime = comm / time.Duration(len(j.Workers))
+	}
+	for _, st := range j.Streams {
+		s.Retransmits += st.Stats.Retransmits
+	}
+	for _, r := range j.Rings {
+		s.Retransmits += r.Stats.Retransmits
+	}
+	if j.PS != nil {
+		s.PSChunks = int(j.PS.Stats.Completed)
+		s.FallbackBytes = j.PS.Stats.Packets * uint64(ina.HeaderLen+4*k)
+	}
+	switch {
+	case j.Spec.Mode == ModeINA && j.Spec.Shared:
+		s.SwitchChunks = int(j.PS.Stats.FromSwitch)
+	case j.Spec.Mode == ModeINA:
+		s.SwitchChunks = s.Chunks
+	}
+	if s.Chunks > 0 {
+		s.INAFraction = float64(s.SwitchChunks) / float64(s.Chunks)
+	}
+	return s
+}
