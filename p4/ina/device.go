@@ -248,8 +248,10 @@ func (p *Pipeline) decode(te *p4v1.TableEntry, needAction bool) (*decoded, *p4co
 		d.fields[mf.GetName()] = v
 		fmt.Fprintf(&key, "/%d-%d", v[0], v[1])
 	}
-	for id := range byID {
-		return nil, nil, errf(codes.InvalidArgument, "table %s has no match field with id %d", tname, id)
+	for _, m := range te.GetMatch() { // in message order, so the error is deterministic
+		if byID[m.GetFieldId()] != nil {
+			return nil, nil, errf(codes.InvalidArgument, "table %s has no match field with id %d", tname, m.GetFieldId())
+		}
 	}
 	if needPrio && te.GetPriority() <= 0 {
 		return nil, nil, errf(codes.InvalidArgument, "table %s: entries need a positive priority", tname)
@@ -296,8 +298,10 @@ func (p *Pipeline) decode(te *p4v1.TableEntry, needAction bool) (*decoded, *p4co
 		}
 		d.params[ip.GetName()] = v
 	}
-	for id := range given {
-		return nil, nil, errf(codes.InvalidArgument, "action %s has no parameter with id %d", d.action, id)
+	for _, ap := range a.GetParams() {
+		if given[ap.GetParamId()] != nil {
+			return nil, nil, errf(codes.InvalidArgument, "action %s has no parameter with id %d", d.action, ap.GetParamId())
+		}
 	}
 	return d, t, nil
 }

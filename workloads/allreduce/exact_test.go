@@ -333,3 +333,25 @@ func TestExactnessHeavyReordering(t *testing.T) {
 		})
 	}
 }
+
+// TestDeterministic: the same seed gives the same run, event for event.
+func TestDeterministic(t *testing.T) {
+	run := func() (JobStats, uint64) {
+		top := starTopo(t, netParams{hosts: 9, delay: time.Microsecond, aggregators: 64, loss: 0.02, dup: 0.02, reorder: 0.02})
+		s, n := newNet(t, top, testK, 42)
+		g := gradients{seed: 1, limit: 1000}
+		j, err := Setup(n, JobSpec{ID: 1, Mode: ModeINA, Shared: true, Hosts: hostNames(1, 8), PSHost: "h9", Switch: "tor",
+			Base: 0, Size: 8, Window: 16, K: testK, Elements: 3000, Iterations: 2, Timeout: 50 * time.Microsecond,
+			Fill: g.fill(1), Check: g.check(1, 8, 3000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runJobs(t, s, []*Job{j}, sim.Second)
+		return j.Stats(), s.Fired()
+	}
+	a, ea := run()
+	b, eb := run()
+	if a != b || ea != eb {
+		t.Errorf("two runs with one seed differ:\n%+v (%d events)\n%+v (%d events)", a, ea, b, eb)
+	}
+}
