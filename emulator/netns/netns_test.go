@@ -140,10 +140,15 @@ func TestBridgeRefusesLoops(t *testing.T) {
 }
 
 // TestShapingRate sends UDP as fast as a socket allows through a host link
-// shaped to 40 Mbit/s and checks the receiver sees that rate within 10%.
+// shaped by HTB and checks the receiver sees the link's rate within 10%.
 func TestShapingRate(t *testing.T) {
 	needRoot(t)
-	const rate = 40 * units.Mbps
+	for _, rate := range []units.Rate{40 * units.Mbps, 400 * units.Mbps} {
+		t.Run(rate.String(), func(t *testing.T) { shapingRate(t, rate) })
+	}
+}
+
+func shapingRate(t *testing.T, rate units.Rate) {
 	n := up(t, star(t, 2, rate), Options{Bridge: true})
 	h2 := n.Topology.Node("h2")
 	var rx, tx net.PacketConn
