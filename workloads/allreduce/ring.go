@@ -321,9 +321,10 @@ func (r *Ring) recvData(from emulator.Addr, b []byte) {
 		return
 	}
 	if round != r.round || !r.running {
-		if d := int32(round - r.round); (d == 1 && !r.running) || (d == 0 && r.tensor == nil) {
-			// The next round, which this node has not started yet: keep
-			// the packet (the agent owns it) until AllReduce.
+		if d := int32(round - r.round); d == 1 || (d == 0 && r.tensor == nil) {
+			// The next round, which this node has not started yet (its
+			// predecessor finished this one first): keep the packet (the
+			// agent owns it) until AllReduce.
 			if len(r.early) < 4*r.cfg.Window {
 				r.early = append(r.early, earlyPacket{from, b})
 			}
