@@ -1,7 +1,6 @@
 package training
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -183,6 +182,7 @@ type run struct {
 	hold        float64 // spread of a chunk's packets at the switch (shared mode)
 	wATP        int     // ATP window, slots
 	ina, ring   []coef  // link coefficients per mode
+	shared      []coef  // shared mode: ina plus the PS links (scaled by p)
 	psLinks     [2]int  // virtual PS links: switch→PS, PS→switch
 	boundComm   float64 // gradient bits ÷ line rate, seconds per iteration
 
@@ -197,6 +197,7 @@ type run struct {
 	computed  bool
 	remaining float64 // payload bytes per worker
 	rate      float64 // payload bytes/s per worker
+	scheduled bool    // an end event at the current rate is pending
 	cap       float64
 	p         float64 // collision probability (shared mode)
 	tau       float64
@@ -221,22 +222,51 @@ const (
 	evDrainEnd
 )
 
+// eventQueue is a binary min-heap of events by (time, sequence).
 type eventQueue []event
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
+func (q eventQueue) less(i, j int) bool {
 	if q[i].t != q[j].t {
 		return q[i].t < q[j].t
 	}
 	return q[i].seq < q[j].seq
 }
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+
+func (q *eventQueue) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *eventQueue) pop() event {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if r < n && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
 }
 
 // engine is the flow-level model.
@@ -263,6 +293,10 @@ type engine struct {
 	events  uint64
 	dirty   bool
 	sv      solver
+	flows   []*run
+	coefs   [][]coef
+	caps    []float64
+	sws     []*topologies.Node
 	occ     []float64 // shared-mode occupancy per node index (scratch)
 	want    []float64 // aggregators in use per node index (scratch)
 }
@@ -279,7 +313,8 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 		s.Bins = 200
 	}
 	e := &engine{s: s, cl: NewCluster(s.Top), mem: map[string]int{}, inUse: map[string]float64{}}
-	for _, sw := range s.Top.Switches() {
+	e.sws = s.Top.Switches()
+	for _, sw := range e.sws {
 		e.mem[sw.Name] = sw.Aggregators
 		e.memSum += sw.Aggregators
 	}
@@ -318,7 +353,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 				return nil, err
 			}
 		}
-		ev := heap.Pop(&e.q).(event)
+		ev := e.q.pop()
 		e.events++
 		e.advance(ev.t)
 		r := e.runs[ev.job]
@@ -340,7 +375,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 
 func (e *engine) push(t float64, kind, job int, ver uint64) {
 	e.seq++
-	heap.Push(&e.q, event{t: t, seq: e.seq, kind: kind, job: job, ver: ver})
+	e.q.push(event{t: t, seq: e.seq, kind: kind, job: job, ver: ver})
 }
 
 // advance moves time to t, progressing every streaming job and accounting.
@@ -404,6 +439,7 @@ func (e *engine) handle(ev event, r *run) error {
 	case evStreamStart:
 		r.phase = streaming
 		r.remaining = float64(r.prof.GradientBytes)
+		r.rate, r.scheduled = 0, false
 		e.dirty = true
 	case evStreamEnd:
 		if r.remaining > 1e-6*float64(r.prof.GradientBytes) {
@@ -415,7 +451,7 @@ func (e *engine) handle(ev event, r *run) error {
 		}
 		r.remaining = 0
 		r.phase = draining
-		r.rate = 0
+		r.rate, r.scheduled = 0, false
 		e.dirty = true
 		r.ver++
 		e.push(e.now+r.tau, evDrainEnd, r.idx, r.ver)
@@ -684,12 +720,13 @@ func (e *engine) reallocate() {
 			e.want[r.sw.Index] += o
 		}
 	}
-	var flows []*run
+	flows := e.flows[:0]
 	for _, r := range e.active {
 		if r.phase == streaming {
 			flows = append(flows, r)
 		}
 	}
+	e.flows = flows
 	// Collision probability: the share of the pool other jobs' chunks
 	// hold. Occupancy depends on p when chunks hold aggregators until the
 	// result returns, so iterate to the fixed point.
@@ -706,11 +743,17 @@ func (e *engine) reallocate() {
 				}
 			}
 		}
+		moved := 0.0
 		for _, r := range flows {
 			if r.b.Mode == inasched.Shared && r.b.INA() {
 				others := e.occ[r.sw.Index] - r.occupancy()
-				r.p = min(1, max(0, others)/float64(r.b.Size))
+				p := min(1, max(0, others)/float64(r.b.Size))
+				moved = max(moved, math.Abs(p-r.p))
+				r.p = p
 			}
+		}
+		if pass > 0 && moved < 1e-9 {
+			break
 		}
 	}
 	if passes > 1 {
@@ -725,22 +768,28 @@ func (e *engine) reallocate() {
 		}
 	}
 	slices.SortFunc(flows, func(a, b *run) int { return a.sj.ID - b.sj.ID })
-	coefs := make([][]coef, len(flows))
-	caps := make([]float64, len(flows))
-	for i, r := range flows {
-		coefs[i], caps[i] = e.demand(r)
+	coefs, caps := e.coefs[:0], e.caps[:0]
+	for _, r := range flows {
+		c, k := e.demand(r)
+		coefs, caps = append(coefs, c), append(caps, k)
 	}
+	e.coefs, e.caps = coefs, caps
 	rates := e.sv.maxMin(e.links, coefs, caps)
 	for i, r := range flows {
+		if r.scheduled && rates[i] == r.rate {
+			continue // its end event still holds
+		}
 		r.rate = rates[i]
 		r.ver++
+		r.scheduled = false
 		if r.rate <= 0 {
 			continue
 		}
+		r.scheduled = true
 		e.push(e.now+r.remaining/r.rate, evStreamEnd, e.index(r), r.ver)
 	}
 	// Aggregators in use changed with the phases; refresh them.
-	for _, sw := range e.s.Top.Switches() {
+	for _, sw := range e.sws {
 		if d := e.want[sw.Index] - e.inUse[sw.Name]; math.Abs(d) > 1e-9 {
 			e.setUse(sw.Name, d)
 		}
@@ -769,12 +818,15 @@ func (e *engine) demand(r *run) ([]coef, float64) {
 	case r.b.Mode == inasched.Pool && r.b.INA():
 		return r.ina, float64(r.b.Size) * float64(e.s.Net.Payload) / r.rtt
 	case r.b.Mode == inasched.Shared && r.b.INA():
-		cs := append([]coef(nil), r.ina...)
+		if len(r.shared) == 0 {
+			r.shared = append(append(r.shared, r.ina...), coef{link: r.psLinks[0]}, coef{link: r.psLinks[1]})
+		}
 		f := float64(e.s.Net.Frame) / float64(e.s.Net.Payload)
 		n := float64(len(r.hosts))
-		cs = append(cs, coef{r.psLinks[0], f * (1 - r.p + n*r.p)}, coef{r.psLinks[1], f})
+		r.shared[len(r.shared)-2].a = f * (1 - r.p + n*r.p)
+		r.shared[len(r.shared)-1].a = f
 		w := float64(min(r.wATP, r.b.Size))
-		return cs, w * float64(e.s.Net.Payload) / r.rttATP
+		return r.shared, w * float64(e.s.Net.Payload) / r.rttATP
 	}
 	return r.ring, math.Inf(1)
 }
@@ -784,13 +836,35 @@ type solver struct {
 	residual, load []float64
 	seen           []bool
 	touched        []int
+	rates          []float64
+	frozen         []bool
+}
+
+// slicesGrow returns s resized to n zeros, reusing its storage.
+func slicesGrow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+func slicesGrowBool(s []bool, n int) []bool {
+	if cap(s) < n {
+		return make([]bool, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // maxMin is progressive filling: every flow's rate rises together until a
 // link saturates (freezing the flows on it) or a flow reaches its cap.
 func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []float64 {
 	n := len(coefs)
-	rates := make([]float64, n)
+	rates := slicesGrow(sv.rates, n)
+	sv.rates = rates
 	if n == 0 {
 		return rates
 	}
@@ -814,7 +888,8 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 			sv.seen[l] = false
 		}
 	}()
-	frozen := make([]bool, n)
+	frozen := slicesGrowBool(sv.frozen, n)
+	sv.frozen = frozen
 	left := n
 	for left > 0 {
 		for _, l := range sv.touched {
