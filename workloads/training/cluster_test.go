@@ -1,0 +1,97 @@
+package training
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/tracebed/tracebed/topologies"
+)
+
+func leafSpine(t *testing.T, leaves, perLeaf int) *topologies.Topology {
+	t.Helper()
+	f, err := topologies.Generate(topologies.Params{Generate: "leafspine", Spines: 2, Leaves: leaves, HostsPerLeaf: perLeaf, Aggregators: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+func names(c *Cluster, hosts []int) []string {
+	var out []string
+	for _, h := range hosts {
+		out = append(out, c.Hosts[h].Name)
+	}
+	return out
+}
+
+func TestPlacementRackLocalFirst(t *testing.T) {
+	c := NewCluster(leafSpine(t, 3, 4)) // racks: h1-4 leaf1, h5-8 leaf2, h9-12 leaf3
+	place := func(n int) []int {
+		t.Helper()
+		hs, ok := c.Place(n)
+		if !ok {
+			t.Fatalf("cannot place %d (free %d)", n, c.Free())
+		}
+		return hs
+	}
+	a := place(3)
+	if got := names(c, a); !slices.Equal(got, []string{"h1", "h2", "h3"}) {
+		t.Fatalf("first job on %v", got)
+	}
+	// Best fit: a 1-worker job goes to the rack with one free host.
+	b := place(1)
+	if got := names(c, b); !slices.Equal(got, []string{"h4"}) {
+		t.Errorf("1-worker job on %v; want h4 (best fit)", got)
+	}
+	// A 4-worker job fits rack 2 whole.
+	d := place(4)
+	if got := names(c, d); !slices.Equal(got, []string{"h5", "h6", "h7", "h8"}) {
+		t.Errorf("4-worker job on %v", got)
+	}
+	sw, err := c.AggregationSwitch(d)
+	if err != nil || sw.Name != "leaf2" {
+		t.Errorf("rack-local job aggregates at %v (%v); want leaf2", sw, err)
+	}
+	c.Release(a)
+	// 6 workers fit no rack: span the racks with most free hosts (leaf3:
+	// 4, then leaf1: 3).
+	e := place(6)
+	if got := names(c, e); !slices.Equal(got, []string{"h9", "h10", "h11", "h12", "h1", "h2"}) {
+		t.Errorf("spanning job on %v", got)
+	}
+	sw, err = c.AggregationSwitch(e)
+	if err != nil || sw.Name != "spine1" {
+		t.Errorf("spanning job aggregates at %v (%v); want spine1", sw, err)
+	}
+	if _, ok := c.Place(2); ok {
+		t.Errorf("placed 2 with %d free", c.Free())
+	}
+	if _, ok := c.Place(0); ok {
+		t.Error("placed 0 workers")
+	}
+	if c.Free() != 1 {
+		t.Errorf("%d free, want 1", c.Free())
+	}
+}
+
+func TestPaths(t *testing.T) {
+	top := leafSpine(t, 2, 2)
+	c := NewCluster(top)
+	h1, h3 := top.Node("h1"), top.Node("h3")
+	p := c.path(h1, h3)
+	if len(p) != 4 {
+		t.Fatalf("h1→h3: %d hops, want 4", len(p))
+	}
+	if p[0].from != h1 || p[1].from.Name != "leaf1" || p[2].from.Name != "spine1" || p[3].from.Name != "leaf2" {
+		t.Errorf("path %v %v %v %v", p[0].from.Name, p[1].from.Name, p[2].from.Name, p[3].from.Name)
+	}
+	// Directions: both ends of a link map to different directed links.
+	back := c.path(h3, h1)
+	if dirLink(p[0]) == dirLink(back[3]) || p[0].link != back[3].link {
+		t.Error("the two directions of h1's link share a directed index")
+	}
+}
