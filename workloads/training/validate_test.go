@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/ina"
@@ -185,4 +186,171 @@ func atpWindow(t *testing.T, top *topologies.Topology) int {
 	r.sw = top.Switches()[0]
 	e.derive(r)
 	return r.wATP
+}
+
+// onePool binds every distributed job to the same pool [0, size): jobs
+// take turns, as members of a DynaINA shared pool do.
+type onePool struct{ size int }
+
+func (p onePool) Name() string                      { return "one-pool" }
+func (p onePool) Admit(time.Duration, inasched.Job) {}
+func (p onePool) Depart(time.Duration, int)         {}
+func (p onePool) Priority(int) float64              { return 0 }
+func (p onePool) Binding(time.Duration, int) inasched.Binding {
+	return inasched.Binding{Mode: inasched.Pool, Pool: 0, Base: 0, Size: p.size}
+}
+
+// arbiter is the packet-level twin of the pool turn-taking: the first
+// worker of a job asking for the pool requests it for the job; the job
+// holds it until every worker's all-reduce is done; waiting jobs are
+// granted in the order they asked, after the control latency.
+type arbiter struct {
+	control time.Duration
+	holder  int // job holding the pool, -1 none
+	queue   []int
+	jobs    map[int]*gateJob
+}
+
+type gateJob struct {
+	waiting []*gated // workers asking for this round
+	asked   bool
+	running int // workers whose all-reduce is in progress
+}
+
+func (a *arbiter) ask(g *gated) {
+	j := a.jobs[g.job]
+	j.waiting = append(j.waiting, g)
+	switch {
+	case a.holder == g.job:
+		a.start(g.job, 0)
+	case !j.asked:
+		j.asked = true
+		if a.holder < 0 {
+			a.holder = g.job
+			a.start(g.job, 0)
+		} else {
+			a.queue = append(a.queue, g.job)
+		}
+	}
+}
+
+// start launches the waiting workers of job after delay.
+func (a *arbiter) start(job int, delay time.Duration) {
+	j := a.jobs[job]
+	for _, g := range j.waiting {
+		j.running++
+		g.env.After(delay, g.begin)
+	}
+	j.waiting = nil
+}
+
+func (a *arbiter) done(job int) {
+	j := a.jobs[job]
+	j.running--
+	if j.running > 0 || len(j.waiting) > 0 {
+		return
+	}
+	j.asked = false
+	a.holder = -1
+	if len(a.queue) > 0 {
+		next := a.queue[0]
+		a.queue = a.queue[1:]
+		a.holder = next
+		a.start(next, a.control)
+	}
+}
+
+// gated wraps a worker's reducer so that its all-reduce waits for the pool.
+type gated struct {
+	allreduce.Reducer
+	a      *arbiter
+	job    int
+	env    emulator.Env
+	tensor []int32
+	round  uint32
+	fin    func(error)
+}
+
+func (g *gated) Start(env emulator.Env) { g.env = env; g.Reducer.Start(env) }
+
+func (g *gated) AllReduce(t []int32, round uint32, done func(error)) {
+	g.tensor, g.round, g.fin = t, round, done
+	g.a.ask(g)
+}
+
+func (g *gated) begin() {
+	g.Reducer.AllReduce(g.tensor, g.round, func(err error) {
+		g.a.done(g.job)
+		g.fin(err)
+	})
+}
+
+// TestTurnTakingMatchesPacketLevel validates the flow model's pool
+// turn-taking (DynaINA's shared pools) against the packet level: two jobs
+// bound to the same pool whose phases collide, served in turn.
+func TestTurnTakingMatchesPacketLevel(t *testing.T) {
+	const control = 20 * time.Microsecond
+	jobsSpec := []valJob{
+		{workers: []string{"h1", "h2", "h3"}, elements: 64 * 1000, iterations: 5, compute: 150 * time.Microsecond},
+		{workers: []string{"h4", "h5", "h6"}, elements: 64 * 600, iterations: 6, compute: 100 * time.Microsecond, arrival: 30 * time.Microsecond},
+	}
+	// Packet level: both jobs bound to pool [0, 32) of a 32-aggregator
+	// switch, with different generations.
+	top := valTopology(t, 7, "10Gbps", 32)
+	s := sim.New()
+	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: ina.SimPipeline(ina.DefaultK)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arb := &arbiter{control: control, holder: -1, jobs: map[int]*gateJob{}}
+	var js []*allreduce.Job
+	for i, vj := range jobsSpec {
+		j, err := allreduce.Setup(net, allreduce.JobSpec{
+			ID: uint16(i + 1), Mode: allreduce.ModeINA, Hosts: vj.workers, Switch: "tor", Base: 0, Size: 32, Window: 32,
+			Elements: vj.elements, Iterations: vj.iterations, Compute: vj.compute, Delay: vj.arrival, Timeout: 10 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		arb.jobs[i] = &gateJob{}
+		for _, w := range j.Workers {
+			w.Reducer = &gated{Reducer: w.Reducer, a: arb, job: i}
+		}
+		js = append(js, j)
+	}
+	s.RunUntil(10 * sim.Second)
+	var pk []float64
+	for i, j := range js {
+		if !j.Done() || j.Err != nil {
+			t.Fatalf("packet level: job %d done %v err %v", i, j.Done(), j.Err)
+		}
+		pk = append(pk, (j.Finish - jobsSpec[i].arrival).Seconds())
+	}
+	// Flow level, same jobs, one shared pool.
+	flowTop := valTopology(t, 6, "10Gbps", 32)
+	profiles := map[string]models.Profile{}
+	var trace []jobtrace.Job
+	for i, vj := range jobsSpec {
+		name := fmt.Sprintf("job%d", i)
+		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
+		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
+	}
+	n := DefaultNet
+	n.Turnaround, n.Jitter, n.Control = 0, 0, control
+	o := simulate(t, Setup{Top: flowTop, Net: n, Jobs: trace, Policy: func(inasched.Memory, int) (inasched.Scheduler, error) { return onePool{32}, nil },
+		Lookup: func(name string) (models.Profile, bool) { p, ok := profiles[name]; return p, ok }})
+	for i := range pk {
+		fl := o.Jobs[i].JCT()
+		dev := (fl - pk[i]) / pk[i]
+		t.Logf("job %d: packet level %.1f us, flow level %.1f us (%+.2f%%)", i, pk[i]*1e6, fl*1e6, 100*dev)
+		if math.Abs(dev) > 0.05 {
+			t.Errorf("job %d: flow level %.1f us is %+.2f%% off packet level %.1f us; want within 5%%", i, fl*1e6, 100*dev, pk[i]*1e6)
+		}
+	}
+	// The phases did collide: sharing cost job 1 time over running alone.
+	alone := simulate(t, Setup{Top: flowTop, Net: n, Jobs: trace[1:], Policy: func(inasched.Memory, int) (inasched.Scheduler, error) { return onePool{32}, nil },
+		Lookup: func(name string) (models.Profile, bool) { p, ok := profiles[name]; return p, ok }})
+	if o.Jobs[1].JCT() <= alone.Jobs[0].JCT()*1.01 {
+		t.Errorf("job 1 took %.1f us shared and %.1f us alone: the case does not exercise turn-taking", o.Jobs[1].JCT()*1e6, alone.Jobs[0].JCT()*1e6)
+	}
 }
