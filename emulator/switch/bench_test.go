@@ -118,3 +118,20 @@ func blast(b *testing.B, n *netns.Network, from, to string, size int, d time.Dur
 	p1 := ifaceStats(b, n, to).RxPackets
 	return float64(p1-p0) / time.Since(t0).Seconds()
 }
+
+// BenchmarkRateThroughSwitch floods a 400 Mbit/s link through the Go switch
+// (HTB on the sending host, the switch's pacer on its egress) and reports
+// the rate achieved as a fraction of the link's.
+func BenchmarkRateThroughSwitch(b *testing.B) {
+	needRoot(b)
+	const rate = 400 * units.Mbps
+	n, _ := bringUp(b, topo(b, topologies.Params{Generate: "star", Hosts: 2, Rate: rate}), netns.Options{})
+	var got float64
+	for range b.N {
+		got += udpFlood(b, n, "h1", "h2", 1400, time.Second)
+	}
+	got /= float64(b.N)
+	b.ReportMetric(got/1e6, "Mbit/s")
+	b.ReportMetric(got/float64(rate), "fraction_of_rate")
+	b.ReportMetric(0, "ns/op")
+}

@@ -171,6 +171,7 @@ type Stats struct {
 	Ports          []PortStats // indexed by port number; Ports[0] is zero
 	PipelinePanics uint64
 	BadEgressPort  uint64
+	Wakeups        uint64 // rounds of the data-plane loop
 }
 
 // Stats returns the switch's counters (taken on the data-plane goroutine).
@@ -181,7 +182,7 @@ func (s *Switch) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (s *Switch) stats() Stats {
-	st := Stats{Ports: make([]PortStats, len(s.ports)), PipelinePanics: s.panics, BadEgressPort: s.badPort}
+	st := Stats{Ports: make([]PortStats, len(s.ports)), PipelinePanics: s.panics, BadEgressPort: s.badPort, Wakeups: s.wakeups}
 	for i, p := range s.ports {
 		if p != nil {
 			st.Ports[i] = p.snapshot()

@@ -209,8 +209,9 @@ func (p *port) service(now int64, s *Switch) {
 // back, so the long-run rate holds; after a longer stall the link time is
 // lost rather than made up in one burst. Virtual machines wake a sleeping
 // thread up to a few milliseconds late (measured on tracebed's 2-core VM:
-// 0.1–0.5 ms on average, 3 ms at worst), hence the generous slack.
-const txSlackPS = 3_000_000_000 // 3ms
+// 0.1–0.5 ms on average, 3 ms at worst) and a loaded host preempts the
+// switch for longer, hence the generous slack.
+const txSlackPS = 10_000_000_000 // 10ms
 
 func (p *port) dequeue() pkt {
 	for i := len(p.queues) - 1; i >= 0; i-- {

@@ -94,6 +94,7 @@ type Switch struct {
 	nowNs    int64  // time of the frame being processed
 	panics   uint64
 	badPort  uint64
+	wakeups  uint64 // poll returns
 	ingress  delayLine // frames held back by ingress delay, all ports
 
 	// Control.
@@ -236,6 +237,7 @@ func (s *Switch) Run(ctx context.Context) error {
 		if _, err := unix.Ppoll(fds, ts, nil); err != nil && err != unix.EINTR {
 			return fmt.Errorf("switch %s: poll: %w", s.cfg.Name, err)
 		}
+		s.wakeups++
 		if fds[0].Revents&unix.POLLIN != 0 {
 			var b [8]byte
 			unix.Read(s.wakeFD, b[:])
