@@ -94,7 +94,7 @@ type Switch struct {
 	nowNs    int64  // time of the frame being processed
 	panics   uint64
 	badPort  uint64
-	wakeups  uint64 // poll returns
+	wakeups  uint64    // poll returns
 	ingress  delayLine // frames held back by ingress delay, all ports
 
 	// Control.
