@@ -206,14 +206,12 @@ func Append(b []byte, h Header, values []int32) []byte {
 	return b
 }
 
-// PutValues writes values big-endian into b.
+// PutValues writes values big-endian into b, which must hold them.
 func PutValues(b []byte, values []int32) {
-	if len(values) == 0 {
-		return
-	}
-	_ = b[4*len(values)-1]
-	for i, v := range values {
-		binary.BigEndian.PutUint32(b[4*i:], uint32(v))
+	b = b[:4*len(values)]
+	for _, v := range values {
+		binary.BigEndian.PutUint32(b, uint32(v))
+		b = b[4:]
 	}
 }
 
@@ -222,11 +220,9 @@ func Value(values []byte, i int) int32 { return int32(binary.BigEndian.Uint32(va
 
 // GetValues decodes a values section into dst (len(dst) values).
 func GetValues(dst []int32, values []byte) {
-	if len(dst) == 0 {
-		return
-	}
-	_ = values[4*len(dst)-1]
+	values = values[:4*len(dst)]
 	for i := range dst {
-		dst[i] = int32(binary.BigEndian.Uint32(values[4*i:]))
+		dst[i] = int32(binary.BigEndian.Uint32(values))
+		values = values[4:]
 	}
 }

@@ -349,10 +349,10 @@ func (p *Pipeline) start(c int, gen uint32, h *Header, vals []byte) {
 func (p *Pipeline) add(c int, h *Header, vals []byte) {
 	acc := p.values[c*p.k : (c+1)*p.k]
 	var ovf int32
-	_ = vals[4*len(acc)-1]
-	for i := range acc {
-		a := acc[i]
-		b := int32(binary.BigEndian.Uint32(vals[4*i:]))
+	vals = vals[:4*len(acc)]
+	for i, a := range acc {
+		b := int32(binary.BigEndian.Uint32(vals))
+		vals = vals[4:]
 		s := a + b
 		ovf |= (a ^ s) & (b ^ s)
 		acc[i] = s
