@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
@@ -300,4 +301,84 @@ func FuzzServerWrite(f *testing.F) {
 				Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY, Config: &p4v1.ForwardingPipelineConfig{P4Info: &info}})
 		}
 	})
+}
+
+// mirror is a test program: it sends every frame back out of the port it
+// came in on, and counts them.
+type mirror struct{ frames int64 }
+
+func (m *mirror) Process(_ time.Duration, in int, f []byte, out emulator.Emitter) {
+	m.frames++
+	out.Emit(in, 0, f)
+}
+
+func (m *mirror) P4Info() *p4configv1.P4Info { return mirrorInfo() }
+
+func (m *mirror) Write([]*p4v1.Update) error {
+	return status.Error(codes.Unimplemented, "mirror has no entities")
+}
+
+func (m *mirror) Read(q *p4v1.Entity, yield func(*p4v1.Entity) error) error {
+	if c := q.GetCounterEntry(); c != nil && c.GetCounterId() == 0x12000099 {
+		return yield(&p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{
+			CounterId: 0x12000099, Index: &p4v1.Index{}, Data: &p4v1.CounterData{PacketCount: m.frames}}}})
+	}
+	return status.Error(codes.NotFound, "mirror has one counter")
+}
+
+func mirrorInfo() *p4configv1.P4Info {
+	return &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Name: "mirror"}, Counters: []*p4configv1.Counter{{
+		Preamble: &p4configv1.Preamble{Id: 0x12000099, Name: "mirrored"}, Spec: &p4configv1.CounterSpec{Unit: p4configv1.CounterSpec_PACKETS}, Size: 1}}}
+}
+
+// TestSelectProgram loads another program over P4Runtime by its P4Info:
+// frames then follow it.
+func TestSelectProgram(t *testing.T) {
+	top := topo(t, topologies.Params{Generate: "star", Hosts: 3})
+	reg, err := NewRegistry(fwdProgram(), Program{Name: "mirror", P4Info: mirrorInfo(),
+		New: func(*topologies.Node, *fwd.Pipeline) (Dataplane, error) { return &mirror{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &wires{}
+	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Open: w.open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done; w.close() }()
+	path := filepath.Join(t.TempDir(), "tor.sock")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGRPCServer()
+	NewServer(s).Register(g)
+	go g.Serve(lis)
+	defer g.Stop()
+	c := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 1})
+	if err := c.SetPipeline(ctx, mirrorInfo(), nil, 2); err != nil {
+		t.Fatal(err)
+	}
+	if name := c.P4Info().GetPkgInfo().GetName(); name != "mirror" {
+		t.Fatalf("running %q after loading mirror", name)
+	}
+	w.send(t, 2, udp(top, "h2", "h1", 10))
+	if _, ok := w.recv(t, 2, time.Second); !ok {
+		t.Fatal("mirror did not send the frame back on port 2")
+	}
+	d, err := c.CounterValue(ctx, "mirrored", 0)
+	if err != nil || d.GetPacketCount() != 1 {
+		t.Errorf("mirrored = %v, %v", d, err)
+	}
+	// And back to fwd.
+	if err := c.SetPipeline(ctx, fwd.P4Info(), nil, 3); err != nil {
+		t.Fatal(err)
+	}
+	w.send(t, 2, udp(top, "h2", "h1", 10))
+	if _, ok := w.recv(t, 1, time.Second); !ok {
+		t.Fatal("fwd did not forward to port 1")
+	}
 }
