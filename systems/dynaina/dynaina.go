@@ -46,8 +46,12 @@ type Params struct {
 	// Share enables temporal sharing (packing jobs into shared pools).
 	// Without it DynaINA only isolates (an ablation).
 	Share bool
-	// Priority is "intensity" (rank by communication intensity, the
-	// paper's rule) or "arrival" (first come first served; an ablation).
+	// Priority is "intensity" (rank by communication intensity, gradient
+	// bytes per second of compute: the paper's rule as DESIGN.md §5
+	// states it), "benefit" (rank by the all-reduce time INA saves per
+	// second of compute, which also weighs how much faster INA is than the
+	// ring for the job's worker count: nothing for 2 workers) or "arrival"
+	// (first come first served; an ablation).
 	Priority string
 }
 
@@ -62,8 +66,8 @@ func (p Params) Check() error {
 		return fmt.Errorf("max_overlap %v: want 0 to 1", p.MaxOverlap)
 	case !(p.MaxPoolLoad > 0 && p.MaxPoolLoad <= 1):
 		return fmt.Errorf("max_pool_load %v: want more than 0, at most 1", p.MaxPoolLoad)
-	case p.Priority != "intensity" && p.Priority != "arrival":
-		return fmt.Errorf("priority %q: want intensity or arrival", p.Priority)
+	case p.Priority != "intensity" && p.Priority != "benefit" && p.Priority != "arrival":
+		return fmt.Errorf("priority %q: want intensity, benefit or arrival", p.Priority)
 	}
 	return nil
 }
@@ -122,14 +126,27 @@ func (s *Scheduler) Binding(_ time.Duration, id int) inasched.Binding {
 	return inasched.RingBinding
 }
 
-// Priority implements inasched.Scheduler: communication intensity, or
-// earlier arrival under the "arrival" ablation.
+// Priority implements inasched.Scheduler: communication intensity, INA's
+// benefit, or earlier arrival, as Params.Priority says.
 func (s *Scheduler) Priority(id int) float64 {
 	j := s.jobs[id]
-	if s.p.Priority == "arrival" {
+	switch s.p.Priority {
+	case "arrival":
 		return -j.Arrival.Seconds()
+	case "benefit":
+		return Benefit(j)
 	}
 	return j.Intensity()
+}
+
+// Benefit is the all-reduce time INA saves a job per second of compute:
+// (ring time − INA time) ÷ compute time, at full INA rate.
+func Benefit(j inasched.Job) float64 {
+	saved := (j.CommRing - j.CommINA).Seconds()
+	if j.Compute <= 0 {
+		return saved * 1e9
+	}
+	return saved / j.Compute.Seconds()
 }
 
 // Overlap is the predicted slowdown of job a from sharing a pool of size

@@ -192,3 +192,28 @@ func TestPlansNeverOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestBenefitPriority: ranked by what INA saves, a 2-worker job (whose ring
+// all-reduce moves as many bytes as INA) goes after an 8-worker job with
+// the same gradient.
+func TestBenefitPriority(t *testing.T) {
+	two := mk(1, 50, 20, 200)
+	two.Workers, two.CommRing = 2, two.CommINA // ring = INA for 2 workers
+	eight := mk(2, 100, 20, 200)                // ring 1.75 × INA
+	if b := Benefit(eight); math.Abs(b-0.75*20/100) > 1e-12 {
+		t.Errorf("Benefit = %v, want 0.15", b)
+	}
+	s := newSched(t, Params{MaxOverlap: 0.1, MaxPoolLoad: 0.9, Share: false, Priority: "benefit"}, 200)
+	s.Admit(0, two)
+	s.Admit(0, eight)
+	if s.Binding(0, 2).Size != 200 || s.Binding(0, 1).INA() {
+		t.Errorf("benefit: 2 workers %v, 8 workers %v; want the pool for the 8-worker job", s.Binding(0, 1), s.Binding(0, 2))
+	}
+	// By intensity (bytes per compute second) the 2-worker job ranks first.
+	s = newSched(t, Params{MaxOverlap: 0.1, MaxPoolLoad: 0.9, Share: false, Priority: "intensity"}, 200)
+	s.Admit(0, two)
+	s.Admit(0, eight)
+	if s.Binding(0, 1).Size != 200 {
+		t.Errorf("intensity: 2-worker job %v, want the pool", s.Binding(0, 1))
+	}
+}
