@@ -199,7 +199,7 @@ func TestPlansNeverOverlap(t *testing.T) {
 func TestBenefitPriority(t *testing.T) {
 	two := mk(1, 50, 20, 200)
 	two.Workers, two.CommRing = 2, two.CommINA // ring = INA for 2 workers
-	eight := mk(2, 100, 20, 200)                // ring 1.75 × INA
+	eight := mk(2, 100, 20, 200)               // ring 1.75 × INA
 	if b := Benefit(eight); math.Abs(b-0.75*20/100) > 1e-12 {
 		t.Errorf("Benefit = %v, want 0.15", b)
 	}
