@@ -385,7 +385,15 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if err != nil {
 		return nil, err
 	}
-	return Report(o, sc.p.Load, aggregatorsParam(sc.top)), nil
+	run := Report(o, sc.p.Load, aggregatorsParam(sc.top))
+	// The sensitivity settings, so that plots group runs that differ in
+	// them apart from the memory and load sweeps.
+	run.Params["compute_scale"] = sc.net.ComputeScale
+	run.Params["atp_hold_return"] = 0
+	if sc.net.ATPHold == HoldReturn {
+		run.Params["atp_hold_return"] = 1
+	}
+	return run, nil
 }
 
 func aggregatorsParam(top *topologies.Topology) float64 {

@@ -154,7 +154,7 @@ scenarios:
 		if r.Scenario == "b" {
 			wantAgg, wantLoad = 512, 2
 		}
-		if r.Params["aggregators"] != wantAgg || r.Params["load"] != wantLoad {
+		if r.Params["aggregators"] != wantAgg || r.Params["load"] != wantLoad || r.Params["compute_scale"] != 1 || r.Params["atp_hold_return"] != 0 {
 			t.Errorf("%s: params %v", r.Scenario, r.Params)
 		}
 	}
