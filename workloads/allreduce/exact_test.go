@@ -213,6 +213,10 @@ func TestIsolation(t *testing.T) {
 		if want := 2 * int(j.Binding.Size); used[j.Binding.Gen] != want {
 			t.Errorf("job %d used %d cells of its %d", j.Spec.ID, used[j.Binding.Gen], want)
 		}
+		// Losses put workers out of step, so partials wait in the switch.
+		if st := j.Stats(); st.HoldTime <= 0 || st.HoldTime > time.Duration(2*j.Binding.Size)*st.Finish {
+			t.Errorf("job %d: hold time %v for %d cells over %v", j.Spec.ID, st.HoldTime, 2*j.Binding.Size, st.Finish)
+		}
 	}
 }
 

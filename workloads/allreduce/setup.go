@@ -71,8 +71,10 @@ type Job struct {
 	Streams []*Stream // ModeINA and ModePS
 	Rings   []*Ring   // ModeRing
 	PS      *PS
-	// Controller programs the aggregation switch (ModeINA).
+	// Controller programs the aggregation switch (ModeINA); Pipeline is
+	// that switch's data plane.
 	Controller *ina.Controller
+	Pipeline   *ina.Pipeline
 	Binding    ina.Binding
 
 	finished int
@@ -165,7 +167,7 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 		if err := ctl.Bind(ctx, b); err != nil {
 			return nil, fmt.Errorf("job %d: bind: %w", spec.ID, err)
 		}
-		j.Controller, j.Binding = ctl, b
+		j.Controller, j.Pipeline, j.Binding = ctl, pl, b
 		target = netip.AddrPortFrom(pl.Self(), ina.Port)
 		if spec.Window == 0 {
 			spec.Window = 256
@@ -265,6 +267,9 @@ type JobStats struct {
 	FallbackBytes uint64
 	// Retransmits counts the workers' retransmitted packets.
 	Retransmits uint64
+	// HoldTime is the aggregator time the job's partial aggregates held
+	// switch memory (ina.Pipeline.HoldTime): the numerator of mem_util.
+	HoldTime time.Duration
 }
 
 // Stats returns the job's statistics.
@@ -297,6 +302,9 @@ func (j *Job) Stats() JobStats {
 	}
 	if s.Chunks > 0 {
 		s.INAFraction = float64(s.SwitchChunks) / float64(s.Chunks)
+	}
+	if j.Pipeline != nil {
+		s.HoldTime = j.Pipeline.HoldTime(j.Spec.ID)
 	}
 	return s
 }
