@@ -24,7 +24,7 @@ func embedded(path string) ([]byte, error) {
 	return nil, fs.ErrNotExist
 }
 
-var suite = []string{"dynaina-100g", "dynaina-tiresias", "dynaina-sweep"}
+var suite = []string{"dynaina-100g", "dynaina-tiresias", "dynaina-sweep", "dynaina-sensitivity"}
 
 func TestReadySpecs(t *testing.T) {
 	// Run from a directory without traces/ so the embedded copy is used.
