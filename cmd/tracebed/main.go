@@ -23,6 +23,8 @@ import (
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/traces/jobs"
+	memtrace "github.com/tracebed/tracebed/traces/mem"
+	"github.com/tracebed/tracebed/workloads/farmem"
 	"github.com/tracebed/tracebed/workloads/incast"
 	"github.com/tracebed/tracebed/workloads/training"
 )
@@ -67,10 +69,11 @@ type embeddedFS struct {
 func newApp(stdout, stderr io.Writer) *app {
 	return &app{
 		stdout: stdout, stderr: stderr,
-		embedded: []embeddedFS{{prefix: "traces/jobs/", fsys: jobtrace.Samples}},
+		embedded: []embeddedFS{{prefix: "traces/jobs/", fsys: jobtrace.Samples}, {prefix: "traces/mem/", fsys: memtrace.Files}},
 		registry: experiments.NewRegistry(
 			incast.Kind{},
 			training.Kind{},
+			farmem.Kind{},
 		),
 	}
 }

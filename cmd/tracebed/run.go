@@ -16,6 +16,7 @@ import (
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/traces/jobs"
+	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -203,7 +204,22 @@ func (a *app) validate(path string) (string, error) {
 func (a *app) traceValidators() map[string]func(path string, data []byte) (string, error) {
 	return map[string]func(string, []byte) (string, error){
 		".csv": validateJobTrace, ".jsonl": validateJobTrace, ".ndjson": validateJobTrace,
+		".memtrace": validateMemTrace, ".memtxt": validateMemTrace, ".lackey": validateMemTrace,
 	}
+}
+
+// validateMemTrace checks a memory-access trace (traces/mem: binary, text
+// or valgrind lackey output).
+func validateMemTrace(path string, data []byte) (string, error) {
+	h, src, err := memtrace.Open(path, data)
+	if err != nil {
+		return "", err
+	}
+	st, err := memtrace.Summarize(src)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("memory trace (%d-byte pages): %v", h.PageSize, st), nil
 }
 
 // validateJobTrace checks an INA job trace (traces/jobs: CSV, JSON Lines

@@ -12,8 +12,12 @@
 // starts early enough to keep ahead of demand, in the style of Hermit's
 // feedback-directed reclamation (Qiao et al., NSDI '23):
 //
-//	reserve = clamp(Margin · D · (ℓ + 4σ), Headroom, MaxReserve)
-//	reserve = MaxReserve when D · ℓ ≥ 1 (demand outpaces the reclaimer)
+//	D'      = max(D, Dpeak)
+//	reserve = clamp(Margin · D' · (ℓ + 4σ), Headroom, MaxReserve)
+//	reserve = MaxReserve when D' · ℓ ≥ 1 (demand outpaces the reclaimer)
+//
+// where Dpeak is the highest windowed demand of the last millisecond, so
+// that the reserve is sized for the latest burst rather than the average.
 //
 // The background reclaimer runs while usage exceeds Frames − reserve, at
 // most Fastswap's 2048 pages per batch. The reserve never falls below the
@@ -93,10 +97,11 @@ func (e *Engine) Reserve(s *evict.State) int {
 	headroom := s.Frames - s.Limit
 	hi := max(e.max, headroom)
 	lead := (s.EvictLatency + 4*s.EvictLatencyDev).Seconds()
-	if s.DemandRate*s.EvictLatency.Seconds() >= 1 {
-		return hi
+	d := max(s.DemandRate, s.DemandPeak)
+	if d*s.EvictLatency.Seconds() >= 1 {
+		return hi // demand outpaces the reclaimer: hold as much as allowed
 	}
-	need := int(math.Ceil(e.margin * s.DemandRate * lead))
+	need := int(math.Ceil(e.margin * d * lead))
 	return min(max(need, headroom), hi)
 }
 

@@ -153,7 +153,7 @@ type kmeans struct {
 
 func newKmeans(pages int, p Params) Generator {
 	pts := (pages - 1) * 16 / 17
-	k := &kmeans{n: pages, points: pts, labels: pages - 1 - pts, iters: orDefault(p.Iterations, 8)}
+	k := &kmeans{n: pages, points: pts, labels: pages - 1 - pts, iters: orDefault(p.Iterations, 4)}
 	k.fill = k.step
 	return k
 }
@@ -198,7 +198,7 @@ type pagerank struct {
 func newPagerank(pages int, p Params) Generator {
 	// V vertices, 8 edges each: offsets 8V, edges 32V, ranks 2 × 8V bytes.
 	unit := max(1, pages/7)
-	g := &pagerank{offs: unit, edges: 4 * unit, rks: unit, iters: orDefault(p.Iterations, 5)}
+	g := &pagerank{offs: unit, edges: 4 * unit, rks: unit, iters: orDefault(p.Iterations, 3)}
 	g.n = g.offs + g.edges + 2*g.rks
 	r := rng(p.Seed, 4)
 	g.z = newZipf(r, g.rks, 0.9)
@@ -252,7 +252,7 @@ type memcached struct {
 const (
 	mcItemsPerPage  = 4
 	mcUpdateShare   = 0.05
-	mcRequestsPerWS = 24 // requests per working-set page, by default
+	mcRequestsPerWS = 12 // requests per working-set page, by default
 )
 
 func newMemcached(pages int, p Params) Generator {
@@ -299,7 +299,7 @@ type stream struct {
 }
 
 func newStream(pages int, p Params) Generator {
-	s := &stream{size: pages / 3, iters: orDefault(p.Iterations, 3)}
+	s := &stream{size: pages / 3, iters: orDefault(p.Iterations, 2)}
 	s.n = 3 * s.size
 	s.fill = s.step
 	return s

@@ -44,12 +44,18 @@ type State struct {
 	// faults and first touches), in pages per second: an exponentially
 	// weighted moving average over windows of the host's measuring period.
 	DemandRate float64
+	// DemandPeak is the highest windowed demand rate of the last
+	// millisecond (PeakHorizon): the rate of the latest burst.
+	DemandPeak float64
 	// EvictLatency is the mean time from picking a victim to its frame
 	// being free (for a dirty page: the write-back's round trip), and
 	// EvictLatencyDev its mean deviation, as TCP estimates a round trip
 	// (RFC 6298). Zero until the first eviction.
 	EvictLatency, EvictLatencyDev time.Duration
 }
+
+// PeakHorizon is how far back DemandPeak looks.
+const PeakHorizon = time.Millisecond
 
 // Free returns the number of free frames.
 func (s *State) Free() int { return s.Frames - s.Used }

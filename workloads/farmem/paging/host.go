@@ -47,6 +47,7 @@ import (
 	"io"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
@@ -184,9 +185,13 @@ type Host struct {
 
 	bg, direct worker
 
-	// Requests.
+	// Requests: by id, and in the order sent (retransmissions go in that
+	// order). One timer serves them all, armed for the earliest deadline.
 	nextID   uint32
 	inflight map[uint32]*request
+	order    []*request
+	rtoTimer emulator.Timer
+	timerAt  time.Duration
 	srtt     time.Duration
 	rttvar   time.Duration
 	rto      time.Duration
@@ -194,6 +199,8 @@ type Host struct {
 	// Estimates.
 	demandN     int
 	demandRate  float64
+	peaks       []float64 // windowed rates of the last PeakHorizon, a ring
+	peakAt      int
 	winEnd      time.Duration
 	evLat       time.Duration
 	evLatDev    time.Duration
@@ -223,8 +230,8 @@ type request struct {
 	sent    time.Duration
 	retx    int
 	rto     time.Duration
-	timer   emulator.Timer
-	w       *worker // the write's reclaimer
+	due     time.Duration // retransmit at
+	w       *worker       // the write's reclaimer
 }
 
 // NewHost returns a host that replays src.
@@ -278,6 +285,7 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 		bg:       worker{victim: -1},
 		direct:   worker{direct: true, victim: -1},
 		pbuf:     make([]byte, cfg.PageSize),
+		peaks:    make([]float64, max(1, int(evict.PeakHorizon/cfg.MeasurePeriod))),
 	}
 	for i := range h.pages {
 		h.pages[i] = page{frame: -1, prev: -1, next: -1}
@@ -314,7 +322,7 @@ func (h *Host) State() evict.State {
 	h.roll(now)
 	return evict.State{
 		Now: now, Limit: h.cfg.Limit, Frames: len(h.frames), Used: h.used, Evicting: h.evictingN,
-		Pressure: h.pressure, Blocked: h.blocked, DemandRate: h.demandRate,
+		Pressure: h.pressure, Blocked: h.blocked, DemandRate: h.demandRate, DemandPeak: slices.Max(h.peaks),
 		EvictLatency: h.evLat, EvictLatencyDev: h.evLatDev,
 	}
 }
@@ -587,14 +595,25 @@ func (h *Host) roll(now time.Duration) {
 		return
 	}
 	period := h.cfg.MeasurePeriod
-	h.demandRate = (1-alpha)*h.demandRate + alpha*float64(h.demandN)/period.Seconds()
+	rate := float64(h.demandN) / period.Seconds()
+	h.demandRate = (1-alpha)*h.demandRate + alpha*rate
 	h.demandN = 0
 	h.winEnd += period
+	h.peak(rate)
 	if now >= h.winEnd {
 		k := int64((now-h.winEnd)/period) + 1
 		h.demandRate *= math.Pow(1-alpha, float64(k))
 		h.winEnd += time.Duration(k) * period
+		for range min(k, int64(len(h.peaks))) {
+			h.peak(0)
+		}
 	}
+}
+
+// peak records a window's rate in the ring of the last PeakHorizon.
+func (h *Host) peak(rate float64) {
+	h.peaks[h.peakAt] = rate
+	h.peakAt = (h.peakAt + 1) % len(h.peaks)
 }
 
 // sampleEviction feeds the eviction-latency estimator.
@@ -807,7 +826,49 @@ func (h *Host) send(r *request) {
 	r.id = h.nextID
 	r.rto = h.rto
 	h.inflight[r.id] = r
+	h.order = append(h.order, r)
 	h.transmit(r, false)
+}
+
+// arm makes sure the retransmission timer fires by deadline due.
+func (h *Host) arm(due time.Duration) {
+	if h.rtoTimer != nil {
+		if h.timerAt <= due {
+			return
+		}
+		h.rtoTimer.Stop()
+	}
+	h.timerAt = due
+	h.rtoTimer = h.env.After(due-h.env.Now(), h.tick)
+}
+
+// tick retransmits every request whose deadline has passed, in the order
+// they were sent, and re-arms the timer for the next deadline.
+func (h *Host) tick() {
+	h.rtoTimer = nil
+	now := h.env.Now()
+	next := time.Duration(math.MaxInt64)
+	for _, r := range h.order {
+		if r.due <= now {
+			r.retx++
+			h.stats.Retransmits++
+			r.rto = min(2*r.rto, h.cfg.RTOMax)
+			h.rto = max(h.rto, r.rto/2) // remember the back-off, as TCP does
+			h.transmit(r, true)
+		}
+		next = min(next, r.due)
+	}
+	if len(h.order) > 0 {
+		h.arm(next)
+	}
+}
+
+// complete removes an answered request.
+func (h *Host) complete(r *request) {
+	delete(h.inflight, r.id)
+	if i := slices.Index(h.order, r); i >= 0 {
+		h.order = slices.Delete(h.order, i, i+1)
+	}
 }
 
 func (h *Host) transmit(r *request, retx bool) {
@@ -828,20 +889,8 @@ func (h *Host) transmit(r *request, retx bool) {
 	}
 	h.wbuf = hdr.Append(h.wbuf[:0], data)
 	h.env.Send(h.server(r.page), h.wbuf)
-	id := r.id
-	r.timer = h.env.After(r.rto, func() { h.timeout(id) })
-}
-
-func (h *Host) timeout(id uint32) {
-	r := h.inflight[id]
-	if r == nil {
-		return
-	}
-	r.retx++
-	h.stats.Retransmits++
-	r.rto = min(2*r.rto, h.cfg.RTOMax)
-	h.rto = max(h.rto, r.rto/2) // remember the back-off, as TCP does
-	h.transmit(r, true)
+	r.due = now + r.rto
+	h.arm(r.due)
 }
 
 // sampleRTT feeds the retransmission-timeout estimator (Karn: only requests
@@ -872,8 +921,7 @@ func (h *Host) Recv(from emulator.Addr, payload []byte) {
 		h.stats.Duplicates++
 		return
 	}
-	delete(h.inflight, hdr.ID)
-	r.timer.Stop()
+	h.complete(r)
 	if r.retx == 0 {
 		h.sampleRTT(h.env.Now() - r.sent)
 	}

@@ -1,0 +1,76 @@
+package farmem
+
+import (
+	"math"
+	"time"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/units"
+)
+
+// BulkPort is the UDP port of other tenants' bulk traffic at its sinks.
+const BulkPort = 9
+
+// bulk is another tenant's traffic towards a memory server's machine: ON/OFF
+// bursts at the sender's line rate, exponential ON and OFF periods (the
+// classic on/off source of datacenter traffic models). Several senders per
+// server overlap now and then and overload its link, which is what makes
+// far-memory packets queue, and drop, behind them.
+type bulk struct {
+	env     emulator.Env
+	to      emulator.Addr
+	payload []byte
+	perSec  float64 // frames per second at line rate
+	on, off time.Duration
+	stopped func() bool
+	sent    uint64
+}
+
+func newBulk(to emulator.Addr, size units.Bytes, rate units.Rate, share float64, burst time.Duration, stopped func() bool) *bulk {
+	b := &bulk{to: to, payload: make([]byte, int(size)-frame.HeaderLen), stopped: stopped}
+	b.perSec = float64(rate) / (float64(size) * 8)
+	b.on = burst
+	b.off = time.Duration(float64(burst) * (1 - share) / share)
+	return b
+}
+
+func (b *bulk) Start(env emulator.Env) {
+	b.env = env
+	b.env.After(b.exp(b.off), b.burst) // a random phase
+}
+
+func (b *bulk) exp(mean time.Duration) time.Duration {
+	return time.Duration(b.env.Rand().ExpFloat64() * float64(mean))
+}
+
+// burst queues one ON period's frames on the NIC, which sends them back to
+// back at line rate, and schedules the next burst after an OFF period.
+func (b *bulk) burst() {
+	if b.stopped() {
+		return
+	}
+	d := b.exp(b.on)
+	n := int(math.Max(1, math.Round(d.Seconds()*b.perSec)))
+	for range n {
+		b.env.Send(b.to, b.payload)
+	}
+	b.sent += uint64(n)
+	b.env.After(d+b.exp(b.off), b.burst)
+}
+
+func (b *bulk) Recv(emulator.Addr, []byte) {}
+
+// sink counts what reaches it.
+type sink struct {
+	bytes uint64
+	last  time.Duration
+	env   emulator.Env
+}
+
+func (s *sink) Start(env emulator.Env) { s.env = env }
+
+func (s *sink) Recv(_ emulator.Addr, p []byte) {
+	s.bytes += uint64(len(p) + frame.HeaderLen)
+	s.last = s.env.Now()
+}

@@ -1,0 +1,812 @@
+// Package farmem is tracebed's far-memory experiment (kind farmem): paging
+// hosts replay applications' page-access traces with part of their working
+// set in local memory, share memory servers across a simulated fabric whose
+// switches run the far-memory pipeline (p4/farmem), and evict under the
+// policy under study — Fastswap (systems/fastswap), Glitter
+// (systems/glitter) or an ablation. Other tenants' bulk traffic may load the
+// memory servers' links. Every page read back is checked against the last
+// version written, in the run itself (integrity_errors).
+//
+// The agents are in workloads/farmem/paging, the applications in
+// workloads/farmem/apps; docs/farmem.md describes the experiment and
+// docs/glitter.md the policies and the results.
+package farmem
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/emulator/sim"
+	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/internal/yamlx"
+	pfarmem "github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/systems/fastswap"
+	"github.com/tracebed/tracebed/systems/glitter"
+	"github.com/tracebed/tracebed/topologies"
+	memtrace "github.com/tracebed/tracebed/traces/mem"
+	"github.com/tracebed/tracebed/workloads/farmem/apps"
+	"github.com/tracebed/tracebed/workloads/farmem/evict"
+	"github.com/tracebed/tracebed/workloads/farmem/paging"
+)
+
+// Params are the workload parameters; scenarios override any of them.
+type Params struct {
+	// App is the application every host runs: a workload of package apps,
+	// "mix" (the workloads in turn, host by host) or "trace" (Trace). Apps,
+	// if given, names one per host instead.
+	App  string   `yaml:"app"`
+	Apps []string `yaml:"apps"`
+	// Trace is a memory trace file (.memtrace, .memtxt or .lackey) for
+	// App "trace"; every host replays it in its own address space.
+	Trace string `yaml:"trace"`
+	// LocalMemory is each host's local memory as a fraction of its working
+	// set (Fastswap's memory.high).
+	LocalMemory float64 `yaml:"local_memory"`
+	// Hosts, Servers and Background.Senders take the topology's hosts in
+	// order (compute hosts first, then memory servers, then bulk senders),
+	// unless Roles names them.
+	Hosts   int   `yaml:"hosts"`
+	Servers int   `yaml:"servers"`
+	Roles   Roles `yaml:"roles"`
+	// MemoryScale divides every working set (apps.Params.Scale) and
+	// Fastswap's page constants alike.
+	MemoryScale float64 `yaml:"memory_scale"`
+	// Iterations overrides the applications' passes (see apps.Params).
+	Iterations int `yaml:"iterations"`
+	// Replacement is clock or lru.
+	Replacement string `yaml:"replacement"`
+	// PageSize is the page size (4KiB).
+	PageSize units.Bytes `yaml:"page_size"`
+	// FaultOverhead and ReclaimOverhead are CPU costs per fault and per
+	// reclaimed page (paging.HostConfig).
+	FaultOverhead   units.Duration `yaml:"fault_overhead"`
+	ReclaimOverhead units.Duration `yaml:"reclaim_overhead"`
+	// Background is other tenants' traffic to the memory servers.
+	Background Background `yaml:"background"`
+	// Loss, Duplicate and Reorder are injected on every link.
+	Loss      units.Fraction `yaml:"loss"`
+	Duplicate units.Fraction `yaml:"duplicate"`
+	Reorder   units.Fraction `yaml:"reorder"`
+	// RTOMin is the hosts' smallest retransmission timeout.
+	RTOMin units.Duration `yaml:"rto_min"`
+	At     yamlx.Where    `yaml:"-"`
+}
+
+// Roles name the hosts of each role explicitly.
+type Roles struct {
+	Hosts      []string `yaml:"hosts"`
+	Servers    []string `yaml:"servers"`
+	Background []string `yaml:"background"`
+}
+
+// Background describes other tenants' bulk traffic.
+type Background struct {
+	// Senders is the number of bulk senders, spread over the memory servers
+	// in turn.
+	Senders int `yaml:"senders"`
+	// Load is the mean offered load on each memory server's link, as a
+	// fraction of its rate (0: none).
+	Load float64 `yaml:"load"`
+	// Burst is the mean ON period; senders send at line rate while on.
+	Burst units.Duration `yaml:"burst"`
+	// Frame is the bulk frame size on the wire.
+	Frame units.Bytes `yaml:"frame"`
+}
+
+// DefaultParams are used for fields the spec leaves out.
+var DefaultParams = Params{
+	App: "memcached", LocalMemory: 0.5, Hosts: 4, Servers: 2, MemoryScale: 128,
+	Replacement: "clock", PageSize: 4 * units.KiB,
+	Background: Background{Burst: units.Duration(50 * time.Microsecond), Frame: 9000},
+}
+
+// Policy is the policy entry of a spec.
+type Policy struct {
+	// Host is the eviction engine: fastswap or glitter.
+	Host string `yaml:"host"`
+	// Network is what the switches do: fifo (nothing) or glitter
+	// (urgency-marked write-backs mapped to priorities, fetches first).
+	Network      string         `yaml:"network"`
+	OffloadPages int            `yaml:"offload_pages"`
+	MaxReserve   int            `yaml:"max_reserve"`
+	Margin       float64        `yaml:"margin"`
+	UrgencyBase  units.Duration `yaml:"urgency_base"`
+}
+
+// Policies by name: the systems and the ablations.
+var namedPolicies = map[string]Policy{
+	"fastswap":          {Host: "fastswap", Network: "fifo"},
+	"glitter":           {Host: "glitter", Network: "glitter"},
+	"glitter-host-only": {Host: "glitter", Network: "fifo"},
+	"glitter-net-only":  {Host: "fastswap", Network: "glitter"},
+}
+
+// Kind is the farmem experiment kind.
+type Kind struct{}
+
+// Name implements experiments.Kind.
+func (Kind) Name() string { return "farmem" }
+
+// scenario is a compiled scenario.
+type scenario struct {
+	p        Params
+	top      *topologies.Topology
+	hosts    []string
+	servers  []string
+	senders  []string
+	apps     []string // per host; "trace" for the trace
+	trace    []byte   // the trace file, for app "trace"
+	traceWS  int
+	ops      []uint64 // accesses per host (seed 1), for progress
+	pageSize int
+}
+
+type experiment struct {
+	spec      *experiments.Spec
+	scenarios map[string]*scenario
+	policies  map[string]Policy
+}
+
+// Compile implements experiments.Kind.
+func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
+	if spec.Substrate != "sim" {
+		return nil, spec.Errorf("substrate", "the farmem experiment runs on sim; its agents are substrate-neutral, but its netns runner is not built yet")
+	}
+	base := DefaultParams
+	if spec.Trace != "" {
+		base.App, base.Trace = "trace", spec.Trace
+	}
+	if err := spec.DecodeWorkload(&base); err != nil {
+		return nil, err
+	}
+	e := &experiment{spec: spec, scenarios: map[string]*scenario{}, policies: map[string]Policy{}}
+	for _, sc := range spec.Scenarios {
+		p := base
+		if err := spec.DecodeEntry(sc, &p); err != nil {
+			return nil, err
+		}
+		s, err := compileScenario(spec, sc, p)
+		if err != nil {
+			return nil, err
+		}
+		e.scenarios[sc.Name] = s
+	}
+	for _, pe := range spec.Policies {
+		pol, ok := namedPolicies[pe.Name]
+		if err := spec.DecodeEntry(pe, &pol); err != nil {
+			return nil, err
+		}
+		if !ok && (pol.Host == "" || pol.Network == "") {
+			return nil, experiments.EntryError(spec, pe, "host", "%q is not a known policy (%s); give host: fastswap|glitter and network: fifo|glitter", pe.Name, strings.Join(policyNames(), ", "))
+		}
+		if pol.Host != "fastswap" && pol.Host != "glitter" {
+			return nil, experiments.EntryError(spec, pe, "host", "%q: want fastswap or glitter", pol.Host)
+		}
+		if pol.Network != "fifo" && pol.Network != "glitter" {
+			return nil, experiments.EntryError(spec, pe, "network", "%q: want fifo or glitter", pol.Network)
+		}
+		if pol.OffloadPages < 0 || pol.MaxReserve < 0 || pol.Margin < 0 {
+			return nil, experiments.EntryError(spec, pe, "offload_pages", "page counts and margin must not be negative")
+		}
+		e.policies[pe.Name] = pol
+	}
+	return e, nil
+}
+
+func policyNames() []string {
+	var n []string
+	for k := range namedPolicies {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
+
+func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*scenario, error) {
+	bad := func(key, format string, args ...any) error {
+		return experiments.EntryError(spec, sc, key, format, args...)
+	}
+	switch {
+	case p.LocalMemory <= 0 || p.LocalMemory > 4 || math.IsNaN(p.LocalMemory):
+		return nil, bad("local_memory", "%v; want a fraction of the working set above 0 (1 or more: it all fits), at most 4", p.LocalMemory)
+	case p.MemoryScale < 1:
+		return nil, bad("memory_scale", "%v; want 1 (full size) or more", p.MemoryScale)
+	case p.Hosts < 1 && len(p.Roles.Hosts) == 0:
+		return nil, bad("hosts", "%d; want at least one paging host", p.Hosts)
+	case p.Servers < 1 && len(p.Roles.Servers) == 0:
+		return nil, bad("servers", "%d; want at least one memory server", p.Servers)
+	case p.Replacement != "clock" && p.Replacement != "lru":
+		return nil, bad("replacement", "%q; want clock or lru", p.Replacement)
+	case p.PageSize < pfarmem.MinPageSize || p.PageSize > pfarmem.MaxPageSize || p.PageSize&(p.PageSize-1) != 0:
+		return nil, bad("page_size", "%v; want a power of two from %d to %d bytes", p.PageSize, pfarmem.MinPageSize, pfarmem.MaxPageSize)
+	case p.Background.Load < 0 || p.Background.Load > 2:
+		return nil, bad("background", "load %v; want 0 (none) to 2 (twice each server's link)", p.Background.Load)
+	case p.Background.Load > 0 && p.Background.Senders < 1 && len(p.Roles.Background) == 0:
+		return nil, bad("background", "load %v needs senders", p.Background.Load)
+	case p.Background.Load > 0 && (p.Background.Burst <= 0 || p.Background.Frame < 64 || p.Background.Frame > 65000):
+		return nil, bad("background", "burst %v and frame %v: want a positive burst and a frame of 64 to 65000 bytes", p.Background.Burst, p.Background.Frame)
+	case p.Iterations < 0:
+		return nil, bad("iterations", "%d; want 0 (the workload's default) or more", p.Iterations)
+	}
+	s := &scenario{p: p, pageSize: int(p.PageSize)}
+	// The topology: the spec's, or a leaf-spine; rebuilt when this scenario
+	// injects impairments, so runs never share a mutated topology.
+	top, err := scenarioTopology(spec, p)
+	if err != nil {
+		return nil, err
+	}
+	s.top = top
+	if err := s.assignRoles(spec, sc); err != nil {
+		return nil, err
+	}
+	// The applications.
+	switch {
+	case len(p.Apps) > 0:
+		if len(p.Apps) != len(s.hosts) {
+			return nil, bad("apps", "%d applications for %d hosts; name one per host", len(p.Apps), len(s.hosts))
+		}
+		s.apps = p.Apps
+	case p.App == "mix":
+		for i := range s.hosts {
+			s.apps = append(s.apps, apps.Workloads[i%len(apps.Workloads)].Name)
+		}
+	default:
+		for range s.hosts {
+			s.apps = append(s.apps, p.App)
+		}
+	}
+	for i, a := range s.apps {
+		if a == "trace" {
+			if p.Trace == "" {
+				return nil, bad("trace", "app trace needs a trace file (trace: FILE.memtrace, .memtxt or .lackey)")
+			}
+			if s.trace == nil {
+				data, err := spec.ReadFile(p.Trace)
+				if err != nil {
+					return nil, bad("trace", "%v", err)
+				}
+				h, src, err := memtrace.Open(p.Trace, data)
+				if err != nil {
+					return nil, bad("trace", "%v", err)
+				}
+				st, err := memtrace.Summarize(src)
+				if err != nil {
+					return nil, bad("trace", "%v", err)
+				}
+				if h.PageSize != s.pageSize {
+					return nil, bad("trace", "the trace's pages are %d bytes, the scenario's %d (page_size)", h.PageSize, s.pageSize)
+				}
+				if st.MaxPage > 1<<26 {
+					return nil, bad("trace", "page number %d: renumber the pages densely (lackey import does by default)", st.MaxPage)
+				}
+				s.trace, s.traceWS = data, int(st.Pages)
+				s.ops = append(s.ops, st.Accesses)
+				continue
+			}
+			s.ops = append(s.ops, s.ops[slices.Index(s.apps, "trace")])
+			continue
+		}
+		g, err := apps.New(a, apps.Params{Scale: p.MemoryScale, Seed: 1, Iterations: p.Iterations})
+		if err != nil {
+			key := "app"
+			if len(p.Apps) > 0 {
+				key = fmt.Sprintf("apps[%d]", i)
+			}
+			return nil, bad(key, "%v", err)
+		}
+		st, err := memtrace.Summarize(g)
+		if err != nil {
+			return nil, err
+		}
+		s.ops = append(s.ops, st.Accesses)
+	}
+	return s, nil
+}
+
+// scenarioTopology returns the scenario's topology with its impairments.
+func scenarioTopology(spec *experiments.Spec, p Params) (*topologies.Topology, error) {
+	var top *topologies.Topology
+	var err error
+	switch {
+	case spec.TopologyNode != nil:
+		top, err = experiments.LoadTopology(spec.File, spec.TopologyNode, "topology")
+	default:
+		var f *topologies.File
+		f, err = topologies.Generate(topologies.Params{Generate: "leafspine", Name: "farmem", Spines: 2, Leaves: 3, HostsPerLeaf: 4,
+			Rate: 100 * units.Gbps, Delay: units.Duration(time.Microsecond), Buffer: units.MiB, Queues: 8})
+		if err == nil {
+			top, err = f.Build("farmem")
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.Loss > 0 || p.Duplicate > 0 || p.Reorder > 0 {
+		for _, l := range top.Links {
+			l.Loss, l.Duplicate, l.Reorder = float64(p.Loss), float64(p.Duplicate), float64(p.Reorder)
+		}
+	}
+	return top, nil
+}
+
+// assignRoles picks the hosts of each role.
+func (s *scenario) assignRoles(spec *experiments.Spec, sc experiments.Entry) error {
+	p := s.p
+	all := s.top.Hosts()
+	var names []string
+	for _, h := range all {
+		names = append(names, h.Name)
+	}
+	used := map[string]string{}
+	take := func(role string, explicit []string, n int, key string) ([]string, error) {
+		var out []string
+		if len(explicit) > 0 {
+			for _, name := range explicit {
+				if !slices.Contains(names, name) {
+					return nil, experiments.EntryError(spec, sc, "roles", "%s: %q is not a host of topology %s", role, name, s.top.Name)
+				}
+				out = append(out, name)
+			}
+		} else {
+			for _, name := range names {
+				if len(out) == n {
+					break
+				}
+				if used[name] == "" {
+					out = append(out, name)
+					used[name] = role
+				}
+			}
+			if len(out) < n {
+				return nil, experiments.EntryError(spec, sc, key, "%d %s wanted, but topology %s has only %d hosts left after the other roles", n, role, s.top.Name, len(out))
+			}
+		}
+		for _, name := range out {
+			if r := used[name]; r != "" && r != role {
+				return nil, experiments.EntryError(spec, sc, "roles", "host %s is both %s and %s", name, r, role)
+			}
+			used[name] = role
+		}
+		return out, nil
+	}
+	var err error
+	if s.hosts, err = take("paging hosts", p.Roles.Hosts, p.Hosts, "hosts"); err != nil {
+		return err
+	}
+	if s.servers, err = take("memory servers", p.Roles.Servers, p.Servers, "servers"); err != nil {
+		return err
+	}
+	if p.Background.Load > 0 {
+		if s.senders, err = take("bulk senders", p.Roles.Background, p.Background.Senders, "background"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Metric names (fixed in results.json; DESIGN.md §6).
+const (
+	MetricThroughput  = "throughput_ops"
+	MetricCompletion  = "completion_s"
+	MetricBlocks      = "blocking_events"
+	MetricBlockTime   = "blocking_time_s"
+	MetricFaultP50    = "fault_p50_us"
+	MetricFaultP99    = "fault_p99_us"
+	MetricEvicted     = "evicted_pages"
+	MetricIntegrity   = "integrity_errors"
+	MetricFaults      = "faults"
+	MetricRetransmits = "retransmissions"
+	MetricBackground  = "background_gbps"
+)
+
+// Series names (for plots).
+const (
+	SeriesFaultCDF = "fault_latency_cdf"
+	SeriesBlocking = "blocking"
+)
+
+// Metrics implements experiments.Experiment.
+func (e *experiment) Metrics() []analysis.MetricInfo {
+	return []analysis.MetricInfo{
+		{Name: MetricThroughput, Unit: "ops/s", Better: analysis.Higher, Description: "page accesses per second, summed over hosts (each host's accesses ÷ its completion time)"},
+		{Name: MetricCompletion, Unit: "s", Better: analysis.Lower, Description: "time until the last host finished its trace"},
+		{Name: MetricBlocks, Better: analysis.Lower, Description: "times an application found no free frame and reclaimed directly, summed over hosts"},
+		{Name: MetricBlockTime, Unit: "s", Better: analysis.Lower, Description: "time applications spent blocked for a free frame, summed over hosts"},
+		{Name: MetricFaultP50, Unit: "us", Better: analysis.Lower, Description: "median major-fault latency (frame taken → page mapped, blocking excluded)"},
+		{Name: MetricFaultP99, Unit: "us", Better: analysis.Lower, Description: "99th percentile major-fault latency"},
+		{Name: MetricEvicted, Unit: "pages", Better: analysis.Either, Description: "pages evicted (written back or dropped clean)"},
+		{Name: MetricIntegrity, Better: analysis.Lower, Description: "pages read back that differ from the last version written, plus server copies that differ at the end (must be 0)"},
+		{Name: MetricFaults, Better: analysis.Lower, Description: "major faults (pages fetched from memory servers)"},
+		{Name: MetricRetransmits, Better: analysis.Lower, Description: "far-memory requests retransmitted after a timeout"},
+		{Name: MetricBackground, Unit: "Gbps", Better: analysis.Higher, Description: "other tenants' bulk traffic delivered to the memory servers' machines"},
+	}
+}
+
+// SeriesInfo implements experiments.SeriesDescriber.
+func (e *experiment) SeriesInfo() []analysis.SeriesInfo {
+	return []analysis.SeriesInfo{
+		{Name: SeriesFaultCDF, Kind: "cdf", XLabel: "fault latency (µs)", YLabel: "fraction of faults"},
+		{Name: SeriesBlocking, Kind: "time", XLabel: "blocking event start (s)", YLabel: "blocking duration (ms)"},
+	}
+}
+
+// Run implements experiments.Experiment.
+func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run, error) {
+	sc, pol := e.scenarios[r.Scenario], e.policies[r.Policy]
+	o, err := simulate(ctx, sc, pol, r.Seed, r.Progress)
+	if err != nil {
+		return nil, err
+	}
+	return o.Report(sc.p.LocalMemory), nil
+}
+
+// Outcome is what one run measured.
+type Outcome struct {
+	Hosts      []*paging.Stats
+	Servers    []paging.ServerStats
+	End        time.Duration // simulated time when every host was done
+	Background uint64        // bulk bytes delivered
+	Switches   map[string]pfarmem.Counters
+	Events     uint64
+}
+
+// simulate runs one (scenario, policy, seed) on the sim substrate.
+func simulate(ctx context.Context, sc *scenario, pol Policy, seed int64, progress func(float64)) (*Outcome, error) {
+	s := sim.New()
+	pipes := map[string]*pfarmem.Pipeline{}
+	net, err := sim.NewNetwork(s, sc.top, sim.Options{Seed: uint64(seed), Pipeline: func(sw *topologies.Node, base *fwd.Pipeline) (emulator.Pipeline, error) {
+		p := pfarmem.New(base)
+		pipes[sw.Name] = p
+		return p, nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	// The switches are programmed through P4Runtime, as a controller would.
+	rules := fastswap.Rules()
+	if pol.Network == "glitter" {
+		rules = glitter.Rules()
+	}
+	for _, name := range sortedKeys(pipes) {
+		if err := pfarmem.Program(ctx, p4rt.Local(pipes[name]), rules); err != nil {
+			return nil, fmt.Errorf("program switch %s: %w", name, err)
+		}
+	}
+	var servers []*paging.Server
+	var addrs []emulator.Addr
+	var sinks []*sink
+	for _, name := range sc.servers {
+		srv := paging.NewServer(sc.pageSize)
+		if _, err := net.Attach(name, pfarmem.Port, srv); err != nil {
+			return nil, err
+		}
+		k := &sink{}
+		if _, err := net.Attach(name, BulkPort, k); err != nil {
+			return nil, err
+		}
+		servers, sinks = append(servers, srv), append(sinks, k)
+		addrs = append(addrs, netip.AddrPortFrom(sc.top.Node(name).IP, pfarmem.Port))
+	}
+	memScale := sc.p.MemoryScale
+	offload := pol.OffloadPages
+	if offload == 0 {
+		offload = fastswap.MaxReclaimOffload
+	}
+	gp := glitter.Params{MaxReserve: pol.MaxReserve, Margin: pol.Margin, UrgencyBase: time.Duration(pol.UrgencyBase)}
+	hosts := make([]*paging.Host, len(sc.hosts))
+	for i, name := range sc.hosts {
+		src, ws, err := sc.source(i, seed)
+		if err != nil {
+			return nil, err
+		}
+		var engine evict.Engine = fastswap.New(fastswap.Params{OffloadPages: offload}, memScale)
+		if pol.Host == "glitter" {
+			engine = glitter.NewEngine(gp, memScale)
+		}
+		var marker evict.Marker = evict.NoUrgency{}
+		if pol.Network == "glitter" {
+			marker = glitter.NewMarker(gp)
+		}
+		cfg := paging.HostConfig{
+			ID:    uint32(i + 1),
+			Limit: max(1, int(math.Ceil(sc.p.LocalMemory*float64(ws)))), Headroom: fastswap.Scaled(offload, memScale),
+			PageSize: sc.pageSize, Servers: addrs, Stripe: i, Replacement: paging.Replacement(sc.p.Replacement),
+			Engine: engine, Marker: marker,
+			FaultOverhead: time.Duration(sc.p.FaultOverhead), ReclaimOverhead: time.Duration(sc.p.ReclaimOverhead),
+			RTOMin: time.Duration(sc.p.RTOMin), Seed: uint64(seed),
+		}
+		h, err := paging.NewHost(cfg, src, ws)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := net.Attach(name, pfarmem.HostPort, h); err != nil {
+			return nil, err
+		}
+		hosts[i] = h
+	}
+	allDone := func() bool {
+		for _, h := range hosts {
+			if !h.Done() {
+				return false
+			}
+		}
+		return true
+	}
+	if bg := sc.p.Background; bg.Load > 0 {
+		perServer := float64(len(sc.senders)) / float64(len(sc.servers))
+		for i, name := range sc.senders {
+			to := netip.AddrPortFrom(sc.top.Node(sc.servers[i%len(sc.servers)]).IP, BulkPort)
+			rate := sc.top.Node(name).Ports[0].Link.Rate
+			share := min(bg.Load/perServer, 0.99)
+			if _, err := net.Attach(name, BulkPort, newBulk(to, bg.Frame, rate, share, time.Duration(bg.Burst), allDone)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var total uint64
+	for _, n := range sc.ops {
+		total += n
+	}
+	step := sim.Millisecond
+	for !allDone() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if s.Pending() == 0 {
+			return nil, fmt.Errorf("simulation stalled at %v with hosts not done", s.Now())
+		}
+		s.RunUntil(s.Now() + step)
+		if s.Now() > 1000*sim.Second {
+			return nil, fmt.Errorf("no end after %v of simulated time", s.Now())
+		}
+		if progress != nil && total > 0 {
+			var done uint64
+			for _, h := range hosts {
+				done += h.Stats().Ops
+			}
+			progress(float64(done) / float64(total))
+		}
+	}
+	o := &Outcome{End: time.Duration(s.Now() / sim.Nanosecond), Switches: map[string]pfarmem.Counters{}, Events: s.Fired()}
+	lookup := func(server, host emulator.Addr, page uint64) (uint32, uint32, []byte, bool) {
+		i := slices.Index(addrs, server)
+		if i < 0 {
+			return 0, 0, nil, false
+		}
+		return servers[i].Lookup(host, page)
+	}
+	for _, h := range hosts {
+		paging.CheckServers(h, lookup)
+		o.Hosts = append(o.Hosts, h.Stats())
+	}
+	for _, srv := range servers {
+		o.Servers = append(o.Servers, srv.Stats())
+	}
+	for _, k := range sinks {
+		o.Background += k.bytes
+	}
+	for name, p := range pipes {
+		o.Switches[name] = p.Counters
+	}
+	return o, nil
+}
+
+// source returns host i's access source and its working set in pages.
+func (sc *scenario) source(i int, seed int64) (memtrace.Source, int, error) {
+	if sc.apps[i] == "trace" {
+		_, src, err := memtrace.Open(sc.p.Trace, sc.trace)
+		return src, sc.traceWS, err
+	}
+	g, err := apps.New(sc.apps[i], apps.Params{Scale: sc.p.MemoryScale, Seed: uint64(seed)*1000003 + uint64(i), Iterations: sc.p.Iterations})
+	if err != nil {
+		return nil, 0, err
+	}
+	return g, g.Pages(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	slices.Sort(k)
+	return k
+}
+
+// Report turns an outcome into a run's metrics, series and params.
+func (o *Outcome) Report(localMemory float64) *analysis.Run {
+	var thr, completion, blockTime float64
+	var blocks, evicted, integrity, faults, retx uint64
+	var lat []time.Duration
+	var blockSeries []analysis.Point
+	for _, st := range o.Hosts {
+		if c := st.Completion.Seconds(); c > 0 {
+			thr += float64(st.Ops) / c
+		}
+		completion = max(completion, st.Completion.Seconds())
+		blocks += uint64(len(st.Blocks))
+		for _, b := range st.Blocks {
+			blockTime += b.Duration.Seconds()
+			blockSeries = append(blockSeries, analysis.Point{X: b.Start.Seconds(), Y: float64(b.Duration) / 1e6})
+		}
+		evicted += st.Evictions
+		integrity += st.Integrity
+		faults += st.Faults
+		retx += st.Retransmits
+		lat = append(lat, st.FaultLatency...)
+	}
+	for _, s := range o.Servers {
+		integrity += s.Conflicts
+	}
+	slices.Sort(lat)
+	q := func(f float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[int(math.Ceil(f*float64(len(lat))))-1]) / 1e3
+	}
+	bg := 0.0
+	if o.End > 0 {
+		bg = float64(o.Background) * 8 / o.End.Seconds() / 1e9
+	}
+	slices.SortStableFunc(blockSeries, func(a, b analysis.Point) int {
+		switch {
+		case a.X < b.X:
+			return -1
+		case a.X > b.X:
+			return 1
+		}
+		return 0
+	})
+	return &analysis.Run{
+		Metrics: analysis.Metrics{
+			MetricThroughput:  math.Round(thr),
+			MetricCompletion:  completion,
+			MetricBlocks:      float64(blocks),
+			MetricBlockTime:   blockTime,
+			MetricFaultP50:    q(0.5),
+			MetricFaultP99:    q(0.99),
+			MetricEvicted:     float64(evicted),
+			MetricIntegrity:   float64(integrity),
+			MetricFaults:      float64(faults),
+			MetricRetransmits: float64(retx),
+			MetricBackground:  bg,
+		},
+		Series: map[string][]analysis.Point{
+			SeriesFaultCDF: cdf(lat, 200),
+			SeriesBlocking: thin(blockSeries, 2000),
+		},
+		Params: map[string]float64{"local_memory_ratio": localMemory},
+	}
+}
+
+// cdf returns at most n points of the empirical CDF of sorted latencies, in
+// microseconds: the quantiles i/n, and the maximum.
+func cdf(sorted []time.Duration, n int) []analysis.Point {
+	if len(sorted) == 0 {
+		return nil
+	}
+	var pts []analysis.Point
+	k := min(n, len(sorted))
+	for i := 1; i <= k; i++ {
+		idx := int(math.Ceil(float64(i)*float64(len(sorted))/float64(k))) - 1
+		pts = append(pts, analysis.Point{X: float64(sorted[idx]) / 1e3, Y: float64(idx+1) / float64(len(sorted))})
+	}
+	return pts
+}
+
+// thin keeps at most n points, evenly spaced over the series, always
+// including the longest event.
+func thin(pts []analysis.Point, n int) []analysis.Point {
+	if len(pts) <= n {
+		return pts
+	}
+	longest := 0
+	for i, p := range pts {
+		if p.Y > pts[longest].Y {
+			longest = i
+		}
+	}
+	var out []analysis.Point
+	stride := float64(len(pts)) / float64(n)
+	for i := 0; i < n; i++ {
+		j := int(float64(i) * stride)
+		if j < longest && int(float64(i+1)*stride) > longest {
+			j = longest
+		}
+		out = append(out, pts[j])
+	}
+	return out
+}
+
+// Summarize implements experiments.Summarizer: each policy's throughput
+// over Fastswap's, per scenario, per local-memory ratio and on average.
+func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
+	const base = "fastswap"
+	if !slices.Contains(res.Policies, base) {
+		return nil
+	}
+	var others []string
+	for _, p := range res.Policies {
+		if p != base {
+			others = append(others, p)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	t := analysis.Table{
+		Title:  fmt.Sprintf("%s — throughput over Fastswap (throughput_ops ratio, mean over seeds)", res.Experiment),
+		Header: append([]string{"scenario", "local memory"}, others...),
+	}
+	ratios := map[string][]float64{}
+	byRatio := map[float64]map[string][]float64{}
+	var localRatios []float64
+	for _, sc := range res.Scenarios {
+		b := res.Aggregate(sc, base)[MetricThroughput].Mean
+		if b <= 0 {
+			continue
+		}
+		lm := e.scenarios[sc].p.LocalMemory
+		if byRatio[lm] == nil {
+			byRatio[lm] = map[string][]float64{}
+			localRatios = append(localRatios, lm)
+		}
+		row := []string{sc, fmt.Sprintf("%.0f%%", 100*lm)}
+		for _, p := range others {
+			v := res.Aggregate(sc, p)[MetricThroughput].Mean / b
+			ratios[p] = append(ratios[p], v)
+			byRatio[lm][p] = append(byRatio[lm][p], v)
+			row = append(row, fmt.Sprintf("%.3f×", v))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	slices.Sort(localRatios)
+	for _, lm := range localRatios {
+		row := []string{"mean", fmt.Sprintf("%.0f%%", 100*lm)}
+		for _, p := range others {
+			row = append(row, fmt.Sprintf("%.3f×", mean(byRatio[lm][p])))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	row, geo := []string{"mean", "all"}, []string{"geometric mean", "all"}
+	for _, p := range others {
+		row = append(row, fmt.Sprintf("%.3f×", mean(ratios[p])))
+		geo = append(geo, fmt.Sprintf("%.3f×", geomean(ratios[p])))
+	}
+	t.Rows = append(t.Rows, row, geo)
+	t.Notes = append(t.Notes, "Ratio: policy throughput_ops ÷ fastswap throughput_ops in the same scenario. The Glitter abstract reports 1.4× Fastswap's throughput on average; docs/glitter.md explains what we measure and why it differs.")
+	return []analysis.Table{t}
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func geomean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range v {
+		s += math.Log(x)
+	}
+	return math.Exp(s / float64(len(v)))
+}
