@@ -21,8 +21,11 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
-// netnsPrefix starts the run ids of this package's root tests.
-const netnsPrefix = "c"
+// netnsPrefix starts the run ids of this test binary: the package's letter
+// and two random characters, so test binaries running at the same time
+// (other packages, or other `go test` invocations) check and clean up only
+// their own runs.
+var netnsPrefix = "c" + netns.NewRunID()[:2]
 
 // TestMain lets the test binary act as the tracebed command (the lifecycle
 // tests run it as 'tracebed topo up', whose switches are 'tracebed switch'

@@ -30,8 +30,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testPrefix starts the run ids of this package's tests.
-const testPrefix = "s"
+// testPrefix starts the run ids of this test binary: the package's letter
+// and two random characters, so test binaries running at the same time
+// (other packages, or other `go test` invocations) check and clean up only
+// their own runs.
+var testPrefix = "s" + netns.NewRunID()[:2]
 
 func needRoot(t testing.TB) {
 	t.Helper()
