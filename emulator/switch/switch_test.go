@@ -176,7 +176,7 @@ func TestPacingAndDelay(t *testing.T) {
 	}
 	var first, last time.Duration
 	for i := range n {
-		if _, ok := w.recv(t, 2, time.Second); !ok {
+		if _, ok := w.recv(t, 2, 5*time.Second); !ok {
 			t.Fatalf("frame %d lost", i)
 		}
 		el := time.Since(t0)
