@@ -81,9 +81,16 @@ func (w *wires) send(t testing.TB, num int, f []byte) {
 func (w *wires) recv(t testing.TB, num int, d time.Duration) ([]byte, bool) {
 	t.Helper()
 	fds := []unix.PollFd{{Fd: int32(w.far[num]), Events: unix.POLLIN}}
-	n, _ := unix.Poll(fds, int(d/time.Millisecond))
-	if n <= 0 {
-		return nil, false
+	deadline := time.Now().Add(d)
+	for {
+		// Go's preemption signals interrupt poll: retry until the deadline.
+		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond)+1)
+		if n > 0 {
+			break
+		}
+		if err != unix.EINTR || time.Now().After(deadline) {
+			return nil, false
+		}
 	}
 	buf := make([]byte, 4096)
 	k, err := unix.Read(w.far[num], buf)
