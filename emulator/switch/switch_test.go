@@ -290,3 +290,52 @@ func FuzzPacketPath(f *testing.F) {
 		}
 	})
 }
+
+// TestImpairments: loss on h1's link (applied on ingress from the host),
+// duplication on h2's (on egress to it); every frame is accounted for.
+func TestImpairments(t *testing.T) {
+	top, err := topologies.Parse("impair.yaml", []byte(`
+name: impair
+topology:
+  defaults: {link: {rate: 10Gbps}}
+  nodes:
+    tor: {kind: switch}
+    h1: {kind: host}
+    h2: {kind: host}
+  links:
+    - {endpoints: [h1:eth0, tor:eth1], loss: 30%}
+    - {endpoints: [h2:eth0, tor:eth2], duplicate: 20%}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, w := start(t, top, "tor")
+	const n = 500
+	f := udp(top, "h1", "h2", 64)
+	got := 0
+	for range n / 50 {
+		for range 50 {
+			w.send(t, 1, f)
+		}
+		for {
+			if _, ok := w.recv(t, 2, 30*time.Millisecond); !ok {
+				break
+			}
+			got++
+		}
+	}
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, dup := st.Ports[1].Lost, st.Ports[2].Duplicated
+	if want := n - int(lost) + int(dup); got != want {
+		t.Errorf("received %d frames; %d sent − %d lost + %d duplicated = %d", got, n, lost, dup, want)
+	}
+	if lost < n*20/100 || lost > n*40/100 {
+		t.Errorf("lost %d of %d at 30%%", lost, n)
+	}
+	if d := float64(dup) / float64(n-int(lost)); d < 0.1 || d > 0.3 {
+		t.Errorf("duplicated %d of %d at 20%%", dup, n-int(lost))
+	}
+}
