@@ -60,7 +60,7 @@ func StartFabric(n *netns.Network, programs *Registry, opts FabricOptions) (*Fab
 			os.Remove(path)
 			lis, err = net.Listen("unix", path)
 			if err != nil {
-				sw.closePorts()
+				sw.release()
 			}
 		}
 		if err != nil {

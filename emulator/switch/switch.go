@@ -99,6 +99,7 @@ type Switch struct {
 
 	// Control.
 	ctl     chan func()
+	wakeMu  sync.Mutex // guards wakeFD against use after Run closed it
 	wakeFD  int
 	running sync.Mutex // held while Run runs
 	done    chan struct{}
@@ -165,6 +166,18 @@ func (s *Switch) load(prog *Program) error {
 	return nil
 }
 
+// release frees the ports and descriptors of a switch whose Run was never
+// called.
+func (s *Switch) release() {
+	s.closePorts()
+	s.wakeMu.Lock()
+	if s.wakeFD >= 0 {
+		unix.Close(s.wakeFD)
+		s.wakeFD = -1
+	}
+	s.wakeMu.Unlock()
+}
+
 func (s *Switch) closePorts() {
 	for _, p := range s.ports {
 		if p != nil {
@@ -190,7 +203,12 @@ func (s *Switch) Run(ctx context.Context) error {
 	}
 	defer close(s.done)
 	defer s.closePorts()
-	defer unix.Close(s.wakeFD)
+	defer func() {
+		s.wakeMu.Lock()
+		unix.Close(s.wakeFD)
+		s.wakeFD = -1
+		s.wakeMu.Unlock()
+	}()
 	// One OS thread with fine timer slack: pacing sleeps are microseconds.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -277,8 +295,12 @@ func (s *Switch) Run(ctx context.Context) error {
 
 // wake interrupts the loop's poll.
 func (s *Switch) wake() {
-	var one = [8]byte{1}
-	unix.Write(s.wakeFD, one[:])
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	if s.wakeFD >= 0 {
+		var one = [8]byte{1}
+		unix.Write(s.wakeFD, one[:])
+	}
 }
 
 func (s *Switch) drainControl() {

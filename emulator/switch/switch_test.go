@@ -262,8 +262,7 @@ func FuzzPacketPath(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.closePorts()
-		defer unix.Close(s.wakeFD)
+		defer s.release()
 		p := s.ports[int(port)%3+1]
 		buf := s.getBuf()
 		n := copy(buf, data)
