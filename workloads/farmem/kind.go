@@ -585,7 +585,10 @@ func simulate(ctx context.Context, sc *scenario, pol Policy, seed int64, progres
 		}
 		return servers[i].Lookup(host, page)
 	}
-	for _, h := range hosts {
+	for i, h := range hosts {
+		if msg := h.Stats().TraceError; msg != "" {
+			return nil, fmt.Errorf("host %s (%s): %s", sc.hosts[i], sc.apps[i], msg)
+		}
 		paging.CheckServers(h, lookup)
 		o.Hosts = append(o.Hosts, h.Stats())
 	}

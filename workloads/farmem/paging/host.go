@@ -42,6 +42,7 @@
 package paging
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -152,7 +153,14 @@ type Stats struct {
 	Blocks       []BlockEvent
 	// IntegrityDetail describes the first integrity errors.
 	IntegrityDetail []string
+	// TraceError is set when the trace could not be replayed to its end
+	// (malformed, or a page number beyond MaxPages).
+	TraceError string
 }
+
+// MaxPages bounds the page numbers a host replays: its page table is dense.
+// Renumber sparse traces (memtrace's lackey import does by default).
+const MaxPages = 1 << 26
 
 // Host is a paging host. It implements emulator.Agent.
 type Host struct {
@@ -354,6 +362,12 @@ func (h *Host) run(extra time.Duration) {
 			at += a.Gap
 		}
 		if a.Page >= uint64(len(h.pages)) {
+			if a.Page >= MaxPages {
+				h.stats.TraceError = fmt.Sprintf("access %d: page %d is beyond the host's %d pages (renumber the trace densely)", h.stats.Ops+1, a.Page, MaxPages)
+				h.eof, h.pos, h.n = true, 0, 0
+				h.finish(t)
+				return
+			}
 			h.grow(a.Page)
 		}
 		pg := &h.pages[a.Page]
@@ -413,7 +427,7 @@ func (h *Host) refill() bool {
 	if err != nil {
 		h.eof = true
 		if !errors.Is(err, io.EOF) {
-			h.stats.IntegrityDetail = append(h.stats.IntegrityDetail, "trace: "+err.Error())
+			h.stats.TraceError = err.Error()
 		}
 	}
 	return n > 0
@@ -710,9 +724,7 @@ func (h *Host) evict(w *worker) bool {
 	}
 	pg.dirty = false
 	pg.wb = true
-	r := &request{typ: farmem.TypeWrite, page: v, version: pg.version + 1, w: w}
-	h.fillPage(r)
-	h.send(r)
+	h.send(&request{typ: farmem.TypeWrite, page: v, version: pg.version + 1, w: w})
 	return false
 }
 
@@ -810,12 +822,6 @@ func (h *Host) lruUnlink(p int32) {
 
 // ---- requests ----
 
-// fillPage generates the write's page into the page buffer and sets its sum.
-func (h *Host) fillPage(r *request) {
-	h.content.fill(h.pbuf, uint64(r.page), r.version)
-	r.sum = checksum(h.pbuf)
-}
-
 func (h *Host) server(p int32) emulator.Addr {
 	return h.cfg.Servers[(int(p)+h.cfg.Stripe)%len(h.cfg.Servers)]
 }
@@ -878,16 +884,21 @@ func (h *Host) transmit(r *request, retx bool) {
 	if retx {
 		hdr.Flags |= farmem.FlagRetransmit
 	}
-	var data []byte
 	if r.typ == farmem.TypeWrite {
 		st := h.State()
 		hdr.Urgency = min(h.cfg.Marker.Urgency(&st), farmem.MaxUrgency)
-		if retx {
-			h.fillPage(r)
-		}
-		data = h.pbuf
+		// The page is generated straight into the message (the host keeps
+		// no page contents: version v of page p is always the same bytes),
+		// and its checksum patched into the header.
+		h.wbuf = hdr.Append(h.wbuf[:0], nil)
+		h.wbuf = append(h.wbuf, h.pbuf...)
+		data := h.wbuf[farmem.HeaderLen:]
+		h.content.fill(data, uint64(r.page), r.version)
+		r.sum = checksum(data)
+		binary.BigEndian.PutUint32(h.wbuf[20:], r.sum)
+	} else {
+		h.wbuf = hdr.Append(h.wbuf[:0], nil)
 	}
-	h.wbuf = hdr.Append(h.wbuf[:0], data)
 	h.env.Send(h.server(r.page), h.wbuf)
 	r.due = now + r.rto
 	h.arm(r.due)

@@ -442,3 +442,13 @@ func TestDeterministic(t *testing.T) {
 		t.Error("two runs with one seed differ")
 	}
 }
+
+func TestTraceErrors(t *testing.T) {
+	acc := []memtrace.Access{{Page: 1, Write: true}, {Page: MaxPages + 5}}
+	cfg := HostConfig{Limit: 4, Engine: engine{direct: 1}}
+	r := newRig(t, "star", 0, 1, 1, []HostConfig{cfg}, [][]memtrace.Access{acc})
+	r.run(t)
+	if st := r.hosts[0].Stats(); !strings.Contains(st.TraceError, "beyond the host's") || st.Ops != 1 {
+		t.Errorf("trace error %q after %d accesses", st.TraceError, st.Ops)
+	}
+}

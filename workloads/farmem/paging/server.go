@@ -35,15 +35,25 @@ type stored struct {
 type Server struct {
 	env      emulator.Env
 	pageSize int
-	hosts    map[emulator.Addr][]stored
-	arena    []byte
+	hosts    map[emulator.Addr]*hostStore
 	out      []byte
 	stats    ServerStats
 }
 
+// denseLimit bounds the dense part of a host's page table; pages above it
+// (sparse address spaces, or garbage) go to a map, so that no page number
+// makes the server allocate more than the pages it stores.
+const denseLimit = 1 << 22
+
+// hostStore holds one host's pages.
+type hostStore struct {
+	dense  []stored
+	sparse map[uint64]*stored
+}
+
 // NewServer returns a memory server for pages of pageSize bytes.
 func NewServer(pageSize int) *Server {
-	return &Server{pageSize: pageSize, hosts: map[emulator.Addr][]stored{}}
+	return &Server{pageSize: pageSize, hosts: map[emulator.Addr]*hostStore{}}
 }
 
 // Start implements emulator.Agent.
@@ -54,35 +64,44 @@ func (s *Server) Stats() ServerStats { return s.stats }
 
 // Lookup returns the stored version, checksum and data of a host's page.
 func (s *Server) Lookup(host emulator.Addr, page uint64) (version, sum uint32, data []byte, ok bool) {
-	ps := s.hosts[host]
-	if page >= uint64(len(ps)) || ps[page].data == nil {
+	hs := s.hosts[host]
+	if hs == nil {
 		return 0, 0, nil, false
 	}
-	e := &ps[page]
+	var e *stored
+	if page < uint64(len(hs.dense)) {
+		e = &hs.dense[page]
+	} else {
+		e = hs.sparse[page]
+	}
+	if e == nil || e.data == nil {
+		return 0, 0, nil, false
+	}
 	return e.version, e.sum, e.data, true
 }
 
 // slot returns the storage slot of (host, page), growing the host's table.
 func (s *Server) slot(host emulator.Addr, page uint64) *stored {
-	ps := s.hosts[host]
-	if page >= uint64(len(ps)) {
-		n := max(int(page)+1, 2*len(ps), 64)
+	hs := s.hosts[host]
+	if hs == nil {
+		hs = &hostStore{sparse: map[uint64]*stored{}}
+		s.hosts[host] = hs
+	}
+	if page >= denseLimit {
+		e := hs.sparse[page]
+		if e == nil {
+			e = &stored{}
+			hs.sparse[page] = e
+		}
+		return e
+	}
+	if page >= uint64(len(hs.dense)) {
+		n := min(max(int(page)+1, 2*len(hs.dense), 64), denseLimit)
 		grown := make([]stored, n)
-		copy(grown, ps)
-		ps = grown
-		s.hosts[host] = ps
+		copy(grown, hs.dense)
+		hs.dense = grown
 	}
-	return &ps[page]
-}
-
-// alloc returns page-sized storage, carved from 1 MiB arenas.
-func (s *Server) alloc() []byte {
-	if len(s.arena) < s.pageSize {
-		s.arena = make([]byte, max(1<<20, s.pageSize))
-	}
-	b := s.arena[:s.pageSize:s.pageSize]
-	s.arena = s.arena[s.pageSize:]
-	return b
+	return &hs.dense[page]
 }
 
 // Recv implements emulator.Agent.
@@ -115,10 +134,11 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 		switch {
 		case e.data == nil || h.Version > e.version:
 			if e.data == nil {
-				e.data = s.alloc()
 				s.stats.StoredPages++
 			}
-			copy(e.data, data)
+			// The agent owns a received payload (emulator.Agent): keep it
+			// rather than copy it.
+			e.data = data
 			e.version, e.sum = h.Version, h.Sum
 		case h.Version == e.version:
 			s.stats.DupWrites++

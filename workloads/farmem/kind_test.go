@@ -1,0 +1,265 @@
+package farmem
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/experiments"
+	memtrace "github.com/tracebed/tracebed/traces/mem"
+)
+
+// readEmbedded serves traces/mem/ as the binary does.
+func readEmbedded(path string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(path, "traces/mem/"); ok {
+		return fs.ReadFile(memtrace.Files, rest)
+	}
+	return nil, fs.ErrNotExist
+}
+
+func compile(t testing.TB, file, yaml string) (*experiments.Spec, experiments.Experiment, error) {
+	t.Helper()
+	spec, err := experiments.ParseSpec(file, []byte(yaml), readEmbedded)
+	if err != nil {
+		return nil, nil, err
+	}
+	exp, err := Kind{}.Compile(spec)
+	return spec, exp, err
+}
+
+func execute(t testing.TB, yaml string) (*analysis.Results, experiments.Experiment) {
+	t.Helper()
+	spec, exp, err := compile(t, "small.yaml", yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{Parallel: 2, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, exp
+}
+
+func TestSpecErrors(t *testing.T) {
+	const head = "kind: farmem\npolicies: [fastswap]\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown app", head + "scenarios:\n  - {name: a, app: sort}\n", `bad.yaml:4:20: scenarios[0].app: "sort" is not a workload; want one of quicksort, linpack`},
+		{"local memory", head + "scenarios:\n  - {name: a, local_memory: 0}\n", "bad.yaml:4:29: scenarios[0].local_memory: 0; want a fraction"},
+		{"too many hosts", head + "workload: {hosts: 20}\n", "bad.yaml:3:19: workload.hosts: 20 paging hosts wanted, but topology farmem has only 12 hosts"},
+		{"unknown role host", head + "workload: {roles: {hosts: [h99]}}\n", `workload.roles: paging hosts: "h99" is not a host of topology farmem`},
+		{"host in two roles", head + "workload: {roles: {hosts: [h1], servers: [h1]}}\n", "host h1 is both paging hosts and memory servers"},
+		{"apps per host", head + "scenarios:\n  - {name: a, apps: [stream]}\n", "scenarios[0].apps: 1 applications for 4 hosts"},
+		{"unknown policy", "kind: farmem\npolicies: [hermit]\n", `bad.yaml:2:12: policies[0].host: "hermit" is not a known policy`},
+		{"bad network", "kind: farmem\npolicies: [{name: x, host: glitter, network: pfc}]\n", `bad.yaml:2:46: policies[0].network: "pfc": want fifo or glitter`},
+		{"missing trace", head + "scenarios:\n  - {name: a, app: trace}\n", "scenarios[0].trace: app trace needs a trace file"},
+		{"unreadable trace", head + "workload: {app: trace, trace: nope.memtrace}\n", "workload.trace: nope.memtrace: no such file"},
+		{"substrate", head + "substrate: netns\n", "bad.yaml:3:12: substrate: the farmem experiment runs on sim"},
+		{"unknown field", head + "workload: {local_mem: 0.5}\n", "bad.yaml:3:12: workload.local_mem: unknown field"},
+		{"background needs senders", head + "workload: {background: {load: 0.5}}\n", "background: load 0.5 needs senders"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := compile(t, "bad.yaml", tc.yaml)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v\nwant one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// small is a quick experiment: working sets of 256 pages (memory_scale
+// 2048 for the 2 GiB workloads), two hosts, one server.
+const small = `name: small
+kind: farmem
+seeds: [1]
+topology: {generate: leafspine, spines: 1, leaves: 2, hosts_per_leaf: 3, rate: 100Gbps, delay: 1us, buffer: 256KiB, queues: 8}
+workload:
+  roles: {hosts: [h1, h2], servers: [h4], background: [h5, h6]}
+  memory_scale: 2048
+  reclaim_overhead: 1us
+  fault_overhead: 1us
+policies: [fastswap, glitter, glitter-host-only, glitter-net-only]
+scenarios:
+  - {name: fits, apps: [quicksort, memcached], local_memory: 1.0}
+  - {name: tight, apps: [quicksort, memcached], local_memory: 0.5}
+  - {name: lossy, apps: [stream, kmeans], local_memory: 0.5, loss: 0.01, duplicate: 0.002, reorder: 0.002}
+  - {name: congested, apps: [stream, kmeans], local_memory: 0.5, background: {senders: 2, load: 0.75}}
+  - {name: sample, app: trace, trace: traces/mem/samples/transpose.memtrace, local_memory: 0.5}
+`
+
+func metric(t testing.TB, res *analysis.Results, scenario, policy, name string) float64 {
+	t.Helper()
+	for _, r := range res.Runs {
+		if r.Scenario == scenario && r.Policy == policy {
+			return r.Metrics[name]
+		}
+	}
+	t.Fatalf("no run %s/%s", scenario, policy)
+	return 0
+}
+
+func TestSmallExperiment(t *testing.T) {
+	res, exp := execute(t, small)
+	for _, r := range res.Runs {
+		if r.Metrics[MetricIntegrity] != 0 {
+			t.Errorf("%s/%s: %v integrity errors", r.Scenario, r.Policy, r.Metrics[MetricIntegrity])
+		}
+		if r.Metrics[MetricThroughput] <= 0 || r.Metrics[MetricCompletion] <= 0 {
+			t.Errorf("%s/%s: no throughput", r.Scenario, r.Policy)
+		}
+		if r.Params["local_memory_ratio"] == 0 {
+			t.Errorf("%s/%s: params %v", r.Scenario, r.Policy, r.Params)
+		}
+		if r.Scenario != "fits" {
+			c := r.Series[SeriesFaultCDF]
+			if len(c) == 0 || c[len(c)-1].Y != 1 {
+				t.Errorf("%s/%s: fault CDF %v does not end at 1", r.Scenario, r.Policy, c)
+			}
+			for i := 1; i < len(c); i++ {
+				if c[i].X < c[i-1].X || c[i].Y <= c[i-1].Y {
+					t.Errorf("%s/%s: fault CDF not increasing at %d", r.Scenario, r.Policy, i)
+					break
+				}
+			}
+		}
+	}
+	// Local memory as large as the working set: no faults, no blocking,
+	// for every policy.
+	for _, p := range res.Policies {
+		if f, b := metric(t, res, "fits", p, MetricFaults), metric(t, res, "fits", p, MetricBlocks); f != 0 || b != 0 {
+			t.Errorf("fits/%s: %v faults and %v blocks, want none", p, f, b)
+		}
+	}
+	// A tight limit makes Fastswap block.
+	if b := metric(t, res, "tight", "fastswap", MetricBlocks); b == 0 {
+		t.Error("tight/fastswap: no blocking")
+	}
+	if len(res.Runs[0].Series[SeriesBlocking]) != 0 {
+		t.Error("fits: blocking series not empty")
+	}
+	for _, r := range res.Runs {
+		if r.Scenario == "tight" && r.Policy == "fastswap" && len(r.Series[SeriesBlocking]) != int(r.Metrics[MetricBlocks]) {
+			t.Errorf("tight/fastswap: %d blocking points for %v events", len(r.Series[SeriesBlocking]), r.Metrics[MetricBlocks])
+		}
+	}
+	// Loss is survived by retransmission.
+	if r := metric(t, res, "lossy", "fastswap", MetricRetransmits); r == 0 {
+		t.Error("lossy: no retransmissions")
+	}
+	// Under congestion, Glitter's network scheduling keeps fault latency
+	// at the idle round trip and the throughput up; without it, it does not.
+	if g, f := metric(t, res, "congested", "glitter-net-only", MetricThroughput), metric(t, res, "congested", "fastswap", MetricThroughput); g <= 1.05*f {
+		t.Errorf("congested: glitter-net-only %v ops/s, fastswap %v", g, f)
+	}
+	if g, f := metric(t, res, "congested", "glitter", MetricFaultP99), metric(t, res, "congested", "fastswap", MetricFaultP99); g >= f {
+		t.Errorf("congested: glitter p99 fault %vµs, fastswap %vµs", g, f)
+	}
+	// The recorded real program replays.
+	if ops := metric(t, res, "sample", "fastswap", MetricThroughput); ops <= 0 {
+		t.Error("sample: no throughput")
+	}
+	// Series are declared with the names plots use.
+	names := map[string]string{}
+	for _, s := range res.SeriesInfo {
+		names[s.Name] = s.Kind
+	}
+	if names[SeriesFaultCDF] != "cdf" || names[SeriesBlocking] != "time" {
+		t.Errorf("series info %v", res.SeriesInfo)
+	}
+	// The summary compares every policy with Fastswap.
+	tables := experiments.Tables(exp, res)
+	last := tables[len(tables)-1]
+	if !strings.Contains(last.Title, "throughput over Fastswap") || len(last.Rows) != len(res.Scenarios)+4 {
+		t.Errorf("summary table %q with %d rows", last.Title, len(last.Rows))
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	one := func() []byte {
+		res, _ := execute(t, strings.Replace(small, "policies: [fastswap, glitter, glitter-host-only, glitter-net-only]", "policies: [fastswap, glitter]", 1))
+		b, err := res.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if a, b := one(), one(); !bytes.Equal(a, b) {
+		t.Error("two runs of one spec and seed differ")
+	}
+}
+
+func TestReadySpecs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		runs     int
+		isDefalt bool
+	}{{"glitter-100g", 84, true}, {"glitter-congestion", 48, false}} {
+		spec, err := experiments.Open(tc.name, readEmbedded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (Kind{}).Compile(spec); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(spec.Policies) * len(spec.Scenarios) * len(spec.Seeds); n != tc.runs || spec.Default != tc.isDefalt {
+			t.Errorf("%s: %d runs, default %v", tc.name, n, spec.Default)
+		}
+	}
+}
+
+// TestReplayRecordedProgram records a small C program with valgrind's lackey
+// tool and replays the recording on a paging host, as a user would: the spec
+// names the .lackey file directly.
+func TestReplayRecordedProgram(t *testing.T) {
+	valgrind, err := exec.LookPath("valgrind")
+	if err != nil {
+		t.Skip("valgrind is not installed: cannot record a real program (apt-get install valgrind)")
+	}
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed: cannot build the program to record")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "stride")
+	if out, err := exec.Command(cc, "-O1", "-o", bin, filepath.Join("..", "..", "traces", "mem", "testdata", "stride.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	log := filepath.Join(dir, "stride.lackey")
+	if out, err := exec.Command(valgrind, "--tool=lackey", "--trace-mem=yes", "--log-file="+log, bin).CombinedOutput(); err != nil {
+		t.Fatalf("valgrind: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, src, err := memtrace.Open(log, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := memtrace.Summarize(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := `kind: farmem
+workload: {roles: {hosts: [h1], servers: [h7]}, app: trace, trace: ` + log + `, local_memory: 0.25, memory_scale: 256}
+policies: [fastswap, glitter]
+`
+	res, _ := execute(t, spec)
+	for _, r := range res.Runs {
+		if r.Metrics[MetricIntegrity] != 0 || r.Metrics[MetricFaults] == 0 {
+			t.Errorf("%s: %v integrity errors, %v faults", r.Policy, r.Metrics[MetricIntegrity], r.Metrics[MetricFaults])
+		}
+		// A quarter of the pages (35, plus 8 of headroom) are local, and
+		// the program writes a 64-page buffer in order, then reads it in
+		// order: every page of the second pass must be fetched.
+		if r.Metrics[MetricFaults] < 64 {
+			t.Errorf("%s: %v faults, want at least the 64 pages of the buffer's second pass", r.Policy, r.Metrics[MetricFaults])
+		}
+	}
+	t.Logf("replayed %v: faults %v", st, metric(t, res, "default", "fastswap", MetricFaults))
+}
