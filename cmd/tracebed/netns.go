@@ -163,6 +163,7 @@ It stays in the foreground until Ctrl-C, then tears everything down; with
 				fmt.Fprintf(a.stderr, "switch %s exited (log: %s); tearing down\n", name, st.Switches[name].Log)
 			}
 			stopSwitches(procs)
+			a.printCounters(n, st)
 			if err := n.Down(); err != nil {
 				return err
 			}
@@ -291,6 +292,22 @@ func (a *app) printReach(n *netns.Network, st *runState) {
 		}
 	}
 	fmt.Fprintf(w, "\nTear down: tracebed topo down --run %s   (or tracebed cleanup)\n", n.RunID)
+}
+
+// printCounters prints the port counters the switches logged as they
+// stopped (ports that saw traffic only), before the run directory goes.
+func (a *app) printCounters(n *netns.Network, st *runState) {
+	for _, sw := range n.Topology.Switches() {
+		data, err := os.ReadFile(st.Switches[sw.Name].Log)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "port ") && !strings.Contains(line, "rx 0 frames, tx 0,") {
+				fmt.Fprintf(a.stdout, "%s %s\n", sw.Name, line)
+			}
+		}
+	}
 }
 
 func (a *app) topoExecCommand() *cobra.Command {

@@ -66,17 +66,27 @@ It stops on SIGINT or SIGTERM and prints its counters.`,
 			g := goswitch.NewGRPCServer()
 			goswitch.NewServer(sw).Register(g)
 			go g.Serve(lis)
-			ctx := cmd.Context()
+			ctx := cmd.Context() // ends on SIGINT or SIGTERM
+			runCtx, stopRun := context.WithCancel(context.Background())
+			defer stopRun()
 			runErr := make(chan error, 1)
-			go func() { runErr <- sw.Run(ctx) }()
+			go func() { runErr <- sw.Run(runCtx) }()
 			cfg.Log.Info("switch running", "switch", cfg.Name, "ports", len(sw.Node().Ports), "program", cfg.Program, "p4runtime", listen)
-			// Print counters before the data plane stops.
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			st, serr := sw.Stats(sctx)
-			cancel()
-			g.Stop()
-			err = <-runErr
+			var st goswitch.Stats
+			var serr error
+			select {
+			case <-ctx.Done():
+				// Take the counters, then stop the data plane.
+				sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				st, serr = sw.Stats(sctx)
+				cancel()
+				g.Stop()
+				stopRun()
+				err = <-runErr
+			case err = <-runErr:
+				g.Stop()
+				serr = errors.New("stopped")
+			}
 			if network == "unix" {
 				os.Remove(address)
 			}
