@@ -71,6 +71,9 @@ type Options struct {
 type Network struct {
 	Topology *topologies.Topology
 	RunID    string
+	// IngressDrop reports whether the switch ports drop frames in tc
+	// ingress after the Go switch's packet taps saw them (ingress.go).
+	IngressDrop bool
 
 	bridged bool
 }
@@ -175,6 +178,8 @@ func Up(ctx context.Context, topo *topologies.Topology, opts Options) (_ *Networ
 		if err := n.BridgeSwitches(); err != nil {
 			return nil, err
 		}
+	} else if n.IngressDrop, err = n.setSwitchIngress(true); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -397,6 +402,10 @@ func (n *Network) BridgeSwitches() error {
 	if err := loopFree(n.Topology); err != nil {
 		return err
 	}
+	if _, err := n.setSwitchIngress(false); err != nil { // the bridge must see the frames
+		return err
+	}
+	n.IngressDrop = false
 	for _, sw := range n.Topology.Switches() {
 		h, err := n.Handle(sw.Name)
 		if err != nil {
@@ -448,6 +457,10 @@ func (n *Network) UnbridgeSwitches() error {
 		h.Delete()
 	}
 	n.bridged = false
+	var err error
+	if n.IngressDrop, err = n.setSwitchIngress(true); err != nil {
+		return err
+	}
 	return n.readdressHosts(false)
 }
 
