@@ -52,7 +52,7 @@ type bpfProgLoad struct {
 func loadDropProgram() (int, error) {
 	insns := []bpfInsn{
 		{code: 0xb7, imm: int32(netlink.TC_ACT_SHOT)}, // r0 = TC_ACT_SHOT
-		{code: 0x95},                                   // exit
+		{code: 0x95}, // exit
 	}
 	license := []byte("GPL\x00")
 	attr := bpfProgLoad{
