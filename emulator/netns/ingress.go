@@ -3,6 +3,7 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -33,12 +34,15 @@ type bpfInsn struct {
 }
 
 // bpfProgLoad is the head of union bpf_attr for BPF_PROG_LOAD; the kernel
-// accepts a shorter attribute whose missing tail is zero.
+// accepts a shorter attribute whose missing tail is zero. The pointer
+// fields are __aligned_u64 in the kernel: typed as unsafe.Pointer so the
+// runtime keeps (and, on a stack move, adjusts) them; this layout is that
+// of 64-bit platforms.
 type bpfProgLoad struct {
 	progType    uint32
 	insnCnt     uint32
-	insns       uint64
-	license     uint64
+	insns       unsafe.Pointer
+	license     unsafe.Pointer
 	logLevel    uint32
 	logSize     uint32
 	logBuf      uint64
@@ -58,11 +62,16 @@ func loadDropProgram() (int, error) {
 	attr := bpfProgLoad{
 		progType: unix.BPF_PROG_TYPE_SCHED_CLS,
 		insnCnt:  uint32(len(insns)),
-		insns:    uint64(uintptr(unsafe.Pointer(&insns[0]))),
-		license:  uint64(uintptr(unsafe.Pointer(&license[0]))),
+		insns:    unsafe.Pointer(&insns[0]),
+		license:  unsafe.Pointer(&license[0]),
 	}
 	copy(attr.progName[:], "tracebed_drop")
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		return -1, errors.New("the ingress drop program is loaded on 64-bit platforms only")
+	}
 	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_LOAD, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(insns)
+	runtime.KeepAlive(license)
 	if errno != 0 {
 		return -1, fmt.Errorf("load BPF program: %w", errno)
 	}
