@@ -205,17 +205,15 @@ type Host struct {
 	rto      time.Duration
 
 	// Estimates.
-	demandN     int
-	demandRate  float64
-	peaks       []float64 // windowed rates of the last PeakHorizon, a ring
-	peakAt      int
-	winEnd      time.Duration
-	evLat       time.Duration
-	evLatDev    time.Duration
-	wbuf, pbuf  []byte
-	stats       Stats
-	retryArmed  bool
-	resumeTimer emulator.Timer
+	demandN    int
+	demandRate float64
+	peaks      []float64 // windowed rates of the last PeakHorizon, a ring
+	peakAt     int
+	winEnd     time.Duration
+	evLat      time.Duration
+	evLatDev   time.Duration
+	wbuf, pbuf []byte
+	stats      Stats
 }
 
 // worker is a reclaimer: the background one or the application in direct
@@ -412,7 +410,7 @@ func (h *Host) advance() {
 }
 
 func (h *Host) sleep(d time.Duration) {
-	h.resumeTimer = h.env.After(d, h.resume)
+	h.env.After(d, h.resume)
 }
 
 func (h *Host) resume() { h.run(0) }
