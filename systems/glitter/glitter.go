@@ -18,6 +18,8 @@
 //
 // where Dpeak is the highest windowed demand of the last millisecond, so
 // that the reserve is sized for the latest burst rather than the average.
+// With one page evicted at a time, 1/ℓ is the measured eviction throughput
+// E: the second rule reads "demand outpaces eviction" (D' ≥ E).
 //
 // The background reclaimer runs while usage exceeds Frames − reserve, at
 // most Fastswap's 2048 pages per batch. The reserve never falls below the
