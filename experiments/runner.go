@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/testbed"
 )
 
 // Kind is a kind of experiment (incast, ina, farmem, …): it knows how to read
@@ -56,6 +57,19 @@ type Run struct {
 	// Progress reports the fraction of the run done, in [0, 1]. It is
 	// safe to call from the run's goroutine at any rate.
 	Progress func(done float64)
+	// NewTestbed builds the network of a run on the run's substrate (and,
+	// on netns, with the chosen switch). Kinds that place agents on a
+	// network use it instead of naming a substrate themselves.
+	NewTestbed TestbedFactory
+}
+
+// TestbedFactory builds a testbed. It is set by the command line from
+// --substrate and --switch.
+type TestbedFactory func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error)
+
+// SimTestbed is the factory of the sim substrate.
+func SimTestbed(_ context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+	return testbed.NewSim(cfg)
 }
 
 // Registry maps kind names to kinds. The binary builds one with every kind
@@ -105,6 +119,8 @@ type Options struct {
 	Version  string // recorded in results.json
 	Commit   string
 	Progress Progress // nil: none
+	// NewTestbed builds testbeds for runs; nil means SimTestbed.
+	NewTestbed TestbedFactory
 }
 
 // RunError is a failure of one run (as opposed to bad input).
@@ -137,11 +153,15 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 	for _, s := range spec.Scenarios {
 		res.Scenarios = append(res.Scenarios, s.Name)
 	}
+	newTestbed := opts.NewTestbed
+	if newTestbed == nil {
+		newTestbed = SimTestbed
+	}
 	var runs []Run
 	for _, sc := range spec.Scenarios {
 		for _, p := range spec.Policies {
 			for _, seed := range spec.Seeds {
-				runs = append(runs, Run{Policy: p.Name, Scenario: sc.Name, Seed: seed, Substrate: spec.Substrate, Scale: spec.Scale})
+				runs = append(runs, Run{Policy: p.Name, Scenario: sc.Name, Seed: seed, Substrate: spec.Substrate, Scale: spec.Scale, NewTestbed: newTestbed})
 			}
 		}
 	}

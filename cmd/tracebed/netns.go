@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/p4/programs"
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -124,7 +125,7 @@ It stays in the foreground until Ctrl-C, then tears everything down; with
 					return badInput(fmt.Errorf("--spin: %w", err))
 				}
 			}
-			reg, err := programs()
+			reg, err := programs.Registry()
 			if err != nil {
 				return err
 			}

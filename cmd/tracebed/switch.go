@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
+	"github.com/tracebed/tracebed/p4/programs"
 )
 
 func (a *app) switchCommand() *cobra.Command {
@@ -47,7 +48,7 @@ It stops on SIGINT or SIGTERM and prints its counters.`,
 			if err != nil {
 				return badInput(err)
 			}
-			if cfg.Programs, err = programs(); err != nil {
+			if cfg.Programs, err = programs.Registry(); err != nil {
 				return err
 			}
 			cfg.Topology = top

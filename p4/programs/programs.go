@@ -1,4 +1,8 @@
-package main
+// Package programs lists the data planes tracebed ships — plain forwarding,
+// in-network aggregation and far-memory scheduling — in the form the Go
+// switch and the testbeds load them: a name (the P4Info's pkg_info.name), the
+// P4Info, and a constructor over the plain forwarding pipeline.
+package programs
 
 import (
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
@@ -8,12 +12,13 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
-// programs returns the data planes the Go switch can run, selected with
-// 'tracebed switch --program NAME' or by a controller's
-// SetForwardingPipelineConfig with the program's P4Info. A new pipeline of
-// p4/ is added here: its name (= P4Info pkg_info.name), its P4Info and a
-// constructor over the plain forwarding pipeline, as for sim.
-func programs() (*goswitch.Registry, error) {
+// Registry returns the data planes a switch can run, selected with
+// 'tracebed switch --program NAME', by a controller's
+// SetForwardingPipelineConfig with the program's P4Info, or by a testbed's
+// configuration. A new pipeline of p4/ is added here: its name (= P4Info
+// pkg_info.name), its P4Info and a constructor over the plain forwarding
+// pipeline. Each call returns a new registry.
+func Registry() (*goswitch.Registry, error) {
 	inaInfo, err := ina.P4Info(ina.Config{})
 	if err != nil {
 		return nil, err
