@@ -19,6 +19,8 @@ import (
 type Packet struct {
 	Data []byte
 	prio int
+	at   Time   // arrival time while on the wire
+	seq  uint64 // event sequence number of that arrival
 }
 
 // Options configure a Network.
@@ -230,6 +232,13 @@ type port struct {
 	backlog int64
 	busy    bool
 
+	// wire holds the frames propagating on the link in arrival order: the
+	// delay is constant, so frames arrive in the order they left, and only
+	// the first needs to be in the event heap (reordered and duplicated
+	// frames bypass it). This keeps the heap as small as the number of
+	// links, not of frames in flight.
+	wire fifo
+
 	loss, dup, reorder float64
 	rng                *rand.Rand
 	tap                func(Time, []byte)
@@ -313,16 +322,38 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 			// so that frames sent right after it overtake it.
 			p.reordered++
 			tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
-			at += tx * Time(1+p.rng.IntN(16))
+			s.schedule(at+tx*Time(1+p.rng.IntN(16)), arrival{p.peer}, pkt)
+			return
 		}
 	}
-	s.schedule(at, arrival{p.peer}, pkt)
+	// The arrival takes its place in the event order now, as if it were
+	// scheduled now, even though it enters the heap only when it reaches
+	// the head of the wire.
+	s.seq++
+	pkt.at, pkt.seq = at, s.seq
+	if p.wire.size == 0 {
+		s.push(event{at: at, seq: pkt.seq, h: wireHead{p}})
+	}
+	p.wire.push(pkt)
 }
 
-// arrival is the event of a frame reaching the receiving side of a link.
+// arrival is the event of a frame that bypassed the wire queue reaching the
+// receiving side of a link.
 type arrival struct{ in *port }
 
 func (a arrival) fire(_ *Sim, pkt *Packet) { a.in.owner.receive(a.in, pkt) }
+
+// wireHead is the event of the first frame on a link's wire arriving.
+type wireHead struct{ p *port }
+
+func (w wireHead) fire(s *Sim, _ *Packet) {
+	p := w.p
+	pkt := p.wire.pop()
+	if next := p.wire.peek(); next != nil {
+		s.push(event{at: next.at, seq: next.seq, h: w})
+	}
+	p.peer.owner.receive(p.peer, pkt)
+}
 
 // fifo is a queue of packets backed by a ring buffer.
 type fifo struct {
@@ -340,6 +371,13 @@ func (q *fifo) push(p *Packet) {
 	}
 	q.buf[(q.head+q.size)%len(q.buf)] = p
 	q.size++
+}
+
+func (q *fifo) peek() *Packet {
+	if q.size == 0 {
+		return nil
+	}
+	return q.buf[q.head]
 }
 
 func (q *fifo) pop() *Packet {
