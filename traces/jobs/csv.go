@@ -16,77 +16,125 @@ var csvColumns = []string{"id", "arrival", "model", "workers", "iterations"}
 // ParseCSV reads the native CSV format: a header naming the columns, then
 // one job per row. Blank lines and lines starting with '#' are skipped.
 func ParseCSV(file string, data []byte) ([]Job, error) {
-	r := newCSVReader(data)
-	header, err := r.Read()
+	t, err := readTable(file, data, csvColumns, csvColumns[1:],
+		"the header must name "+strings.Join(csvColumns[1:], ", ")+" (id is optional)")
 	if err != nil {
-		return nil, csvError(file, r, err, "header")
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		name := strings.ToLower(strings.TrimSpace(h))
-		line, _ := r.FieldPos(i)
-		if !slices.Contains(csvColumns, name) {
-			return nil, errorf(file, line, "header", "unknown column %q; want %s", h, strings.Join(csvColumns, ", "))
-		}
-		if _, dup := col[name]; dup {
-			return nil, errorf(file, line, "header", "column %q appears twice", name)
-		}
-		col[name] = i
-	}
-	for _, need := range csvColumns[1:] {
-		if _, ok := col[need]; !ok {
-			line, _ := r.FieldPos(0)
-			return nil, errorf(file, line, "header", "no %q column; the header must name %s (id is optional)", need, strings.Join(csvColumns[1:], ", "))
-		}
+		return nil, err
 	}
 	var jobs []Job
 	ids := map[int]int{}
 	for row := 0; ; row++ {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
+		ok, err := t.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			break
 		}
-		if err != nil {
-			return nil, csvError(file, r, err, "")
-		}
-		line, _ := r.FieldPos(0)
-		if len(rec) != len(header) {
-			return nil, errorf(file, line, "", "%d fields; the header has %d", len(rec), len(header))
-		}
-		field := func(name string) (string, int) {
-			i := col[name]
-			l, _ := r.FieldPos(i)
-			return rec[i], l
-		}
-		j := Job{ID: row, Line: line}
-		if _, ok := col["id"]; ok {
-			s, l := field("id")
-			if j.ID, err = parseCount(s, "for the job id", 0, 1<<31-1); err != nil {
-				return nil, errorf(file, l, "id", "%v", err)
+		j := Job{ID: row, Line: t.line}
+		if t.has("id") {
+			if err := t.parse("id", func(s string) (err error) { j.ID, err = parseCount(s, "for the job id", 0, 1<<31-1); return }); err != nil {
+				return nil, err
 			}
 		}
-		s, l := field("arrival")
-		if j.Arrival, err = parseArrival(s); err != nil {
-			return nil, errorf(file, l, "arrival", "%v", err)
+		for _, f := range []columnParser{
+			{"arrival", func(s string) (err error) { j.Arrival, err = parseArrival(s); return }},
+			{"model", func(s string) (err error) { j.Model, err = parseModel(s); return }},
+			{"workers", func(s string) (err error) { j.Workers, err = parseCount(s, "workers", 1, MaxWorkers); return }},
+			{"iterations", func(s string) (err error) { j.Iterations, err = parseCount(s, "iterations", 1, MaxIterations); return }},
+		} {
+			if err := t.parse(f.col, f.parse); err != nil {
+				return nil, err
+			}
 		}
-		s, l = field("model")
-		if j.Model, err = parseModel(s); err != nil {
-			return nil, errorf(file, l, "model", "%v", err)
-		}
-		s, l = field("workers")
-		if j.Workers, err = parseCount(s, "workers", 1, MaxWorkers); err != nil {
-			return nil, errorf(file, l, "workers", "%v", err)
-		}
-		s, l = field("iterations")
-		if j.Iterations, err = parseCount(s, "iterations", 1, MaxIterations); err != nil {
-			return nil, errorf(file, l, "iterations", "%v", err)
-		}
-		if err := uniqueID(file, ids, j.ID, line, "id"); err != nil {
+		if err := uniqueID(file, ids, j.ID, t.line, "id"); err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, j)
 	}
 	return check(file, jobs, ids)
+}
+
+// columnParser parses one column of a row into a job.
+type columnParser struct {
+	col   string
+	parse func(string) error
+}
+
+// table reads a CSV file with a header row and hands out each row's fields
+// by column name, with their lines, for error messages.
+type table struct {
+	file  string
+	r     *csv.Reader
+	col   map[string]int
+	width int
+	rec   []string
+	line  int
+}
+
+// readTable reads the header of a CSV file. Column names are matched without
+// case or surrounding space; known, when not nil, lists the columns
+// accepted; required those that must appear; format says what a header must
+// hold, for the message about a missing column.
+func readTable(file string, data []byte, known, required []string, format string) (*table, error) {
+	r := newCSVReader(data)
+	header, err := r.Read()
+	if err != nil {
+		return nil, csvError(file, r, err, "header")
+	}
+	t := &table{file: file, r: r, col: map[string]int{}, width: len(header)}
+	for i, h := range header {
+		name := strings.ToLower(strings.TrimSpace(h))
+		line, _ := r.FieldPos(i)
+		if known != nil && !slices.Contains(known, name) {
+			return nil, errorf(file, line, "header", "unknown column %q; want %s", h, strings.Join(known, ", "))
+		}
+		if _, dup := t.col[name]; dup {
+			return nil, errorf(file, line, "header", "column %q appears twice", name)
+		}
+		t.col[name] = i
+	}
+	for _, need := range required {
+		if !t.has(need) {
+			line, _ := r.FieldPos(0)
+			return nil, errorf(file, line, "header", "no %q column; %s", need, format)
+		}
+	}
+	return t, nil
+}
+
+// next reads the next row; it reports false at the end of the file.
+func (t *table) next() (bool, error) {
+	rec, err := t.r.Read()
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, csvError(t.file, t.r, err, "")
+	}
+	t.line, _ = t.r.FieldPos(0)
+	if len(rec) != t.width {
+		return false, errorf(t.file, t.line, "", "%d fields; the header has %d", len(rec), t.width)
+	}
+	t.rec = rec
+	return true, nil
+}
+
+// has reports whether the header names column.
+func (t *table) has(column string) bool {
+	_, ok := t.col[column]
+	return ok
+}
+
+// parse hands the current row's field of column to f and turns its error
+// into an Error naming the field's line and the column.
+func (t *table) parse(column string, f func(string) error) error {
+	i := t.col[column]
+	if err := f(t.rec[i]); err != nil {
+		line, _ := t.r.FieldPos(i)
+		return errorf(t.file, line, column, "%v", err)
+	}
+	return nil
 }
 
 func newCSVReader(data []byte) *csv.Reader {

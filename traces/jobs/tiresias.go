@@ -1,8 +1,6 @@
 package jobtrace
 
 import (
-	"errors"
-	"io"
 	"slices"
 	"strings"
 )
@@ -32,76 +30,40 @@ func IsTiresias(data []byte) bool {
 // ignored: the testbed computes durations from the model profiles and the
 // network.
 func ParseTiresias(file string, data []byte) ([]Job, error) {
-	r := newCSVReader(data)
-	header, err := r.Read()
+	t, err := readTable(file, data, nil, []string{"job_id", "num_gpu", "submit_time", "iterations", "model_name"},
+		"a Tiresias trace has "+strings.Join(tiresiasColumns, ", "))
 	if err != nil {
-		return nil, csvError(file, r, err, "header")
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		name := strings.ToLower(strings.TrimSpace(h))
-		if _, dup := col[name]; dup {
-			line, _ := r.FieldPos(i)
-			return nil, errorf(file, line, "header", "column %q appears twice", name)
-		}
-		col[name] = i
-	}
-	for _, need := range []string{"job_id", "num_gpu", "submit_time", "iterations", "model_name"} {
-		if _, ok := col[need]; !ok {
-			line, _ := r.FieldPos(0)
-			return nil, errorf(file, line, "header", "no %q column; a Tiresias trace has %s", need, strings.Join(tiresiasColumns, ", "))
-		}
+		return nil, err
 	}
 	var jobs []Job
 	ids := map[int]int{}
 	for {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
+		ok, err := t.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			break
 		}
-		if err != nil {
-			return nil, csvError(file, r, err, "")
+		j := Job{Line: t.line}
+		fields := []columnParser{
+			{"job_id", func(s string) (err error) { j.ID, err = parseCount(s, "for the job id", 0, 1<<31-1); return }},
+			{"num_gpu", func(s string) (err error) { j.Workers, err = parseCount(s, "GPUs", 1, MaxWorkers); return }},
+			{"submit_time", func(s string) (err error) { j.Arrival, err = parseArrival(s); return }},
+			{"iterations", func(s string) (err error) { j.Iterations, err = parseCount(s, "iterations", 1, MaxIterations); return }},
+			{"model_name", func(s string) (err error) { j.Model, err = parseModel(s); return }},
 		}
-		line, _ := r.FieldPos(0)
-		if len(rec) != len(header) {
-			return nil, errorf(file, line, "", "%d fields; the header has %d", len(rec), len(header))
-		}
-		get := func(name string) (string, int) {
-			i := col[name]
-			l, _ := r.FieldPos(i)
-			return rec[i], l
-		}
-		var j Job
-		j.Line = line
-		s, l := get("job_id")
-		if j.ID, err = parseCount(s, "for the job id", 0, 1<<31-1); err != nil {
-			return nil, errorf(file, l, "job_id", "%v", err)
-		}
-		s, l = get("num_gpu")
-		if j.Workers, err = parseCount(s, "GPUs", 1, MaxWorkers); err != nil {
-			return nil, errorf(file, l, "num_gpu", "%v", err)
-		}
-		s, l = get("submit_time")
-		if j.Arrival, err = parseArrival(s); err != nil {
-			return nil, errorf(file, l, "submit_time", "%v", err)
-		}
-		s, l = get("iterations")
-		if j.Iterations, err = parseCount(s, "iterations", 1, MaxIterations); err != nil {
-			return nil, errorf(file, l, "iterations", "%v", err)
-		}
-		s, l = get("model_name")
-		if j.Model, err = parseModel(s); err != nil {
-			return nil, errorf(file, l, "model_name", "%v", err)
-		}
-		for _, opt := range []string{"duration", "interval"} {
-			if _, ok := col[opt]; ok {
-				s, l := get(opt)
-				if _, err := parseArrival(s); err != nil {
-					return nil, errorf(file, l, opt, "%v", err)
-				}
+		for _, opt := range []string{"duration", "interval"} { // checked, then ignored
+			if t.has(opt) {
+				fields = append(fields, columnParser{opt, func(s string) error { _, err := parseArrival(s); return err }})
 			}
 		}
-		if err := uniqueID(file, ids, j.ID, line, "job_id"); err != nil {
+		for _, f := range fields {
+			if err := t.parse(f.col, f.parse); err != nil {
+				return nil, err
+			}
+		}
+		if err := uniqueID(file, ids, j.ID, t.line, "job_id"); err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, j)
