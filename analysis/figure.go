@@ -485,25 +485,8 @@ func sweepFigures(r *Results) []Figure {
 				Title:  joinNonEmpty(", ", fmt.Sprintf("%s: %s vs. %s", r.Experiment, m.Name, g.key), g.fixed),
 				XLabel: paramLabel(g.key), YLabel: metricLabel(m), Style: StyleLinePoints,
 			}
-			seeds := 0
-			for _, p := range r.Policies {
-				l := Line{Label: p, Color: r.color(p)}
-				var errs []float64
-				for _, sc := range g.scens {
-					s, ok := r.Aggregate(sc, p)[m.Name]
-					if !ok {
-						continue
-					}
-					seeds = max(seeds, s.N)
-					l.Points = append(l.Points, Point{params[sc][g.key], s.Mean})
-					errs = append(errs, s.Std)
-				}
-				if len(l.Points) == 0 {
-					continue
-				}
-				sortLine(&l, errs)
-				f.Lines = append(f.Lines, l)
-			}
+			var seeds int
+			f.Lines, seeds = r.policyLines(m.Name, g.scens, func(_ int, sc string) float64 { return params[sc][g.key] })
 			if len(f.Lines) == 0 {
 				continue
 			}
@@ -513,6 +496,32 @@ func sweepFigures(r *Results) []Figure {
 		}
 	}
 	return figs
+}
+
+// policyLines returns a line per policy through the scenarios scens: the
+// mean of metric over seeds at x(i, scenario), with the standard deviation
+// as error bars, sorted by x; and the largest number of seeds behind a
+// point. Policies without the metric get no line.
+func (r *Results) policyLines(metric string, scens []string, x func(i int, sc string) float64) (lines []Line, seeds int) {
+	for _, p := range r.Policies {
+		l := Line{Label: p, Color: r.color(p)}
+		var errs []float64
+		for i, sc := range scens {
+			s, ok := r.Aggregate(sc, p)[metric]
+			if !ok {
+				continue
+			}
+			seeds = max(seeds, s.N)
+			l.Points = append(l.Points, Point{x(i, sc), s.Mean})
+			errs = append(errs, s.Std)
+		}
+		if len(l.Points) == 0 {
+			continue
+		}
+		sortLine(&l, errs)
+		lines = append(lines, l)
+	}
+	return lines, seeds
 }
 
 // sortLine orders a line's points by X, carrying errs along; errs are kept
@@ -562,25 +571,8 @@ func barFigures(r *Results) []Figure {
 			Name: fileName(m.Name + "-by-scenario"), Title: fmt.Sprintf("%s: %s (%s is better)", r.Experiment, m.Name, m.Better),
 			XLabel: "scenario", YLabel: metricLabel(m), Style: StyleBars, YFrom0: true, Categories: r.Scenarios,
 		}
-		seeds := 0
-		for _, p := range r.Policies {
-			l := Line{Label: p, Color: r.color(p)}
-			var errs []float64
-			for i, sc := range r.Scenarios {
-				s, ok := r.Aggregate(sc, p)[m.Name]
-				if !ok {
-					continue
-				}
-				seeds = max(seeds, s.N)
-				l.Points = append(l.Points, Point{float64(i), s.Mean})
-				errs = append(errs, s.Std)
-			}
-			if len(l.Points) == 0 {
-				continue
-			}
-			sortLine(&l, errs)
-			f.Lines = append(f.Lines, l)
-		}
+		var seeds int
+		f.Lines, seeds = r.policyLines(m.Name, r.Scenarios, func(i int, _ string) float64 { return float64(i) })
 		if len(f.Lines) == 0 {
 			continue
 		}
