@@ -13,6 +13,11 @@ import (
 	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
+// ProgramName is the program's name: its P4Info's pkg_info.name, and its
+// name in the registry of data planes (p4/programs) that switches and
+// testbeds load.
+const ProgramName = "farmem"
+
 // Names of the far-memory objects of farmem.p4, as in its P4Info.
 // Controllers look their ids up by these names (p4rt.Names).
 const (

@@ -25,6 +25,7 @@ type bulk struct {
 	on, off time.Duration
 	stopped func() bool
 	sent    uint64
+	next    time.Duration // when the next burst is due
 }
 
 func newBulk(to emulator.Addr, size units.Bytes, rate units.Rate, share float64, burst time.Duration, stopped func() bool) *bulk {
@@ -37,7 +38,8 @@ func newBulk(to emulator.Addr, size units.Bytes, rate units.Rate, share float64,
 
 func (b *bulk) Start(env emulator.Env) {
 	b.env = env
-	b.env.After(b.exp(b.off), b.burst) // a random phase
+	b.next = env.Now() + b.exp(b.off) // a random phase
+	b.env.After(b.next-env.Now(), b.burst)
 }
 
 func (b *bulk) exp(mean time.Duration) time.Duration {
@@ -45,7 +47,10 @@ func (b *bulk) exp(mean time.Duration) time.Duration {
 }
 
 // burst queues one ON period's frames on the NIC, which sends them back to
-// back at line rate, and schedules the next burst after an OFF period.
+// back at line rate, and schedules the next burst after an OFF period. The
+// schedule is kept in absolute times, so that neither a late timer nor a
+// Send that blocks on a full socket buffer (real sockets) stretches the
+// period and lowers the load.
 func (b *bulk) burst() {
 	if b.stopped() {
 		return
@@ -56,7 +61,8 @@ func (b *bulk) burst() {
 		b.env.Send(b.to, b.payload)
 	}
 	b.sent += uint64(n)
-	b.env.After(d+b.exp(b.off), b.burst)
+	b.next += d + b.exp(b.off)
+	b.env.After(max(0, b.next-b.env.Now()), b.burst)
 }
 
 func (b *bulk) Recv(emulator.Addr, []byte) {}

@@ -14,22 +14,23 @@ package farmem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/p4rt"
-	"github.com/tracebed/tracebed/emulator/sim"
+	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	pfarmem "github.com/tracebed/tracebed/p4/farmem"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/systems/fastswap"
 	"github.com/tracebed/tracebed/systems/glitter"
 	"github.com/tracebed/tracebed/topologies"
@@ -149,6 +150,50 @@ type scenario struct {
 	traceWS  int
 	ops      []uint64 // accesses per host (seed 1), for progress
 	pageSize int
+	// scale is the spec's scale factor s: the scenario runs with link
+	// rates divided by s and every time constant multiplied by s
+	// (docs/scaling.md, "Far memory"); 1 is paper scale.
+	scale float64
+}
+
+// stretch multiplies a duration by the scale factor.
+func (sc *scenario) stretch(d time.Duration) time.Duration {
+	if sc.scale == 1 {
+		return d
+	}
+	return time.Duration(math.Round(float64(d) * sc.scale))
+}
+
+// scaleTopology divides the link rates of the scenario's topology by the
+// scale factor and multiplies its delays (links' propagation, switches'
+// pipeline latency) by it. Buffers keep their size in bytes: a buffer
+// holds as many pages as at paper scale, and drains in s times as long,
+// like everything else.
+func (sc *scenario) scaleTopology() {
+	if sc.scale == 1 {
+		return
+	}
+	for _, l := range sc.top.Links {
+		l.Rate = max(1, units.Rate(math.Round(float64(l.Rate)/sc.scale)))
+		l.Delay = sc.stretch(l.Delay)
+	}
+	for _, n := range sc.top.Nodes {
+		n.Latency = sc.stretch(n.Latency)
+	}
+}
+
+// stretched is a trace whose compute gaps are multiplied by a scale factor.
+type stretched struct {
+	src   memtrace.Source
+	scale float64
+}
+
+func (s stretched) Read(buf []memtrace.Access) (int, error) {
+	n, err := s.src.Read(buf)
+	for i := range buf[:n] {
+		buf[i].Gap = time.Duration(math.Round(float64(buf[i].Gap) * s.scale))
+	}
+	return n, err
 }
 
 type experiment struct {
@@ -159,9 +204,6 @@ type experiment struct {
 
 // Compile implements experiments.Kind.
 func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
-	if spec.Substrate != "sim" {
-		return nil, spec.Errorf("substrate", "the farmem experiment runs on sim; its agents are substrate-neutral, but its netns runner is not built yet")
-	}
 	base := DefaultParams
 	if spec.Trace != "" {
 		base.App, base.Trace = "trace", spec.Trace
@@ -238,14 +280,15 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	case p.Iterations < 0:
 		return nil, bad("iterations", "%d; want 0 (the workload's default) or more", p.Iterations)
 	}
-	s := &scenario{p: p, pageSize: int(p.PageSize)}
-	// The topology: the spec's, or a leaf-spine; rebuilt when this scenario
-	// injects impairments, so runs never share a mutated topology.
+	s := &scenario{p: p, pageSize: int(p.PageSize), scale: spec.Scale}
+	// The topology: the spec's, or a leaf-spine, built anew for this
+	// scenario (its impairments and scale are the scenario's).
 	top, err := scenarioTopology(spec, p)
 	if err != nil {
 		return nil, err
 	}
 	s.top = top
+	s.scaleTopology()
 	if err := s.assignRoles(spec, sc); err != nil {
 		return nil, err
 	}
@@ -443,56 +486,80 @@ func (e *experiment) SeriesInfo() []analysis.SeriesInfo {
 // Run implements experiments.Experiment.
 func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run, error) {
 	sc, pol := e.scenarios[r.Scenario], e.policies[r.Policy]
-	o, err := simulate(ctx, sc, pol, r.Seed, r.Progress)
+	newTestbed := r.NewTestbed
+	if newTestbed == nil {
+		newTestbed = experiments.SimTestbed
+	}
+	o, err := run(ctx, newTestbed, sc, pol, r.Seed, r.Progress)
 	if err != nil {
 		return nil, err
 	}
 	return o.Report(sc.p.LocalMemory), nil
 }
 
-// Outcome is what one run measured.
+// Outcome is what one run measured, in the units of the testbed it ran on:
+// at scale s, times are s times the paper's and rates 1/s of them (Report
+// converts back).
 type Outcome struct {
 	Hosts      []*paging.Stats
 	Servers    []paging.ServerStats
-	End        time.Duration // simulated time when every host was done
+	End        time.Duration // testbed time when every host was done
 	Background uint64        // bulk bytes delivered
-	Switches   map[string]pfarmem.Counters
-	Events     uint64
+	// Switches are the far-memory counters of every switch, read through
+	// P4Runtime at the end of the run.
+	Switches map[string]pfarmem.ClassCounts
+	// Scale is the scenario's scale factor (0 or 1: paper units).
+	Scale float64
 }
 
-// simulate runs one (scenario, policy, seed) on the sim substrate.
-func simulate(ctx context.Context, sc *scenario, pol Policy, seed int64, progress func(float64)) (*Outcome, error) {
-	s := sim.New()
-	pipes := map[string]*pfarmem.Pipeline{}
-	net, err := sim.NewNetwork(s, sc.top, sim.Options{Seed: uint64(seed), Pipeline: func(sw *topologies.Node, base *fwd.Pipeline) (emulator.Pipeline, error) {
-		p := pfarmem.New(base)
-		pipes[sw.Name] = p
-		return p, nil
-	}})
+// run executes one (scenario, policy, seed) on a testbed from newTestbed:
+// every switch runs the far-memory program, programmed through P4Runtime;
+// memory servers, bulk sinks, paging hosts and bulk senders are attached in
+// that order; the run ends when every host has replayed its trace and seen
+// every write-back acknowledged. The same code runs on every substrate.
+func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64)) (_ *Outcome, err error) {
+	tb, err := newTestbed(ctx, testbed.Config{Topology: sc.top, Program: pfarmem.ProgramName, Seed: uint64(seed)})
 	if err != nil {
 		return nil, err
 	}
+	closed := false
+	defer func() {
+		if !closed {
+			err = errors.Join(err, tb.Close())
+		}
+	}()
 	// The switches are programmed through P4Runtime, as a controller would.
 	rules := fastswap.Rules()
 	if pol.Network == "glitter" {
 		rules = glitter.Rules()
 	}
-	for _, name := range sortedKeys(pipes) {
-		if err := pfarmem.Program(ctx, p4rt.Local(pipes[name]), rules); err != nil {
+	var switches []string
+	for _, sw := range sc.top.Switches() {
+		switches = append(switches, sw.Name)
+	}
+	slices.Sort(switches)
+	clients := map[string]p4rt.Client{}
+	for _, name := range switches {
+		c, err := tb.Switch(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := pfarmem.Program(ctx, c, rules); err != nil {
 			return nil, fmt.Errorf("program switch %s: %w", name, err)
 		}
+		clients[name] = c
 	}
 	var servers []*paging.Server
 	var addrs []emulator.Addr
 	var sinks []*sink
 	for _, name := range sc.servers {
 		srv := paging.NewServer(sc.pageSize)
-		if _, err := net.Attach(name, pfarmem.Port, srv); err != nil {
-			return nil, err
+		if _, err := tb.Attach(name, pfarmem.Port, srv); err != nil {
+			return nil, fmt.Errorf("memory server %s: %w", name, err)
 		}
 		k := &sink{}
-		if _, err := net.Attach(name, BulkPort, k); err != nil {
-			return nil, err
+		if _, err := tb.Attach(name, BulkPort, k); err != nil {
+			return nil, fmt.Errorf("bulk sink %s: %w", name, err)
 		}
 		servers, sinks = append(servers, srv), append(sinks, k)
 		addrs = append(addrs, netip.AddrPortFrom(sc.top.Node(name).IP, pfarmem.Port))
@@ -502,8 +569,23 @@ func simulate(ctx context.Context, sc *scenario, pol Policy, seed int64, progres
 	if offload == 0 {
 		offload = fastswap.MaxReclaimOffload
 	}
-	gp := glitter.Params{MaxReserve: pol.MaxReserve, Margin: pol.Margin, UrgencyBase: time.Duration(pol.UrgencyBase)}
+	urgencyBase := time.Duration(pol.UrgencyBase)
+	if urgencyBase <= 0 {
+		urgencyBase = glitter.DefaultUrgencyBase
+	}
+	gp := glitter.Params{MaxReserve: pol.MaxReserve, Margin: pol.Margin, UrgencyBase: sc.stretch(urgencyBase)}
+	// running counts the hosts not yet done. It is the run's stop signal
+	// for the other tenant (bulk senders stop when it reaches 0) — run
+	// control, not network traffic, and atomic because on a real
+	// substrate each agent runs on its own loop.
+	running := &atomic.Int64{}
+	running.Store(int64(len(sc.hosts)))
+	rtoMin := time.Duration(sc.p.RTOMin)
+	if rtoMin <= 0 {
+		rtoMin = paging.DefaultRTOMin
+	}
 	hosts := make([]*paging.Host, len(sc.hosts))
+	envs := make([]emulator.Env, len(sc.hosts))
 	for i, name := range sc.hosts {
 		src, ws, err := sc.source(i, seed)
 		if err != nil {
@@ -522,34 +604,31 @@ func simulate(ctx context.Context, sc *scenario, pol Policy, seed int64, progres
 			Limit: max(1, int(math.Ceil(sc.p.LocalMemory*float64(ws)))), Headroom: fastswap.Scaled(offload, memScale),
 			PageSize: sc.pageSize, Servers: addrs, Stripe: i, Replacement: paging.Replacement(sc.p.Replacement),
 			Engine: engine, Marker: marker,
-			FaultOverhead: time.Duration(sc.p.FaultOverhead), ReclaimOverhead: time.Duration(sc.p.ReclaimOverhead),
-			RTOMin: time.Duration(sc.p.RTOMin), Seed: uint64(seed),
+			FaultOverhead: sc.stretch(time.Duration(sc.p.FaultOverhead)), ReclaimOverhead: sc.stretch(time.Duration(sc.p.ReclaimOverhead)),
+			RunAhead: sc.stretch(paging.DefaultRunAhead),
+			RTOMin:   sc.stretch(rtoMin), RTOMax: sc.stretch(paging.DefaultRTOMax), RTOInit: sc.stretch(paging.DefaultRTOInit),
+			MeasurePeriod: sc.stretch(paging.DefaultMeasurePeriod), PeakHorizon: sc.stretch(evict.PeakHorizon),
+			Seed:   uint64(seed),
+			OnDone: func(*paging.Host) { running.Add(-1) },
 		}
 		h, err := paging.NewHost(cfg, src, ws)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := net.Attach(name, pfarmem.HostPort, h); err != nil {
-			return nil, err
+		if envs[i], err = tb.Attach(name, pfarmem.HostPort, h); err != nil {
+			return nil, fmt.Errorf("paging host %s: %w", name, err)
 		}
 		hosts[i] = h
 	}
-	allDone := func() bool {
-		for _, h := range hosts {
-			if !h.Done() {
-				return false
-			}
-		}
-		return true
-	}
 	if bg := sc.p.Background; bg.Load > 0 {
 		perServer := float64(len(sc.senders)) / float64(len(sc.servers))
+		stopped := func() bool { return running.Load() == 0 }
 		for i, name := range sc.senders {
 			to := netip.AddrPortFrom(sc.top.Node(sc.servers[i%len(sc.servers)]).IP, BulkPort)
 			rate := sc.top.Node(name).Ports[0].Link.Rate
 			share := min(bg.Load/perServer, 0.99)
-			if _, err := net.Attach(name, BulkPort, newBulk(to, bg.Frame, rate, share, time.Duration(bg.Burst), allDone)); err != nil {
-				return nil, err
+			if _, err := tb.Attach(name, BulkPort, newBulk(to, bg.Frame, rate, share, sc.stretch(time.Duration(bg.Burst)), stopped)); err != nil {
+				return nil, fmt.Errorf("bulk sender %s: %w", name, err)
 			}
 		}
 	}
@@ -557,27 +636,37 @@ func simulate(ctx context.Context, sc *scenario, pol Policy, seed int64, progres
 	for _, n := range sc.ops {
 		total += n
 	}
-	step := sim.Millisecond
-	for !allDone() {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if s.Pending() == 0 {
-			return nil, fmt.Errorf("simulation stalled at %v with hosts not done", s.Now())
-		}
-		s.RunUntil(s.Now() + step)
-		if s.Now() > 1000*sim.Second {
-			return nil, fmt.Errorf("no end after %v of simulated time", s.Now())
+	// Every host is asked on its own loop whether it is done (Inspect).
+	done := func() bool {
+		all, ops := true, uint64(0)
+		for i, h := range hosts {
+			tb.Inspect(envs[i], func() {
+				all = all && h.Done()
+				ops += h.Stats().Ops
+			})
 		}
 		if progress != nil && total > 0 {
-			var done uint64
-			for _, h := range hosts {
-				done += h.Stats().Ops
-			}
-			progress(float64(done) / float64(total))
+			progress(float64(ops) / float64(total))
 		}
+		return all
 	}
-	o := &Outcome{End: time.Duration(s.Now() / sim.Nanosecond), Switches: map[string]pfarmem.Counters{}, Events: s.Fired()}
+	step := min(sc.stretch(time.Millisecond), maxDoneStep)
+	if err := tb.Run(ctx, step, sc.stretch(runLimit), done); err != nil {
+		return nil, fmt.Errorf("hosts not done: %w", err)
+	}
+	o := &Outcome{End: tb.Now(), Switches: map[string]pfarmem.ClassCounts{}, Scale: sc.scale}
+	for _, name := range switches {
+		c, err := pfarmem.ReadCounts(ctx, clients[name])
+		if err != nil {
+			return nil, fmt.Errorf("read counters of switch %s: %w", name, err)
+		}
+		o.Switches[name] = c
+	}
+	// The agents stop; their state may be read directly from now on.
+	closed = true
+	if err := tb.Close(); err != nil {
+		return nil, err
+	}
 	lookup := func(server, host emulator.Addr, page uint64) (uint32, uint32, []byte, bool) {
 		i := slices.Index(addrs, server)
 		if i < 0 {
@@ -598,36 +687,50 @@ func simulate(ctx context.Context, sc *scenario, pol Policy, seed int64, progres
 	for _, k := range sinks {
 		o.Background += k.bytes
 	}
-	for name, p := range pipes {
-		o.Switches[name] = p.Counters
-	}
 	return o, nil
 }
 
-// source returns host i's access source and its working set in pages.
+// runLimit is how much testbed time (at scale 1) a run may take;
+// maxDoneStep bounds how often the driver asks the hosts whether they are
+// done (every millisecond of paper time, at least every maxDoneStep of
+// testbed time).
+const (
+	runLimit    = 1000 * time.Second
+	maxDoneStep = 10 * time.Millisecond
+)
+
+// source returns host i's access source, with its gaps at the scenario's
+// scale, and its working set in pages.
 func (sc *scenario) source(i int, seed int64) (memtrace.Source, int, error) {
+	var src memtrace.Source
+	var ws int
 	if sc.apps[i] == "trace" {
-		_, src, err := memtrace.Open(sc.p.Trace, sc.trace)
-		return src, sc.traceWS, err
+		_, t, err := memtrace.Open(sc.p.Trace, sc.trace)
+		if err != nil {
+			return nil, 0, err
+		}
+		src, ws = t, sc.traceWS
+	} else {
+		g, err := apps.New(sc.apps[i], apps.Params{Scale: sc.p.MemoryScale, Seed: uint64(seed)*1000003 + uint64(i), Iterations: sc.p.Iterations})
+		if err != nil {
+			return nil, 0, err
+		}
+		src, ws = g, g.Pages()
 	}
-	g, err := apps.New(sc.apps[i], apps.Params{Scale: sc.p.MemoryScale, Seed: uint64(seed)*1000003 + uint64(i), Iterations: sc.p.Iterations})
-	if err != nil {
-		return nil, 0, err
+	if sc.scale != 1 {
+		src = stretched{src: src, scale: sc.scale}
 	}
-	return g, g.Pages(), nil
+	return src, ws, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	var k []string
-	for n := range m {
-		k = append(k, n)
-	}
-	slices.Sort(k)
-	return k
-}
-
-// Report turns an outcome into a run's metrics, series and params.
+// Report turns an outcome into a run's metrics, series and params, in paper
+// units: at scale s, times are divided by s and rates (throughput, the bulk
+// tenant's bandwidth) multiplied by it; counts are what they are.
 func (o *Outcome) Report(localMemory float64) *analysis.Run {
+	s := o.Scale
+	if s <= 0 {
+		s = 1
+	}
 	var thr, completion, blockTime float64
 	var blocks, evicted, integrity, faults, retx uint64
 	var lat []time.Duration
@@ -671,14 +774,27 @@ func (o *Outcome) Report(localMemory float64) *analysis.Run {
 		}
 		return 0
 	})
+	if s != 1 {
+		thr, completion, blockTime, bg = thr*s, completion/s, blockTime/s, bg*s
+		for i := range blockSeries {
+			blockSeries[i].X /= s
+			blockSeries[i].Y /= s
+		}
+	}
+	faultCDF := cdf(lat, 200)
+	if s != 1 {
+		for i := range faultCDF {
+			faultCDF[i].X /= s
+		}
+	}
 	return &analysis.Run{
 		Metrics: analysis.Metrics{
 			MetricThroughput:  math.Round(thr),
 			MetricCompletion:  completion,
 			MetricBlocks:      float64(blocks),
 			MetricBlockTime:   blockTime,
-			MetricFaultP50:    q(0.5),
-			MetricFaultP99:    q(0.99),
+			MetricFaultP50:    q(0.5) / s,
+			MetricFaultP99:    q(0.99) / s,
 			MetricEvicted:     float64(evicted),
 			MetricIntegrity:   float64(integrity),
 			MetricFaults:      float64(faults),
@@ -686,7 +802,7 @@ func (o *Outcome) Report(localMemory float64) *analysis.Run {
 			MetricBackground:  bg,
 		},
 		Series: map[string][]analysis.Point{
-			SeriesFaultCDF: cdf(lat, 200),
+			SeriesFaultCDF: faultCDF,
 			SeriesBlocking: thin(blockSeries, 2000),
 		},
 		Params: map[string]float64{"local_memory_ratio": localMemory},

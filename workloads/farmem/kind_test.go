@@ -59,7 +59,6 @@ func TestSpecErrors(t *testing.T) {
 		{"bad network", "kind: farmem\npolicies: [{name: x, host: glitter, network: pfc}]\n", `bad.yaml:2:46: policies[0].network: "pfc": want fifo or glitter`},
 		{"missing trace", head + "scenarios:\n  - {name: a, app: trace}\n", "scenarios[0].trace: app trace needs a trace file"},
 		{"unreadable trace", head + "workload: {app: trace, trace: nope.memtrace}\n", "workload.trace: nope.memtrace: no such file"},
-		{"substrate", head + "substrate: netns\n", "bad.yaml:3:12: substrate: the farmem experiment runs on sim"},
 		{"unknown field", head + "workload: {local_mem: 0.5}\n", "bad.yaml:3:12: workload.local_mem: unknown field"},
 		{"background needs senders", head + "workload: {background: {load: 0.5}}\n", "background: load 0.5 needs senders"},
 	} {

@@ -44,8 +44,9 @@ type State struct {
 	// faults and first touches), in pages per second: an exponentially
 	// weighted moving average over windows of the host's measuring period.
 	DemandRate float64
-	// DemandPeak is the highest windowed demand rate of the last
-	// millisecond (PeakHorizon): the rate of the latest burst.
+	// DemandPeak is the highest windowed demand rate of the host's peak
+	// horizon (PeakHorizon unless the host is configured otherwise, e.g. at
+	// an experiment's scale): the rate of the latest burst.
 	DemandPeak float64
 	// EvictLatency is the mean time from picking a victim to its frame
 	// being free (for a dirty page: the write-back's round trip), and
@@ -54,7 +55,7 @@ type State struct {
 	EvictLatency, EvictLatencyDev time.Duration
 }
 
-// PeakHorizon is how far back DemandPeak looks.
+// PeakHorizon is how far back DemandPeak looks, by default (paper scale).
 const PeakHorizon = time.Millisecond
 
 // Free returns the number of free frames.

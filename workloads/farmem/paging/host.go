@@ -91,21 +91,33 @@ type HostConfig struct {
 	// written back.
 	FaultOverhead, ReclaimOverhead time.Duration
 	// RunAhead bounds how far past the current time the application replays
-	// hits while a reclaimer or a request is active (default 5µs); with
+	// hits while a reclaimer or a request is active (DefaultRunAhead); with
 	// nothing else going on it replays hits up to its next miss. Pages used
 	// in that window are not picked as victims.
 	RunAhead time.Duration
-	// RTOMin, RTOMax and RTOInit bound the retransmission timeout (defaults
-	// 100µs, 100ms, 1ms).
+	// RTOMin, RTOMax and RTOInit bound the retransmission timeout
+	// (DefaultRTOMin, DefaultRTOMax, DefaultRTOInit).
 	RTOMin, RTOMax, RTOInit time.Duration
-	// MeasurePeriod is the window of the demand-rate estimate (default 20µs).
-	MeasurePeriod time.Duration
+	// MeasurePeriod is the window of the demand-rate estimate
+	// (DefaultMeasurePeriod), and PeakHorizon how far back the demand peak
+	// looks (evict.PeakHorizon).
+	MeasurePeriod, PeakHorizon time.Duration
 	// Seed seeds the page contents.
 	Seed uint64
 	// OnDone, if set, is called once when the trace is replayed and every
 	// write-back has been acknowledged.
 	OnDone func(*Host)
 }
+
+// Defaults of HostConfig's timing fields: the paper-scale values (an
+// experiment at scale s multiplies every one of them by s).
+const (
+	DefaultRunAhead      = 5 * time.Microsecond
+	DefaultRTOMin        = 100 * time.Microsecond
+	DefaultRTOMax        = 100 * time.Millisecond
+	DefaultRTOInit       = time.Millisecond
+	DefaultMeasurePeriod = 20 * time.Microsecond
+)
 
 // Page states.
 const (
@@ -184,6 +196,7 @@ type Host struct {
 	pos, n   int
 	eof      bool
 	gapDone  bool          // the gap of buf[pos] has elapsed
+	wakeAt   time.Duration // when the current sleep is meant to end
 	waiting  bool          // blocked, or waiting for a fetch
 	blocked  bool          // blocked for a free frame
 	blockAt  time.Duration // start of the current block
@@ -272,11 +285,12 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 			*d = v
 		}
 	}
-	def(&cfg.RunAhead, 5*time.Microsecond)
-	def(&cfg.RTOMin, 100*time.Microsecond)
-	def(&cfg.RTOMax, 100*time.Millisecond)
-	def(&cfg.RTOInit, time.Millisecond)
-	def(&cfg.MeasurePeriod, 20*time.Microsecond)
+	def(&cfg.RunAhead, DefaultRunAhead)
+	def(&cfg.RTOMin, DefaultRTOMin)
+	def(&cfg.RTOMax, DefaultRTOMax)
+	def(&cfg.RTOInit, DefaultRTOInit)
+	def(&cfg.MeasurePeriod, DefaultMeasurePeriod)
+	def(&cfg.PeakHorizon, evict.PeakHorizon)
 	frames := cfg.Limit + cfg.Headroom
 	h := &Host{
 		cfg: cfg, src: src,
@@ -291,7 +305,7 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 		bg:       worker{victim: -1},
 		direct:   worker{direct: true, victim: -1},
 		pbuf:     make([]byte, cfg.PageSize),
-		peaks:    make([]float64, max(1, int(evict.PeakHorizon/cfg.MeasurePeriod))),
+		peaks:    make([]float64, max(1, int(cfg.PeakHorizon/cfg.MeasurePeriod))),
 	}
 	for i := range h.pages {
 		h.pages[i] = page{frame: -1, prev: -1, next: -1}
@@ -336,7 +350,8 @@ func (h *Host) State() evict.State {
 // ---- the application ----
 
 // run replays accesses from the current time plus extra (CPU time already
-// spent, such as a fault's overhead) until it must wait.
+// spent, such as a fault's overhead; negative after a late timer, see
+// resume) until it must wait.
 func (h *Host) run(extra time.Duration) {
 	if h.finished || h.waiting {
 		return
@@ -409,11 +424,22 @@ func (h *Host) advance() {
 	h.stats.Ops++
 }
 
+// sleep lets the application compute for d.
 func (h *Host) sleep(d time.Duration) {
+	h.wakeAt = h.env.Now() + d
 	h.env.After(d, h.resume)
 }
 
-func (h *Host) resume() { h.run(0) }
+// resume ends a sleep. The replay goes on from the time the sleep was meant
+// to end: a real substrate's timer may fire late, and that lateness is the
+// emulation's, not the application's — it must not push the rest of the
+// application's compute back (it would add up over thousands of sleeps).
+// Only the next miss is late, as it cannot be sent before now. On sim,
+// timers are exact and the two times are equal.
+func (h *Host) resume() { h.run(h.wakeAt - h.env.Now()) }
+
+// resumeNow retries the access that blocked.
+func (h *Host) resumeNow() { h.run(0) }
 
 // refill reads the next accesses; false at the end of the trace.
 func (h *Host) refill() bool {
@@ -563,7 +589,7 @@ func (h *Host) unblock() {
 	now := h.env.Now()
 	h.stats.Blocks = append(h.stats.Blocks, BlockEvent{Start: h.blockAt, Duration: now - h.blockAt})
 	h.blocked, h.waiting = false, false
-	h.env.After(0, h.resume)
+	h.env.After(0, h.resumeNow)
 }
 
 // finish ends the replay at time t (maybe ahead of now).
@@ -574,8 +600,8 @@ func (h *Host) finish(t time.Duration) {
 		return
 	}
 	h.finished = true
-	h.stats.Completion = now
-	h.bg.quota = 0 // the application is gone: no more background eviction
+	h.stats.Completion = t // = now, unless a late timer woke the replay
+	h.bg.quota = 0         // the application is gone: no more background eviction
 	h.checkDone()
 }
 
