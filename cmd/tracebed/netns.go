@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/p4/programs"
-	goswitch "github.com/tracebed/tracebed/emulator/switch"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -144,7 +142,6 @@ It stays in the foreground until Ctrl-C, then tears everything down; with
 				Started: time.Now(), PID: os.Getpid(), Topology: filepath.Join(n.Dir(), "topology.yaml")}
 			procs, err := startSwitches(n, st, data, program, seed, spinD, detach)
 			if err != nil {
-				stopSwitches(procs)
 				n.Down()
 				return err
 			}
@@ -153,17 +150,13 @@ It stays in the foreground until Ctrl-C, then tears everything down; with
 				return nil
 			}
 			fmt.Fprintln(a.stdout, "\nPress Ctrl-C to tear the topology down.")
-			exited := make(chan string, len(procs))
-			for name, p := range procs {
-				go func() { p.Wait(); exited <- name }()
-			}
 			select {
 			case <-ctx.Done():
 				fmt.Fprintln(a.stdout, "\ntearing down", n.RunID)
-			case name := <-exited:
-				fmt.Fprintf(a.stderr, "switch %s exited (log: %s); tearing down\n", name, st.Switches[name].Log)
+			case p := <-procs.Exit:
+				fmt.Fprintf(a.stderr, "switch %s exited (log: %s); tearing down\n", p.Name, p.Log)
 			}
-			stopSwitches(procs)
+			procs.Stop()
 			a.printCounters(n, st)
 			if err := n.Down(); err != nil {
 				return err
@@ -182,92 +175,33 @@ It stays in the foreground until Ctrl-C, then tears everything down; with
 	return cmd
 }
 
-// startSwitches writes the run's files and starts a 'tracebed switch'
-// process inside each switch namespace.
-func startSwitches(n *netns.Network, st *runState, topoData []byte, program string, seed uint64, spin time.Duration, detach bool) (map[string]*exec.Cmd, error) {
-	procs := map[string]*exec.Cmd{}
+// startSwitches writes the run's topology file and starts a 'tracebed
+// switch' process inside each switch namespace (package switchcmd).
+func startSwitches(n *netns.Network, st *runState, topoData []byte, program string, seed uint64, spin time.Duration, detach bool) (*switchcmd.Set, error) {
 	if err := os.WriteFile(st.Topology, topoData, 0o600); err != nil {
-		return procs, err
+		return nil, err
 	}
+	procs := &switchcmd.Set{}
 	if !st.Bridge {
-		self, err := os.Executable()
+		var err error
+		procs, err = switchcmd.Start(n, switchcmd.Options{TopologyFile: st.Topology, Program: program, Seed: seed, Spin: spin, Detach: detach})
 		if err != nil {
-			return procs, err
+			return nil, err
 		}
-		for _, sw := range n.Topology.Switches() {
-			sock := goswitch.SocketPath(n, sw.Name)
-			logPath := filepath.Join(n.Dir(), sw.Name+".log")
-			logf, err := os.Create(logPath)
-			if err != nil {
-				return procs, err
-			}
-			args := []string{"switch", "--topology", st.Topology, "--name", sw.Name, "--grpc", sock,
-				"--program", program, "--seed", strconv.FormatUint(seed, 10)}
-			if spin > 0 {
-				args = append(args, "--spin", spin.String())
-			}
-			c := exec.Command(self, args...)
-			c.Stdout, c.Stderr = logf, logf
-			// Its own process group: Ctrl-C reaches 'topo up', which
-			// stops the switches in order. Unless detached, a switch
-			// dies with 'topo up' (even under SIGKILL).
-			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			if !detach {
-				c.SysProcAttr.Pdeathsig = syscall.SIGTERM
-			}
-			err = n.Start(sw.Name, c)
-			logf.Close()
-			if err != nil {
-				return procs, fmt.Errorf("start switch %s: %w", sw.Name, err)
-			}
-			procs[sw.Name] = c
-			st.Switches[sw.Name] = switchState{PID: c.Process.Pid, Socket: sock, Log: logPath}
-		}
-		// Wait until every switch serves P4Runtime.
-		for name, s := range st.Switches {
-			if err := waitSocket(s.Socket, procs[name], 10*time.Second); err != nil {
-				log, _ := os.ReadFile(s.Log)
-				return procs, fmt.Errorf("switch %s: %w\n%s", name, err, log)
-			}
+		for _, p := range procs.Procs {
+			st.Switches[p.Name] = switchState{PID: p.Cmd.Process.Pid, Socket: p.Socket, Log: p.Log}
 		}
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return procs, err
+		procs.Stop()
+		return nil, err
 	}
-	return procs, os.WriteFile(statePath(n.RunID), data, 0o600)
-}
-
-func waitSocket(path string, p *exec.Cmd, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", path); err == nil {
-			c.Close()
-			return nil
-		}
-		if p.ProcessState != nil || syscall.Kill(p.Process.Pid, 0) != nil {
-			return errors.New("exited during start-up")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := os.WriteFile(statePath(n.RunID), data, 0o600); err != nil {
+		procs.Stop()
+		return nil, err
 	}
-	return fmt.Errorf("no P4Runtime socket %s after %v", path, d)
-}
-
-// stopSwitches asks the switches to stop and waits for them.
-func stopSwitches(procs map[string]*exec.Cmd) {
-	for _, p := range procs {
-		p.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range procs {
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(3 * time.Second):
-			p.Process.Kill()
-			<-done
-		}
-	}
+	return procs, nil
 }
 
 func (a *app) printReach(n *netns.Network, st *runState) {
@@ -476,24 +410,4 @@ the root namespace and the run directories under /run/tracebed.`,
 // topoNetnsCommands are the lifecycle subcommands of 'topo'.
 func (a *app) topoNetnsCommands() []*cobra.Command {
 	return []*cobra.Command{a.topoUpCommand(), a.topoExecCommand(), a.topoCaptureCommand(), a.topoDownCommand()}
-}
-
-// validLoopback reports whether a --grpc address only listens inside the
-// namespace: a Unix socket, or a TCP address on a loopback address.
-func validLoopback(addr string) (network, address string, err error) {
-	if strings.HasPrefix(addr, "unix://") || strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, ".") {
-		return "unix", strings.TrimPrefix(addr, "unix://"), nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", "", fmt.Errorf("--grpc %s: want a Unix socket path or HOST:PORT: %w", addr, err)
-	}
-	ip, err := netip.ParseAddr(host)
-	if host == "localhost" {
-		ip, err = netip.MustParseAddr("127.0.0.1"), nil
-	}
-	if err != nil || !ip.IsLoopback() {
-		return "", "", fmt.Errorf("--grpc %s: the P4Runtime server listens on a Unix socket or a loopback address only", addr)
-	}
-	return "tcp", net.JoinHostPort(ip.String(), strings.TrimPrefix(addr, host+":")), nil
 }

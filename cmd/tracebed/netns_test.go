@@ -17,6 +17,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	switchcmd.Main() // the switches of in-process netns runs
 	code := m.Run()
 	if os.Geteuid() == 0 {
 		if err := netns.CheckClean(netnsPrefix); err != nil {
@@ -271,7 +273,7 @@ func TestSwitchListensOnLoopbackOnly(t *testing.T) {
 		{":9559", false},
 		{"nonsense", false},
 	} {
-		_, _, err := validLoopback(tc.addr)
+		_, _, err := switchcmd.ValidLoopback(tc.addr)
 		if (err == nil) != tc.ok {
 			t.Errorf("validLoopback(%q): %v", tc.addr, err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/traces/jobs"
@@ -22,6 +23,7 @@ import (
 func (a *app) runCommand() *cobra.Command {
 	var (
 		substrate string
+		switchArg string
 		out       string
 		seed      int64
 		quiet     bool
@@ -40,7 +42,7 @@ Results go to OUT/<experiment>/: results.json, results.csv, results.md,
 the figures (PNG and SVG, their data in figures.json) and provenance.json
 (the command, the machine, the wall time). 'tracebed report OUT' gathers
 them into one Markdown report.`,
-		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast",
+		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			specs, err := a.loadSpecs(args)
 			if err != nil {
@@ -48,6 +50,9 @@ them into one Markdown report.`,
 			}
 			if cmd.Flags().Changed("substrate") && !slices.Contains(experiments.Substrates, substrate) {
 				return badInput(fmt.Errorf("--substrate %q: want one of %s", substrate, strings.Join(experiments.Substrates, ", ")))
+			}
+			if !slices.Contains(netnstb.Switches, switchArg) {
+				return badInput(fmt.Errorf("--switch %q: want one of %s", switchArg, strings.Join(netnstb.Switches, ", ")))
 			}
 			type compiled struct {
 				spec *experiments.Spec
@@ -67,12 +72,27 @@ them into one Markdown report.`,
 				}
 				todo = append(todo, compiled{s, exp})
 			}
+			tbOpts := netnstb.Options{Switch: switchArg}
+			for _, c := range todo {
+				if c.spec.Substrate != "netns" {
+					continue
+				}
+				// Before anything runs: root, and the bmv2 tools.
+				if err := netnstb.Check(tbOpts); err != nil {
+					return badInput(fmt.Errorf("%s: %w", c.spec.Name, err))
+				}
+			}
 			for _, c := range todo {
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
-				res, err := experiments.Execute(cmd.Context(), c.spec, c.exp, experiments.Options{
-					Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar,
-				})
+				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar}
+				if c.spec.Substrate == "netns" {
+					// Real time: one run at a time keeps the cores for
+					// the switches and agents of that run.
+					opts.Parallel = 1
+					opts.NewTestbed = netnstb.Factory(tbOpts)
+				}
+				res, err := experiments.Execute(cmd.Context(), c.spec, c.exp, opts)
 				bar.finish()
 				if err != nil {
 					return err
@@ -97,7 +117,8 @@ them into one Markdown report.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec)")
+	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec; netns needs root and runs one run at a time)")
+	f.StringVar(&switchArg, "switch", netnstb.SwitchGo, "switch of the netns substrate: go (the Go switch) or bmv2 (simple_switch_grpc and p4c-bm2-ss on PATH)")
 	f.StringVar(&out, "out", "results", "directory for results")
 	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")

@@ -48,6 +48,9 @@ const NetnsDir = "/run/netns"
 // topology file). It is only accessible to root.
 const RunDir = "/run/tracebed"
 
+// DefaultMTU is the MTU of links when Options.MTU is zero.
+const DefaultMTU = 1500
+
 // HostQueue is the packet limit of a host's egress queue (the leaf qdisc
 // under the HTB class), the usual txqueuelen of an Ethernet device.
 const HostQueue = 1000
@@ -64,7 +67,15 @@ type Options struct {
 	// Bridge puts a Linux bridge in every switch namespace instead of
 	// leaving the ports to a Go switch (loop-free topologies only).
 	Bridge bool
+	// MTU is the MTU of every veth (both ends); 0 keeps the kernel's
+	// 1500. Jumbo frames (up to MaxMTU) carry datagrams larger than
+	// 1472 bytes, such as a far-memory page, in one frame.
+	MTU int
 }
+
+// MaxMTU is the largest MTU Options.MTU accepts: the jumbo-frame size
+// common to Ethernet NICs and switches.
+const MaxMTU = 9000
 
 // Network is a topology brought up in namespaces. Its methods are safe for
 // use by one goroutine at a time.
@@ -74,6 +85,8 @@ type Network struct {
 	// IngressDrop reports whether the switch ports drop frames in tc
 	// ingress after the Go switch's packet taps saw them (ingress.go).
 	IngressDrop bool
+	// MTU is the MTU of every link.
+	MTU int
 
 	bridged bool
 }
@@ -138,7 +151,13 @@ func Up(ctx context.Context, topo *topologies.Topology, opts Options) (_ *Networ
 			}
 		}
 	}
-	n := &Network{Topology: topo, RunID: id}
+	if opts.MTU != 0 && (opts.MTU < 576 || opts.MTU > MaxMTU) {
+		return nil, fmt.Errorf("netns: MTU %d: want 576 to %d bytes (0 for the default 1500)", opts.MTU, MaxMTU)
+	}
+	n := &Network{Topology: topo, RunID: id, MTU: opts.MTU}
+	if n.MTU == 0 {
+		n.MTU = DefaultMTU
+	}
 	if _, err := os.Stat(n.NamespacePath(topo.Nodes[0].Name)); err == nil {
 		return nil, fmt.Errorf("netns: run %s already exists (tracebed cleanup removes it)", id)
 	}
@@ -252,7 +271,7 @@ func (n *Network) Do(node string, f func() error) error {
 // its interface name, sets the port's MAC address and brings it up.
 func (n *Network) createLink(l *topologies.Link) error {
 	a, b := tempLink(n.RunID, l.Index, 'a'), tempLink(n.RunID, l.Index, 'b')
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a, TxQLen: HostQueue}, PeerName: b, PeerTxQLen: HostQueue}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a, TxQLen: HostQueue, MTU: n.MTU}, PeerName: b, PeerTxQLen: HostQueue, PeerMTU: uint32(n.MTU)}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("create veth %s/%s: %w", a, b, err)
 	}
@@ -333,7 +352,7 @@ func (n *Network) configureHost(node *topologies.Node, opts Options) error {
 		return fmt.Errorf("%s: %w", port.Iface, err)
 	}
 	if !opts.NoShaping {
-		if err := shape(h, link, uint64(port.Link.Rate)); err != nil {
+		if err := shape(h, link, uint64(port.Link.Rate), n.MTU); err != nil {
 			return fmt.Errorf("%s: shaping: %w", port.Iface, err)
 		}
 	}

@@ -15,8 +15,8 @@ import (
 //	tc qdisc add dev IF parent 1:1 handle 10: pfifo
 //
 // through netlink; the pfifo holds the device's txqueuelen (HostQueue
-// packets).
-func shape(h *netlink.Handle, link netlink.Link, rate uint64) error {
+// packets). The bucket holds at least one frame of mtu bytes.
+func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	if rate == 0 {
 		return nil
 	}
@@ -28,12 +28,13 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64) error {
 	}
 	// HTB lends in quanta of rate/r2q bytes; the kernel wants 1 MTU to
 	// 200000 bytes, so clamp it instead of letting it warn.
-	quantum := min(max(rate/8/10, 1600), 200000)
+	frame := uint64(max(mtu, DefaultMTU) + 100)
+	quantum := min(max(rate/8/10, frame), 200000)
 	// The bucket holds 1 ms of traffic (at least one frame): a timer that
 	// fires late then sends what is owed, so the long-run rate holds,
 	// while bursts stay at 1 ms. (tc's default, rate/HZ + MTU with the
 	// high-resolution HZ of 10^9, rounds to nothing at 10 Gbit/s.)
-	burst := min(max(rate/8/1000, 1600), 1<<30)
+	burst := min(max(rate/8/1000, frame), 1<<30)
 	class := netlink.NewHtbClass(
 		netlink.ClassAttrs{LinkIndex: idx, Parent: netlink.MakeHandle(1, 0), Handle: netlink.MakeHandle(1, 1)},
 		netlink.HtbClassAttrs{Rate: rate, Ceil: rate, Quantum: uint32(quantum), Buffer: uint32(burst), Cbuffer: uint32(burst)})

@@ -14,7 +14,7 @@ type PortStats struct {
 	QueueDrops         uint64 // drop-tail: the egress queue was full
 	Lost, Duplicated   uint64 // injected impairments, both directions
 	Reordered          uint64
-	RxOversize         uint64 // longer than BufSize: dropped
+	RxOversize         uint64 // longer than Config.MaxFrame: dropped
 	RxErrors           uint64 // failed receive calls
 	RxKernelDrops      uint64 // dropped by the kernel: the switch fell behind
 	TxErrors           uint64 // frames the kernel refused (e.g. over the MTU)

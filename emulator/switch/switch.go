@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -46,9 +47,15 @@ import (
 // Batch is the most frames the switch moves per system call.
 const Batch = 64
 
-// BufSize is the size of a frame buffer: an Ethernet frame of a 1500-byte
-// MTU fits, with room for VLAN tags. Longer frames are dropped and counted.
+// BufSize is the smallest size of a frame buffer: an Ethernet frame of a
+// 1500-byte MTU fits, with room for VLAN tags. On ports with a larger MTU
+// (jumbo frames) the buffers grow to fit (Config.MaxFrame). Longer frames
+// are dropped and counted.
 const BufSize = 2048
+
+// frameOverhead is what an Ethernet frame adds to its MTU-sized payload:
+// the header and two VLAN tags.
+const frameOverhead = 14 + 8
 
 // Config describes one Go switch.
 type Config struct {
@@ -68,6 +75,11 @@ type Config struct {
 	Open func(p *topologies.Port) (PortIO, error)
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
+	// MaxFrame is the longest frame the switch accepts, in bytes; longer
+	// ones are dropped and counted (RxOversize). Zero means the largest
+	// MTU of the switch's interfaces plus the Ethernet header (at least
+	// BufSize), or BufSize when Open is set.
+	MaxFrame int
 	// Spin makes the data plane busy-poll instead of sleeping when its
 	// next timed event (a paced frame, a delayed frame) is at most this
 	// far away: timing then follows the wall clock to microseconds, at
@@ -124,7 +136,11 @@ func New(cfg Config) (*Switch, error) {
 	}
 	if cfg.Open == nil {
 		cfg.Open = func(p *topologies.Port) (PortIO, error) { return OpenAFPacket(p.Iface, Batch) }
+		if cfg.MaxFrame == 0 {
+			cfg.MaxFrame = maxFrameOf(node)
+		}
 	}
+	cfg.MaxFrame = max(cfg.MaxFrame, BufSize)
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -436,16 +452,28 @@ func (s *Switch) getBuf() []byte {
 	if k := len(s.pool); k > 0 {
 		b := s.pool[k-1]
 		s.pool = s.pool[:k-1]
-		return b[:BufSize]
+		return b[:s.cfg.MaxFrame]
 	}
-	return make([]byte, BufSize)
+	return make([]byte, s.cfg.MaxFrame)
+}
+
+// maxFrameOf returns the longest frame the interfaces of node's ports in
+// the calling thread's namespace carry; BufSize if none is found.
+func maxFrameOf(node *topologies.Node) int {
+	size := BufSize
+	for _, p := range node.Ports {
+		if ifi, err := net.InterfaceByName(p.Iface); err == nil {
+			size = max(size, ifi.MTU+frameOverhead)
+		}
+	}
+	return size
 }
 
 // putBuf returns a frame buffer for reuse; buffers of other sizes (frames
 // a pipeline made itself) are left to the garbage collector.
 func (s *Switch) putBuf(b []byte) {
-	if cap(b) == BufSize && len(s.pool) < 4096 {
-		s.pool = append(s.pool, b[:BufSize])
+	if cap(b) == s.cfg.MaxFrame && len(s.pool) < 4096 {
+		s.pool = append(s.pool, b[:s.cfg.MaxFrame])
 	}
 }
 

@@ -1,0 +1,435 @@
+// Package netnstb is the testbed of the netns substrate: a topology brought
+// up on the real Linux network stack (package emulator/netns), one switch
+// process per topology switch — the Go switch ('tracebed switch', package
+// emulator/switch/switchcmd) or bmv2's simple_switch_grpc (package
+// emulator/bmv2) — programmed over P4Runtime gRPC, and agents on UDP
+// sockets inside their hosts' namespaces with the wall clock (package
+// emulator/live).
+//
+// It implements testbed.Testbed, so an experiment written for the
+// simulation runs here unchanged; see package emulator/testbed for the
+// rules. Time is wall time: runs take as long as they emulate, and one
+// testbed at a time keeps the machine's cores for it.
+//
+// Everything a testbed creates — namespaces, veths, switch processes,
+// sockets, the run directory — is removed by Close, which also runs when the
+// context given to New ends (Ctrl-C); a process killed outright leaves
+// namespaces that 'tracebed cleanup' (netns.Cleanup) removes, and its
+// switch processes die with it (parent-death signal).
+//
+// A test binary that brings a testbed up with Go switches must call
+// switchcmd.Main first in its TestMain: the switch processes are that
+// binary, started as 'switch'.
+package netnstb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/live"
+	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
+	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/p4/programs"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// Switch kinds of Options.Switch.
+const (
+	SwitchGo   = "go"
+	SwitchBMv2 = "bmv2"
+)
+
+// Switches lists the values Options.Switch accepts.
+var Switches = []string{SwitchGo, SwitchBMv2}
+
+// DefaultMTU is the links' MTU unless Options.MTU says otherwise: jumbo
+// frames, so that one datagram of a far-memory page (4162-byte frames) or
+// a large INA packet is one frame, as on the data-centre networks the
+// experiments model.
+const DefaultMTU = netns.MaxMTU
+
+// SocketBuffer is the receive and send buffer of every agent's socket: a
+// window of a few thousand datagrams fits before the kernel drops.
+const SocketBuffer = 4 << 20
+
+// Options configure New.
+type Options struct {
+	// Switch is "go" (default: the Go switch) or "bmv2"
+	// (simple_switch_grpc with the program compiled by p4c-bm2-ss).
+	Switch string
+	// MTU of every link; 0 means DefaultMTU.
+	MTU int
+	// RunID names the run's namespaces (see netns.Options); empty picks
+	// a random one.
+	RunID string
+	// NoShaping leaves host links unshaped.
+	NoShaping bool
+	// Spin is the Go switches' busy-poll horizon (goswitch.Config.Spin):
+	// µs timing at the cost of a busy core per switch.
+	Spin time.Duration
+	// Executable runs the Go switch command; empty means this
+	// executable (see switchcmd.Options).
+	Executable string
+	// BMv2 configures the bmv2 switches.
+	BMv2 bmv2.Options
+}
+
+// Testbed is a topology running on network namespaces. It implements
+// testbed.Testbed. Its methods may be called from one driver goroutine;
+// Close may also be called from any goroutine, any number of times.
+type Testbed struct {
+	cfg  testbed.Config
+	opts Options
+	net  *netns.Network
+
+	goSwitches *switchcmd.Set
+	bmSwitches *bmv2.Set
+	clients    map[string]*p4rt.GRPC
+	rt         *live.Runtime
+
+	mu     sync.Mutex
+	bound  map[emulator.Addr]bool
+	failed error // a switch died
+
+	closing   chan struct{} // closed when Close starts
+	closed    chan struct{} // closed when Close is done
+	closeOnce sync.Once
+	closeErr  error
+	stopWatch func() bool
+}
+
+// Factory returns the experiments' testbed factory (the type of
+// experiments.TestbedFactory) that builds netns testbeds with opts.
+func Factory(opts Options) func(context.Context, testbed.Config) (testbed.Testbed, error) {
+	return func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+		t, err := New(ctx, cfg, opts)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+}
+
+// Check reports whether a netns testbed with opts can be built here: root,
+// and for bmv2 the bmv2 tools. Its error says what is missing and how to
+// get it.
+func Check(opts Options) error {
+	if os.Geteuid() != 0 {
+		return errors.New("the netns substrate needs root (network namespaces, veth links, raw sockets): run it with sudo, or use --substrate sim")
+	}
+	switch opts.Switch {
+	case "", SwitchGo:
+		return nil
+	case SwitchBMv2:
+		_, err := bmv2.FindTools(opts.BMv2)
+		return err
+	}
+	return fmt.Errorf("switch %q: want one of %s", opts.Switch, strings.Join(Switches, ", "))
+}
+
+// New brings cfg up: namespaces and links, a switch per topology switch
+// running cfg.Program (loaded over P4Runtime with SetForwardingPipelineConfig),
+// and an agent runtime whose clock starts as New returns. On error, and
+// when ctx ends before Close, everything is torn down.
+func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err error) {
+	if cfg.Topology == nil {
+		return nil, errors.New("netnstb: no topology")
+	}
+	if err := Check(opts); err != nil {
+		return nil, err
+	}
+	if opts.Switch == "" {
+		opts.Switch = SwitchGo
+	}
+	if opts.MTU == 0 {
+		opts.MTU = DefaultMTU
+	}
+	if cfg.Program == "" {
+		cfg.Program = "fwd"
+	}
+	reg, err := programs.Registry()
+	if err != nil {
+		return nil, err
+	}
+	prog := reg.Lookup(cfg.Program)
+	if prog == nil {
+		return nil, fmt.Errorf("netnstb: no program %q (have %v)", cfg.Program, reg.Names())
+	}
+	t := &Testbed{cfg: cfg, opts: opts, clients: map[string]*p4rt.GRPC{}, bound: map[emulator.Addr]bool{},
+		closing: make(chan struct{}), closed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	t.net, err = netns.Up(ctx, cfg.Topology, netns.Options{RunID: opts.RunID, MTU: opts.MTU, NoShaping: opts.NoShaping})
+	if err != nil {
+		return nil, err
+	}
+	sockets := map[string]string{}
+	var info *p4configv1.P4Info
+	var deviceConfig []byte
+	var deviceID uint64
+	switch opts.Switch {
+	case SwitchGo:
+		t.goSwitches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Seed: cfg.Seed, Spin: opts.Spin})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range t.goSwitches.Procs {
+			sockets[p.Name] = p.Socket
+		}
+		info, deviceID = prog.P4Info, 1
+	case SwitchBMv2:
+		compiled, err := bmv2.Compile(ctx, cfg.Program, opts.BMv2)
+		if err != nil {
+			return nil, err
+		}
+		t.bmSwitches, err = bmv2.Start(ctx, t.net, opts.BMv2)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range t.bmSwitches.Procs {
+			sockets[p.Name] = p.Target
+		}
+		info, deviceConfig, deviceID = compiled.P4Info, compiled.JSON, bmv2.DeviceID
+	}
+	for _, sw := range cfg.Topology.Switches() {
+		c, err := p4rt.Dial(ctx, sockets[sw.Name], p4rt.DialOptions{DeviceID: deviceID})
+		if err != nil {
+			return nil, fmt.Errorf("netnstb: switch %s: %w", sw.Name, err)
+		}
+		t.clients[sw.Name] = c
+		if err := c.SetPipeline(ctx, info, deviceConfig, 1); err != nil {
+			return nil, fmt.Errorf("netnstb: switch %s: %w", sw.Name, err)
+		}
+		if opts.Switch == SwitchBMv2 {
+			if err := bmv2.Configure(ctx, c, cfg.Topology, sw, prog); err != nil {
+				return nil, fmt.Errorf("netnstb: switch %s: %w", sw.Name, err)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t.rt = live.New(cfg.Seed)
+	// From now on, Ctrl-C (any end of ctx) tears the testbed down, even
+	// if the driver is stuck.
+	t.stopWatch = context.AfterFunc(ctx, func() { t.Close() })
+	return t, nil
+}
+
+// Substrate implements testbed.Testbed: "netns".
+func (t *Testbed) Substrate() string { return "netns" }
+
+// Topology implements testbed.Testbed.
+func (t *Testbed) Topology() *topologies.Topology { return t.cfg.Topology }
+
+// Network returns the namespaces the testbed runs in.
+func (t *Testbed) Network() *netns.Network { return t.net }
+
+// SwitchKind returns "go" or "bmv2".
+func (t *Testbed) SwitchKind() string { return t.opts.Switch }
+
+// Switch implements testbed.Testbed: the P4Runtime gRPC client of the
+// named switch (primary controller, election id 1).
+func (t *Testbed) Switch(name string) (p4rt.Client, error) {
+	c := t.clients[name]
+	if c == nil {
+		return nil, fmt.Errorf("netnstb: no switch %q in topology %s", name, t.cfg.Topology.Name)
+	}
+	return c, nil
+}
+
+// Attach implements testbed.Testbed: it opens a UDP socket bound to the
+// host's address and udpPort inside the host's namespace and starts agent
+// on its own event loop.
+func (t *Testbed) Attach(host string, udpPort uint16, agent emulator.Agent) (emulator.Env, error) {
+	node := t.cfg.Topology.Node(host)
+	if node == nil || !node.IsHost() {
+		return nil, fmt.Errorf("netnstb: %q is not a host of topology %s", host, t.cfg.Topology.Name)
+	}
+	select {
+	case <-t.closing:
+		return nil, errors.New("netnstb: testbed closed")
+	default:
+	}
+	addr := netip.AddrPortFrom(node.IP, udpPort)
+	t.mu.Lock()
+	dup := t.bound[addr]
+	t.bound[addr] = true
+	t.mu.Unlock()
+	if dup {
+		return nil, fmt.Errorf("netnstb: %s port %d is already attached", host, udpPort)
+	}
+	var conn *net.UDPConn
+	err := t.net.Do(host, func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+		if err != nil {
+			return err
+		}
+		// Best effort: the default buffers hold a few hundred datagrams.
+		conn.SetReadBuffer(SocketBuffer)
+		conn.SetWriteBuffer(SocketBuffer)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netnstb: attach %s:%d: %w", host, udpPort, err)
+	}
+	env, err := t.rt.Attach(conn, agent)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("netnstb: attach %s:%d: %w", host, udpPort, err)
+	}
+	return env, nil
+}
+
+// Inspect implements testbed.Testbed: f runs on env's event loop, between
+// the agent's callbacks, and Inspect returns once it has run. After Close
+// f runs at once. It must not be called from an agent's callback.
+func (t *Testbed) Inspect(env emulator.Env, f func()) {
+	e, ok := env.(*live.Env)
+	if !ok {
+		panic(fmt.Sprintf("netnstb: Inspect of an Env this testbed did not make (%T)", env))
+	}
+	ran := make(chan struct{})
+	if !e.Post(func() { f(); close(ran) }) {
+		<-t.closed // the loop has stopped: Close is under way
+		f()
+		return
+	}
+	select {
+	case <-ran:
+	case <-t.closing:
+		// The loop may stop before it runs f; once Close is done no
+		// callback runs any more.
+		<-t.closed
+		select {
+		case <-ran:
+		default:
+			f()
+		}
+	}
+}
+
+// Now implements testbed.Testbed: wall time since New returned.
+func (t *Testbed) Now() time.Duration { return t.rt.Now() }
+
+// Run implements testbed.Testbed: it sleeps in steps of step (at most) of
+// wall time, calling done between them, until done reports true. It fails
+// when ctx ends, when the testbed time passes limit, when a switch process
+// dies, or when the testbed is closed.
+func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func() bool) error {
+	if step <= 0 {
+		step = 10 * time.Millisecond
+	}
+	var exits <-chan *switchcmd.Process
+	if t.goSwitches != nil {
+		exits = t.goSwitches.Exit
+	}
+	var bmExits <-chan *bmv2.Process
+	if t.bmSwitches != nil {
+		bmExits = t.bmSwitches.Exit
+	}
+	for {
+		if done() {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t.mu.Lock()
+		failed := t.failed
+		t.mu.Unlock()
+		if failed != nil {
+			return failed
+		}
+		now := t.Now()
+		if now >= limit {
+			return fmt.Errorf("%w (%v)", testbed.ErrLimit, limit)
+		}
+		timer := time.NewTimer(min(step, limit-now))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-t.closing:
+			timer.Stop()
+			return errors.New("netnstb: testbed closed during Run")
+		case p := <-exits:
+			t.fail(fmt.Errorf("netnstb: switch %s exited (%v); its log:\n%s", p.Name, p.Err(), tail(p.Log)))
+		case p := <-bmExits:
+			t.fail(fmt.Errorf("netnstb: bmv2 switch %s exited (%v); its log:\n%s", p.Name, p.Err(), tail(p.Log)))
+		}
+		timer.Stop()
+	}
+}
+
+func (t *Testbed) fail(err error) {
+	t.mu.Lock()
+	if t.failed == nil {
+		t.failed = err
+	}
+	t.mu.Unlock()
+}
+
+// tail returns the last lines of a log file.
+func tail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-20, 0):], "\n")
+}
+
+// Close implements testbed.Testbed: it stops the agents (closing their
+// sockets), the P4Runtime clients and the switch processes, and removes
+// the namespaces, links and run directory. It is safe to call more than
+// once and from any goroutine; every call returns the first call's result
+// once teardown is complete.
+func (t *Testbed) Close() error {
+	t.closeOnce.Do(func() {
+		close(t.closing)
+		if t.stopWatch != nil {
+			t.stopWatch()
+		}
+		var errs []error
+		if t.rt != nil {
+			t.rt.Close()
+		}
+		for _, c := range t.clients {
+			c.Close()
+		}
+		if t.goSwitches != nil {
+			t.goSwitches.Stop()
+		}
+		if t.bmSwitches != nil {
+			t.bmSwitches.Stop()
+		}
+		if t.net != nil {
+			if err := t.net.Down(); err != nil {
+				errs = append(errs, fmt.Errorf("netnstb: teardown of run %s: %w", t.net.RunID, err))
+			}
+		}
+		t.closeErr = errors.Join(errs...)
+		close(t.closed)
+	})
+	<-t.closed
+	return t.closeErr
+}
+
+var _ testbed.Testbed = (*Testbed)(nil)

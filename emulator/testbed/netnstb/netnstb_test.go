@@ -1,0 +1,349 @@
+package netnstb
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
+	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// prefix starts the run ids of this test binary (see netns.TestRunID).
+var prefix = "t" + netns.NewRunID()[:2]
+
+// TestMain lets this binary act as the Go switch processes the testbeds
+// start, and checks after the suite that nothing of its runs is left.
+func TestMain(m *testing.M) {
+	switchcmd.Main()
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if err := netns.CheckClean(prefix); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
+			netns.Cleanup(prefix)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the netns testbed needs root (network namespaces); CI runs as root")
+	}
+}
+
+// leafSpine has two spines, two leaves and a host on each leaf; the link
+// of h1 loses 10% of the frames in each direction (applied by leaf1).
+const leafSpine = `name: ls
+topology:
+  defaults:
+    link: {rate: 100Mbps, delay: 50us, buffer: 256KiB}
+    switch: {queues: 2}
+  nodes:
+    spine1: {kind: switch}
+    spine2: {kind: switch}
+    leaf1: {kind: switch}
+    leaf2: {kind: switch}
+    h1: {kind: host}
+    h2: {kind: host}
+  links:
+    - {endpoints: [h1, leaf1], loss: 0.1}
+    - {endpoints: [h2, leaf2]}
+    - {endpoints: [leaf1, spine1]}
+    - {endpoints: [leaf1, spine2]}
+    - {endpoints: [leaf2, spine1]}
+    - {endpoints: [leaf2, spine2]}
+`
+
+// echo answers every datagram with the same payload.
+type echo struct {
+	env  emulator.Env
+	seen int
+}
+
+func (e *echo) Start(env emulator.Env) { e.env = env }
+func (e *echo) Recv(from emulator.Addr, p []byte) {
+	e.seen++
+	e.env.Send(from, p)
+}
+
+// pinger sends n numbered datagrams of size bytes, one every gap, and
+// counts the distinct answers.
+type pinger struct {
+	to      emulator.Addr
+	n, size int
+	gap     time.Duration
+	env     emulator.Env
+	sent    int
+	got     map[uint32]bool
+	bad     int
+	lastAt  time.Duration
+}
+
+func (p *pinger) Start(env emulator.Env) {
+	p.env, p.got = env, map[uint32]bool{}
+	p.tick()
+}
+
+func (p *pinger) tick() {
+	if p.sent == p.n {
+		return
+	}
+	b := make([]byte, p.size)
+	binary.BigEndian.PutUint32(b, uint32(p.sent))
+	for i := 4; i < len(b); i++ {
+		b[i] = byte(p.sent + i)
+	}
+	p.env.Send(p.to, b)
+	p.sent++
+	p.lastAt = p.env.Now()
+	p.env.After(p.gap, p.tick)
+}
+
+func (p *pinger) Recv(_ emulator.Addr, b []byte) {
+	if len(b) != p.size {
+		p.bad++
+		return
+	}
+	seq := binary.BigEndian.Uint32(b)
+	for i := 4; i < len(b); i++ {
+		if b[i] != byte(int(seq)+i) {
+			p.bad++
+			return
+		}
+	}
+	p.got[seq] = true
+}
+
+func counter(t *testing.T, c p4rt.Client, name string, index int64) uint64 {
+	t.Helper()
+	n, err := p4rt.NewNames(c.P4Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := n.CounterQuery(name, index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := c.Read(context.Background(), q)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("read %s[%d]: %d entities, %v", name, index, len(es), err)
+	}
+	return uint64(es[0].GetCounterEntry().GetData().GetPacketCount())
+}
+
+// TestEchoAcrossLeafSpine: an echo pair across a leaf-spine of Go switch
+// processes running fwd; jumbo datagrams (one frame each, as far-memory
+// pages) cross it intact; every frame the switch's injected loss took is
+// counted, and the counters read over P4Runtime account for every missing
+// answer; nothing is left afterwards.
+func TestEchoAcrossLeafSpine(t *testing.T) {
+	needRoot(t)
+	top, err := topologies.Parse("ls.yaml", []byte(leafSpine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := netns.TestRunID(prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tb, err := New(ctx, testbed.Config{Topology: top, Program: "fwd", Seed: 7}, Options{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	if tb.Substrate() != "netns" || tb.Topology() != top {
+		t.Errorf("substrate %q", tb.Substrate())
+	}
+	srv := &echo{}
+	srvEnv, err := tb.Attach("h2", 7, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	cli := &pinger{to: srvEnv.Local(), n: n, size: 4162 - 42, gap: time.Millisecond}
+	cliEnv, err := tb.Attach("h1", 4000, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Attach("h1", 4000, &echo{}); err == nil {
+		t.Error("a second agent on h1:4000 was attached")
+	}
+	if _, err := tb.Attach("leaf1", 1, &echo{}); err == nil {
+		t.Error("an agent was attached to a switch")
+	}
+	done := func() bool {
+		var fin bool
+		tb.Inspect(cliEnv, func() { fin = cli.sent == n && tb.Now() > cli.lastAt+300*time.Millisecond })
+		return fin
+	}
+	if err := tb.Run(ctx, 20*time.Millisecond, 20*time.Second, done); err != nil {
+		t.Fatal(err)
+	}
+	var got, bad, seen int
+	tb.Inspect(cliEnv, func() { got, bad = len(cli.got), cli.bad })
+	tb.Inspect(srvEnv, func() { seen = srv.seen })
+	// Each direction crosses the lossy link once: about 81% answered.
+	if bad != 0 || got < n/2 || got >= n || seen < got {
+		t.Fatalf("%d of %d answered (%d corrupt), server saw %d", got, n, bad, seen)
+	}
+	leaf1, err := tb.Switch("leaf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Switch("h1"); err == nil {
+		t.Error("Switch(h1) answered")
+	}
+	// leaf1's port 1 faces h1: its injected loss took every missing
+	// request on ingress and every missing reply on egress.
+	if lost := counter(t, leaf1, "tracebed.port_lost", 1); lost != uint64(n-got) {
+		t.Errorf("leaf1 port 1 lost %d frames, want %d (= %d sent - %d answered)", lost, n-got, n, got)
+	}
+	if drops := counter(t, leaf1, "tracebed.port_queue_drops", 1); drops != 0 {
+		t.Errorf("%d queue drops", drops)
+	}
+	// Both directions crossed the spines (ECMP may pick either).
+	var spine uint64
+	for _, s := range []string{"spine1", "spine2"} {
+		c, err := tb.Switch(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spine += counter(t, c, "tracebed.port_rx", 1) + counter(t, c, "tracebed.port_rx", 2)
+		// The program was loaded over P4Runtime and serves its routes.
+		es, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{}}})
+		if want := len(top.Routes()[s]); err != nil || len(es) != want {
+			t.Errorf("%s: %d routes read, want %d: %v", s, len(es), want, err)
+		}
+	}
+	// Every request that reached h2 crossed a spine, and so did its
+	// reply (leaf1 may lose it after).
+	if spine != uint64(2*seen) {
+		t.Errorf("the spines received %d frames, want %d requests + %d replies", spine, seen, seen)
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Fatal(err)
+	}
+	// After Close the agents' state may be read directly, and Inspect
+	// runs at once.
+	ran := false
+	tb.Inspect(cliEnv, func() { ran = true })
+	if !ran {
+		t.Error("Inspect after Close did not run")
+	}
+}
+
+// TestCancelledRun: a run whose context ends midway (Ctrl-C) fails with
+// the context's error and leaves nothing behind, without Close being
+// called; so does a testbed whose switches cannot start.
+func TestCancelledRun(t *testing.T) {
+	needRoot(t)
+	top, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 2, Rate: 100e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	star, err := top.Build("star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := netns.TestRunID(prefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	tb, err := New(ctx, testbed.Config{Topology: star}, Options{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	srv := &echo{}
+	env, err := tb.Attach("h2", 7, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := &pinger{to: env.Local(), n: 1 << 30, size: 100, gap: time.Millisecond}
+	if _, err := tb.Attach("h1", 7, cli); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(300*time.Millisecond, cancel)
+	err = tb.Run(ctx, 10*time.Millisecond, time.Minute, func() bool { return false })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	// The testbed tears itself down when its context ends.
+	deadline := time.Now().Add(10 * time.Second)
+	for netns.CheckClean(id) != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	tb.Inspect(env, func() { seen = srv.seen })
+	if seen == 0 {
+		t.Error("no datagram crossed the star before the cancel")
+	}
+	if err := tb.Run(context.Background(), time.Millisecond, time.Minute, func() bool { return false }); err == nil {
+		t.Error("Run on a closed testbed succeeded")
+	}
+
+	// A switch that cannot start: the error says why, nothing is left.
+	id2 := netns.TestRunID(prefix)
+	_, err = New(context.Background(), testbed.Config{Topology: star}, Options{RunID: id2, Executable: "/bin/false"})
+	if err == nil || !strings.Contains(err.Error(), "exited during start-up") {
+		t.Errorf("New with a broken switch: %v", err)
+	}
+	if err := netns.CheckClean(id2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLimit: Run fails with ErrLimit when the time limit passes first.
+func TestLimit(t *testing.T) {
+	needRoot(t)
+	star, err := topologies.Open("star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := New(context.Background(), testbed.Config{Topology: star}, Options{RunID: netns.TestRunID(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	err = tb.Run(context.Background(), 10*time.Millisecond, 100*time.Millisecond, func() bool { return false })
+	if !errors.Is(err, testbed.ErrLimit) || tb.Now() < 100*time.Millisecond {
+		t.Errorf("Run: %v at %v", err, tb.Now())
+	}
+}
+
+func TestOptions(t *testing.T) {
+	star, err := topologies.Open("star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), testbed.Config{Topology: star}, Options{Switch: "tofino"}); err == nil {
+		t.Error("switch tofino accepted")
+	}
+	if os.Geteuid() != 0 {
+		_, err := New(context.Background(), testbed.Config{Topology: star}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "needs root") {
+			t.Errorf("New as a user: %v", err)
+		}
+		return
+	}
+	if _, err := New(context.Background(), testbed.Config{Topology: star, Program: "nosuch"}, Options{}); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("program nosuch: %v", err)
+	}
+}
