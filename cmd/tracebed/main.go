@@ -57,6 +57,9 @@ type app struct {
 	registry       *experiments.Registry
 	embedded       []embeddedFS
 	args           []string // the command line without the program name, for provenance.json
+	// netnsRunPrefix starts the run ids of the netns testbeds of 'run'
+	// (tests set it to find their own runs); empty means random ids.
+	netnsRunPrefix string
 }
 
 // embeddedFS is a directory of files built into the binary, reachable by

@@ -72,7 +72,7 @@ them into one Markdown report.`,
 				}
 				todo = append(todo, compiled{s, exp})
 			}
-			tbOpts := netnstb.Options{Switch: switchArg}
+			tbOpts := netnstb.Options{Switch: switchArg, RunIDPrefix: a.netnsRunPrefix}
 			for _, c := range todo {
 				if c.spec.Substrate != "netns" {
 					continue
@@ -95,6 +95,9 @@ them into one Markdown report.`,
 				res, err := experiments.Execute(cmd.Context(), c.spec, c.exp, opts)
 				bar.finish()
 				if err != nil {
+					if cmd.Context().Err() != nil {
+						return fmt.Errorf("%s interrupted; its runs stopped and their testbeds were torn down: %w", c.spec.Name, err)
+					}
 					return err
 				}
 				wall := time.Since(start)

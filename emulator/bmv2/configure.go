@@ -15,13 +15,22 @@ import (
 )
 
 // Configure installs on a freshly loaded bmv2 switch the entries the
-// program's Go twin starts with on switch sw: it builds the Go data plane
+// program's Go twin starts with on switch sw: those of prog.Entries when
+// the program provides them (written by name against c's P4Info);
+// otherwise it builds the Go data plane
 // (prog over the forwarding pipeline with the topology's routes), reads
 // its action-profile members and groups and its table entries, renames
 // every id from the Go twin's P4Info to the running pipeline's (c.P4Info(),
 // p4c's ids) by name, and writes them. The same controllers then program
 // both switches alike.
 func Configure(ctx context.Context, c p4rt.Client, topo *topologies.Topology, sw *topologies.Node, prog *goswitch.Program) error {
+	if prog.Entries != nil {
+		updates, err := prog.Entries(topo, sw, c)
+		if err != nil {
+			return fmt.Errorf("bmv2: initial entries of %s: %w", prog.Name, err)
+		}
+		return write(ctx, c, prog.Name, updates)
+	}
 	dp, err := prog.New(sw, fwd.New(sw, topo.Routes()[sw.Name]))
 	if err != nil {
 		return fmt.Errorf("bmv2: Go twin of %s: %w", prog.Name, err)
@@ -42,11 +51,15 @@ func Configure(ctx context.Context, c p4rt.Client, topo *topologies.Topology, sw
 		}
 		updates = append(updates, p4rt.Insert(t))
 	}
+	return write(ctx, c, prog.Name, updates)
+}
+
+func write(ctx context.Context, c p4rt.Client, program string, updates []*p4v1.Update) error {
 	if len(updates) == 0 {
 		return nil
 	}
 	if err := c.Write(ctx, updates...); err != nil {
-		return fmt.Errorf("bmv2: install the %d initial entries of %s: %w", len(updates), prog.Name, err)
+		return fmt.Errorf("bmv2: install the %d initial entries of %s: %w", len(updates), program, err)
 	}
 	return nil
 }

@@ -67,6 +67,13 @@ type Options struct {
 	// Bridge puts a Linux bridge in every switch namespace instead of
 	// leaving the ports to a Go switch (loop-free topologies only).
 	Bridge bool
+	// L2Hosts addresses the hosts for switches that route on the IPv4
+	// destination without rewriting Ethernet addresses (bmv2 running
+	// fwd.p4 or farmem.p4): every other host's address on-link with its
+	// own MAC as a permanent neighbour, and every switch's address with
+	// the MAC of the host's uplink port, as under Bridge. The Go switch
+	// works with either addressing.
+	L2Hosts bool
 	// MTU is the MTU of every veth (both ends); 0 keeps the kernel's
 	// 1500. Jumbo frames (up to MaxMTU) carry datagrams larger than
 	// 1472 bytes, such as a far-memory page, in one frame.
@@ -89,6 +96,7 @@ type Network struct {
 	MTU int
 
 	bridged bool
+	l2Hosts bool
 }
 
 var runIDPattern = regexp.MustCompile(`^[a-z0-9]{1,6}$`)
@@ -154,7 +162,7 @@ func Up(ctx context.Context, topo *topologies.Topology, opts Options) (_ *Networ
 	if opts.MTU != 0 && (opts.MTU < 576 || opts.MTU > MaxMTU) {
 		return nil, fmt.Errorf("netns: MTU %d: want 576 to %d bytes (0 for the default 1500)", opts.MTU, MaxMTU)
 	}
-	n := &Network{Topology: topo, RunID: id, MTU: opts.MTU}
+	n := &Network{Topology: topo, RunID: id, MTU: opts.MTU, l2Hosts: opts.L2Hosts}
 	if n.MTU == 0 {
 		n.MTU = DefaultMTU
 	}
@@ -345,7 +353,7 @@ func (n *Network) configureHost(node *topologies.Node, opts Options) error {
 	if err := h.AddrAdd(link, addr); err != nil {
 		return fmt.Errorf("address %s: %w", node.IP, err)
 	}
-	if err := n.setHostRoutes(h, link, node, false); err != nil {
+	if err := n.setHostRoutes(h, link, node, opts.L2Hosts); err != nil {
 		return err
 	}
 	if err := n.Do(node.Name, func() error { return disableTxOffload(port.Iface) }); err != nil {
@@ -394,6 +402,13 @@ func (n *Network) setHostRoutes(h *netlink.Handle, link netlink.Link, node *topo
 				if err := neigh(o.IP, o.MAC); err != nil {
 					return fmt.Errorf("neighbour %s: %w", o.IP, err)
 				}
+			}
+		}
+		// Switches' own addresses (e.g. INA packets addressed to a
+		// switch) go to the uplink, never resolved by ARP.
+		for _, sw := range n.Topology.Switches() {
+			if err := neigh(sw.IP, node.Uplink().MAC); err != nil {
+				return fmt.Errorf("neighbour %s: %w", sw.IP, err)
 			}
 		}
 		return nil
@@ -480,7 +495,7 @@ func (n *Network) UnbridgeSwitches() error {
 	if n.IngressDrop, err = n.setSwitchIngress(true); err != nil {
 		return err
 	}
-	return n.readdressHosts(false)
+	return n.readdressHosts(n.l2Hosts)
 }
 
 func (n *Network) readdressHosts(l2 bool) error {

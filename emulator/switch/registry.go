@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/p4rt"
@@ -32,6 +33,12 @@ type Program struct {
 	// sim.Options.Pipeline). It is called again, for fresh state, each
 	// time a controller loads the program.
 	New func(sw *topologies.Node, base *fwd.Pipeline) (Dataplane, error)
+	// Entries, if set, returns the updates that make a target which
+	// starts with empty tables (bmv2 running the program's P4 source)
+	// forward as the Go twin does from its constructor — typically the
+	// topology's routes — written with the names of c's P4Info. When nil,
+	// the entries are read from the Go twin (package emulator/bmv2).
+	Entries func(top *topologies.Topology, sw *topologies.Node, c p4rt.Client) ([]*p4v1.Update, error)
 }
 
 // Registry holds the programs a switch can run. The command that starts

@@ -5,6 +5,9 @@
 package programs
 
 import (
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
 	"github.com/tracebed/tracebed/p4/farmem"
 	"github.com/tracebed/tracebed/p4/fwd"
@@ -33,6 +36,13 @@ func Registry() (*goswitch.Registry, error) {
 					return nil, err
 				}
 				return p, nil
+			},
+			Entries: func(top *topologies.Topology, sw *topologies.Node, c p4rt.Client) ([]*p4v1.Update, error) {
+				ctl, err := ina.NewController(c)
+				if err != nil {
+					return nil, err
+				}
+				return ctl.RouteUpdates(top, sw.Name)
 			}},
 		goswitch.Program{Name: "farmem", P4Info: farmem.P4Info(),
 			New: func(sw *topologies.Node, base *fwd.Pipeline) (goswitch.Dataplane, error) {

@@ -73,10 +73,17 @@ type Options struct {
 	// MTU of every link; 0 means DefaultMTU.
 	MTU int
 	// RunID names the run's namespaces (see netns.Options); empty picks
-	// a random one.
-	RunID string
+	// a random one, starting with RunIDPrefix if set (test suites give
+	// their runs a prefix of their own and check with netns.CheckClean
+	// that none is left; see netns.TestRunID).
+	RunID       string
+	RunIDPrefix string
 	// NoShaping leaves host links unshaped.
 	NoShaping bool
+	// L2Hosts gives hosts every other host's MAC (netns.Options.L2Hosts),
+	// as bmv2 needs (it is on for bmv2 whatever this says); the Go
+	// switch works with both addressings.
+	L2Hosts bool
 	// Spin is the Go switches' busy-poll horizon (goswitch.Config.Spin):
 	// µs timing at the cost of a busy core per switch.
 	Spin time.Duration
@@ -157,6 +164,9 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	if opts.MTU == 0 {
 		opts.MTU = DefaultMTU
 	}
+	if opts.RunID == "" && opts.RunIDPrefix != "" {
+		opts.RunID = netns.TestRunID(opts.RunIDPrefix)
+	}
 	if cfg.Program == "" {
 		cfg.Program = "fwd"
 	}
@@ -175,7 +185,10 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 			t.Close()
 		}
 	}()
-	t.net, err = netns.Up(ctx, cfg.Topology, netns.Options{RunID: opts.RunID, MTU: opts.MTU, NoShaping: opts.NoShaping})
+	// bmv2 routes without rewriting Ethernet addresses (fwd.p4,
+	// farmem.p4): hosts address each other directly.
+	t.net, err = netns.Up(ctx, cfg.Topology, netns.Options{RunID: opts.RunID, MTU: opts.MTU, NoShaping: opts.NoShaping,
+		L2Hosts: opts.L2Hosts || opts.Switch == SwitchBMv2})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -346,4 +347,107 @@ func TestOptions(t *testing.T) {
 	if _, err := New(context.Background(), testbed.Config{Topology: star, Program: "nosuch"}, Options{}); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("program nosuch: %v", err)
 	}
+}
+
+// TestBMv2: the same echo across a star of simple_switch_grpc running
+// fwd.p4, programmed over P4Runtime (where bmv2 and p4c are installed).
+func TestBMv2(t *testing.T) {
+	needRoot(t)
+	if err := Check(Options{Switch: SwitchBMv2}); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	top, err := topologies.Parse("ls.yaml", []byte(leafSpine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := netns.TestRunID(prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb, err := New(ctx, testbed.Config{Topology: top, Program: "fwd"}, Options{RunID: id, Switch: SwitchBMv2, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	srv, err := tb.Attach("h2", 7, &echo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := &pinger{to: srv.Local(), n: 100, size: 1000, gap: time.Millisecond}
+	env, err := tb.Attach("h1", 7, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := func() bool {
+		var fin bool
+		tb.Inspect(env, func() { fin = cli.sent == cli.n && tb.Now() > cli.lastAt+time.Second })
+		return fin
+	}
+	if err := tb.Run(ctx, 20*time.Millisecond, time.Minute, done); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	tb.Inspect(env, func() { got = len(cli.got) })
+	// bmv2 does not apply the topology's link loss (the Go switch does).
+	if got != cli.n {
+		t.Errorf("%d of %d answered through bmv2", got, cli.n)
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestL2Hosts: with the host addressing bmv2 needs (every host's MAC on
+// every host), the Go switches forward too, and the links carry the
+// jumbo MTU.
+func TestL2Hosts(t *testing.T) {
+	needRoot(t)
+	top, err := topologies.Parse("ls.yaml", []byte(leafSpine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := New(context.Background(), testbed.Config{Topology: top}, Options{RunIDPrefix: prefix, L2Hosts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	if !strings.HasPrefix(tb.Network().RunID, prefix) {
+		t.Errorf("run id %s lacks the prefix %s", tb.Network().RunID, prefix)
+	}
+	var mtu int
+	tb.Network().Do("h1", func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err == nil {
+			mtu = ifi.MTU
+		}
+		return err
+	})
+	if mtu != DefaultMTU {
+		t.Errorf("h1 eth0 MTU %d, want %d", mtu, DefaultMTU)
+	}
+	srv, err := tb.Attach("h1", 7, &echo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := &pinger{to: srv.Local(), n: 50, size: 8000, gap: time.Millisecond}
+	env, err := tb.Attach("h2", 7, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// h1's link loses 10% each way: most are answered, none corrupt.
+	done := func() bool {
+		var fin bool
+		tb.Inspect(env, func() { fin = cli.sent == cli.n && tb.Now() > cli.lastAt+200*time.Millisecond })
+		return fin
+	}
+	if err := tb.Run(context.Background(), 10*time.Millisecond, 10*time.Second, done); err != nil {
+		t.Fatal(err)
+	}
+	tb.Inspect(env, func() {
+		if len(cli.got) < cli.n/2 || cli.bad != 0 {
+			t.Errorf("%d of %d answered, %d corrupt", len(cli.got), cli.n, cli.bad)
+		}
+	})
 }
