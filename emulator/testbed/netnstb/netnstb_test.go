@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: the netns testbed needs root (network namespaces); CI runs as root")
@@ -51,7 +51,7 @@ func needRoot(t *testing.T) {
 const leafSpine = `name: ls
 topology:
   defaults:
-    link: {rate: 100Mbps, delay: 50us, buffer: 256KiB}
+    link: {rate: 100Mbps, delay: 500us, buffer: 256KiB}
     switch: {queues: 2}
   nodes:
     spine1: {kind: switch}
@@ -92,6 +92,8 @@ type pinger struct {
 	got     map[uint32]bool
 	bad     int
 	lastAt  time.Duration
+	sentAt  []time.Duration
+	minRTT  time.Duration
 }
 
 func (p *pinger) Start(env emulator.Env) {
@@ -109,6 +111,7 @@ func (p *pinger) tick() {
 		b[i] = byte(p.sent + i)
 	}
 	p.env.Send(p.to, b)
+	p.sentAt = append(p.sentAt, p.env.Now())
 	p.sent++
 	p.lastAt = p.env.Now()
 	p.env.After(p.gap, p.tick)
@@ -127,6 +130,11 @@ func (p *pinger) Recv(_ emulator.Addr, b []byte) {
 		}
 	}
 	p.got[seq] = true
+	if int(seq) < len(p.sentAt) {
+		if rtt := p.env.Now() - p.sentAt[seq]; p.minRTT == 0 || rtt < p.minRTT {
+			p.minRTT = rtt
+		}
+	}
 }
 
 func counter(t *testing.T, c p4rt.Client, name string, index int64) uint64 {
@@ -174,7 +182,7 @@ func TestEchoAcrossLeafSpine(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 300
-	cli := &pinger{to: srvEnv.Local(), n: n, size: 4162 - 42, gap: time.Millisecond}
+	cli := &pinger{to: srvEnv.Local(), n: n, size: 4162 - 42, gap: time.Millisecond, sentAt: make([]time.Duration, 0, n)}
 	cliEnv, err := tb.Attach("h1", 4000, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +202,14 @@ func TestEchoAcrossLeafSpine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got, bad, seen int
-	tb.Inspect(cliEnv, func() { got, bad = len(cli.got), cli.bad })
+	var rtt time.Duration
+	tb.Inspect(cliEnv, func() { got, bad, rtt = len(cli.got), cli.bad, cli.minRTT })
+	// Four links each way, 500µs each, applied by the switches; plus
+	// serialization (4162 B at 100 Mbit/s: 0.33 ms per hop) and software.
+	if rtt < 4*time.Millisecond || rtt > 30*time.Millisecond {
+		t.Errorf("shortest round trip %v, want 4 ms of link delay and a few ms more", rtt)
+	}
+	t.Logf("%d of %d answered, shortest round trip %v", got, n, rtt)
 	tb.Inspect(srvEnv, func() { seen = srv.seen })
 	// Each direction crosses the lossy link once: about 81% answered.
 	if bad != 0 || got < n/2 || got >= n || seen < got {
