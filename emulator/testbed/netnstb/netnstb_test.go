@@ -466,3 +466,23 @@ func TestL2Hosts(t *testing.T) {
 		}
 	})
 }
+
+// TestSwitchDies: Run fails, naming the switch and showing its log, when
+// a switch process dies during a run.
+func TestSwitchDies(t *testing.T) {
+	needRoot(t)
+	star, err := topologies.Open("star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := New(context.Background(), testbed.Config{Topology: star}, Options{RunIDPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	time.AfterFunc(200*time.Millisecond, func() { tb.goSwitches.Procs[0].Cmd.Process.Kill() })
+	err = tb.Run(context.Background(), 10*time.Millisecond, 10*time.Second, func() bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "switch tor exited") || !strings.Contains(err.Error(), "switch running") {
+		t.Errorf("Run after the switch died: %v", err)
+	}
+}

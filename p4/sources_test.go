@@ -1,0 +1,35 @@
+package p4_test
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/tracebed/tracebed/p4"
+	"github.com/tracebed/tracebed/p4/programs"
+)
+
+// TestSources: every program the switches run has its P4 source built in,
+// identical to the file in the repository.
+func TestSources(t *testing.T) {
+	reg, err := programs.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range reg.Names() {
+		src, err := p4.Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := os.ReadFile(name + "/" + name + ".p4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(src, file) || !bytes.Contains(src, []byte("V1Switch(")) {
+			t.Errorf("%s: built-in source differs from %s.p4", name, name)
+		}
+	}
+	if _, err := p4.Source("nosuch"); err == nil {
+		t.Error("source of nosuch")
+	}
+}
