@@ -34,6 +34,7 @@ import (
 	"time"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/bmv2"
@@ -61,8 +62,9 @@ var Switches = []string{SwitchGo, SwitchBMv2}
 // experiments model.
 const DefaultMTU = netns.MaxMTU
 
-// SocketBuffer is the receive and send buffer of every agent's socket: a
-// window of a few thousand datagrams fits before the kernel drops.
+// SocketBuffer is the receive and send buffer of every agent's socket
+// (set past the sysctl limits): a window of a few thousand datagrams fits
+// before the kernel drops.
 const SocketBuffer = 4 << 20
 
 // Options configure New.
@@ -245,6 +247,29 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	return t, nil
 }
 
+// setBuffers gives conn SocketBuffer bytes of receive and send buffer,
+// past the sysctl limits (net.core.rmem_max, 208 KiB by default) as root
+// may: a window of datagrams in flight must not overflow the receiver's
+// socket, which would be a loss the emulated network does not have.
+func setBuffers(conn *net.UDPConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		for _, opt := range []int{unix.SO_RCVBUFFORCE, unix.SO_SNDBUFFORCE} {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, SocketBuffer); e != nil && serr == nil {
+				serr = fmt.Errorf("socket buffer: %w", e)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
 // Substrate implements testbed.Testbed: "netns".
 func (t *Testbed) Substrate() string { return "netns" }
 
@@ -295,10 +320,7 @@ func (t *Testbed) Attach(host string, udpPort uint16, agent emulator.Agent) (emu
 		if err != nil {
 			return err
 		}
-		// Best effort: the default buffers hold a few hundred datagrams.
-		conn.SetReadBuffer(SocketBuffer)
-		conn.SetWriteBuffer(SocketBuffer)
-		return nil
+		return setBuffers(conn)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("netnstb: attach %s:%d: %w", host, udpPort, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/netns"
@@ -485,4 +486,30 @@ func TestSwitchDies(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "switch tor exited") || !strings.Contains(err.Error(), "switch running") {
 		t.Errorf("Run after the switch died: %v", err)
 	}
+}
+
+// TestSetBuffers: agents' sockets get SocketBuffer bytes of buffer, past
+// net.core.rmem_max (root).
+func TestSetBuffers(t *testing.T) {
+	needRoot(t)
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := setBuffers(c); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Control(func(fd uintptr) {
+		for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+			// The kernel reports twice the size set (bookkeeping).
+			if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, opt); err != nil || v < SocketBuffer {
+				t.Errorf("option %d: %d B, %v; want %d", opt, v, err, SocketBuffer)
+			}
+		}
+	})
 }
