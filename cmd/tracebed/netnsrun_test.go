@@ -31,15 +31,19 @@ func (pingKind) Name() string { return "ping" }
 
 func (pingKind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	var w struct {
-		Count int `yaml:"count"`
+		Count int  `yaml:"count"`
+		Leak  bool `yaml:"leak"` // a buggy kind: never closes its testbed
 	}
 	if err := spec.DecodeWorkload(&w); err != nil {
 		return nil, err
 	}
-	return pingExperiment{count: w.Count}, nil
+	return pingExperiment{count: w.Count, leak: w.Leak}, nil
 }
 
-type pingExperiment struct{ count int }
+type pingExperiment struct {
+	count int
+	leak  bool
+}
 
 func (pingExperiment) Metrics() []analysis.MetricInfo {
 	return []analysis.MetricInfo{{Name: "answered", Better: analysis.Higher}}
@@ -80,6 +84,9 @@ func (e pingExperiment) Run(ctx context.Context, r experiments.Run) (*analysis.R
 	if err != nil {
 		return nil, err
 	}
+	if e.leak {
+		return &analysis.Run{Metrics: map[string]float64{"answered": 0}}, nil
+	}
 	defer tb.Close()
 	srv, err := tb.Attach("h2", 7, &echoAgent{})
 	if err != nil {
@@ -115,9 +122,13 @@ func pingApp() (*app, *bytes.Buffer, *bytes.Buffer) {
 }
 
 func pingSpec(t *testing.T, count int) string {
+	return pingSpecLeak(t, count, false)
+}
+
+func pingSpecLeak(t *testing.T, count int, leak bool) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ping.yaml")
-	spec := fmt.Sprintf("name: ping\nkind: ping\nseeds: [1]\nsubstrate: netns\nworkload: {count: %d}\npolicies: [a, b]\n", count)
+	spec := fmt.Sprintf("name: ping\nkind: ping\nseeds: [1]\nsubstrate: netns\nworkload: {count: %d, leak: %v}\npolicies: [a, b]\n", count, leak)
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +156,19 @@ func TestRunNetns(t *testing.T) {
 	}
 	if res.Substrate != "netns" || len(res.Runs) != 2 || res.Runs[0].Metrics["answered"] != 1 {
 		t.Errorf("results: %s", data)
+	}
+	if err := netns.CheckClean(netnsPrefix); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunNetnsLeak: a kind that never closes its testbeds still leaves
+// nothing behind once the command is done.
+func TestRunNetnsLeak(t *testing.T) {
+	needRoot(t)
+	a, o, e := pingApp()
+	if code := a.execute(context.Background(), []string{"run", "--quiet", "--out", t.TempDir(), pingSpecLeak(t, 1, true)}); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, o, e)
 	}
 	if err := netns.CheckClean(netnsPrefix); err != nil {
 		t.Fatal(err)

@@ -86,13 +86,21 @@ them into one Markdown report.`,
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
 				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar}
+				var testbeds *netnstb.Factory
 				if c.spec.Substrate == "netns" {
 					// Real time: one run at a time keeps the cores for
 					// the switches and agents of that run.
 					opts.Parallel = 1
-					opts.NewTestbed = netnstb.Factory(tbOpts)
+					testbeds = netnstb.NewFactory(tbOpts)
+					opts.NewTestbed = testbeds.New
 				}
 				res, err := experiments.Execute(cmd.Context(), c.spec, c.exp, opts)
+				if testbeds != nil {
+					// Whatever the runs did, nothing stays up.
+					if cerr := testbeds.Close(); cerr != nil && err == nil {
+						err = cerr
+					}
+				}
 				bar.finish()
 				if err != nil {
 					if cmd.Context().Err() != nil {

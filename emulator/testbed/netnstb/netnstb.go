@@ -120,16 +120,48 @@ type Testbed struct {
 	stopWatch func() bool
 }
 
-// Factory returns the experiments' testbed factory (the type of
-// experiments.TestbedFactory) that builds netns testbeds with opts.
-func Factory(opts Options) func(context.Context, testbed.Config) (testbed.Testbed, error) {
-	return func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
-		t, err := New(ctx, cfg, opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
+// Factory builds the testbeds of an execution (its New has the type of
+// experiments.TestbedFactory) and keeps track of them, so that the
+// command can make sure, once the runs are over, that every one of them
+// was closed — even those of a run that failed without closing its
+// testbed.
+type Factory struct {
+	opts Options
+	mu   sync.Mutex
+	open map[*Testbed]bool
+}
+
+// NewFactory returns a factory of netns testbeds built with opts.
+func NewFactory(opts Options) *Factory {
+	return &Factory{opts: opts, open: map[*Testbed]bool{}}
+}
+
+// New builds a testbed (see the function New).
+func (f *Factory) New(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+	t, err := New(ctx, cfg, f.opts)
+	if err != nil {
+		return nil, err
 	}
+	f.mu.Lock()
+	f.open[t] = true
+	f.mu.Unlock()
+	return t, nil
+}
+
+// Close closes every testbed the factory built (those already closed
+// return at once) and returns the first error.
+func (f *Factory) Close() error {
+	f.mu.Lock()
+	open := f.open
+	f.open = map[*Testbed]bool{}
+	f.mu.Unlock()
+	var errs []error
+	for t := range open {
+		if err := t.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Check reports whether a netns testbed with opts can be built here: root,
