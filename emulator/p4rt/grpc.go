@@ -62,7 +62,8 @@ func Target(addr string) string {
 // Dial connects to the P4Runtime server at target (a gRPC target, such as
 // unix:///run/tracebed/tb-x/tor.sock or 127.0.0.1:9559), opens the stream
 // channel, sends this controller's master arbitration update and waits for
-// the switch's answer, then fetches the running pipeline's P4Info. It
+// the switch's answer, then fetches the running pipeline's P4Info (nil
+// when the switch runs no pipeline yet, as bmv2 started without one). It
 // fails if another controller is primary, unless opts.Backup.
 func Dial(ctx context.Context, target string, opts DialOptions) (*GRPC, error) {
 	if opts.ElectionID == 0 {
@@ -86,7 +87,9 @@ func Dial(ctx context.Context, target string, opts DialOptions) (*GRPC, error) {
 		c.Close()
 		return nil, fmt.Errorf("p4runtime %s: %w", target, err)
 	}
-	if err := c.refreshP4Info(ctx); err != nil {
+	if err := c.refreshP4Info(ctx); err != nil && status.Code(err) != codes.FailedPrecondition {
+		// FAILED_PRECONDITION: the switch runs no program yet (bmv2
+		// started with --no-p4); P4Info is nil until SetPipeline.
 		c.Close()
 		return nil, fmt.Errorf("p4runtime %s: %w", target, err)
 	}
