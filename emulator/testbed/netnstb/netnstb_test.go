@@ -363,6 +363,13 @@ func TestOptions(t *testing.T) {
 	if _, err := New(context.Background(), testbed.Config{Topology: star, Program: "nosuch"}, Options{}); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("program nosuch: %v", err)
 	}
+	id := netns.TestRunID(prefix)
+	if _, err := New(context.Background(), testbed.Config{Topology: star}, Options{RunID: id, MTU: 100}); err == nil || !strings.Contains(err.Error(), "MTU 100") {
+		t.Errorf("MTU 100: %v", err)
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestBMv2: the same echo across a star of simple_switch_grpc running
