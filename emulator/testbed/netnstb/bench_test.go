@@ -2,11 +2,14 @@ package netnstb
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -45,5 +48,85 @@ func BenchmarkNewClose(b *testing.B) {
 	}
 	if err := netns.CheckClean(prefix); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// windowed keeps w datagrams in flight to an echo agent and counts the
+// answers.
+type windowed struct {
+	to   emulator.Addr
+	w    int
+	buf  []byte
+	env  emulator.Env
+	got  int
+	stop bool
+}
+
+func (p *windowed) Start(env emulator.Env) {
+	p.env = env
+	for range p.w {
+		env.Send(p.to, p.buf)
+	}
+}
+
+func (p *windowed) Recv(emulator.Addr, []byte) {
+	p.got++
+	if !p.stop {
+		p.env.Send(p.to, p.buf)
+	}
+}
+
+// BenchmarkEchoRate measures how many datagrams per second agents
+// exchange through a netns testbed (h1 → Go switch → h2 and back, a
+// window of 64 in flight, 10 Gbit/s links so that nothing but software
+// limits): the per-datagram cost that bounds the scale factor
+// (docs/scaling.md). One iteration runs for a second of wall time.
+func BenchmarkEchoRate(b *testing.B) {
+	if testing.Short() {
+		b.Skip("skipping in -short")
+	}
+	needRoot(b)
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 2, Rate: 10 * units.Gbps})
+	if err != nil {
+		b.Fatal(err)
+	}
+	top, err := f.Build("star")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{256, 4120} {
+		b.Run(fmt.Sprintf("payload=%d", size), func(b *testing.B) {
+			tb, err := New(context.Background(), testbed.Config{Topology: top}, Options{RunIDPrefix: prefix, NoShaping: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tb.Close()
+			srv, err := tb.Attach("h2", 7, &echo{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := &windowed{to: srv.Local(), w: 64, buf: make([]byte, size)}
+			cli, err := tb.Attach("h1", 7, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // warm up
+			var total int
+			var elapsed time.Duration
+			for range b.N {
+				var before, after int
+				tb.Inspect(cli, func() { before = p.got })
+				start := time.Now()
+				time.Sleep(time.Second)
+				tb.Inspect(cli, func() { after = p.got })
+				elapsed += time.Since(start)
+				total += after - before
+			}
+			tb.Inspect(cli, func() { p.stop = true })
+			pps := float64(total) / elapsed.Seconds()
+			// Each answer is two datagrams through the switch.
+			b.ReportMetric(pps, "answers/s")
+			b.ReportMetric(2*pps*float64(size)*8/1e6, "Mbit/s")
+		})
 	}
 }
