@@ -35,6 +35,8 @@ type Runtime struct {
 	conns  []*net.UDPConn
 	closed bool
 	wg     sync.WaitGroup
+
+	timers timerQueue // the loops' timers (timers.go)
 }
 
 // New returns a runtime whose clock starts now. Agents' random sources are
@@ -108,10 +110,13 @@ func (l *Loop) stop() { l.once.Do(func() { close(l.quit) }) }
 func (l *Loop) Now() time.Duration { return l.rt.Now() }
 
 // After runs f on the loop once d has elapsed, unless the returned timer is
-// stopped first. Stop must be called from the loop's goroutine.
+// stopped first. Stop must be called from the loop's goroutine. The
+// runtime's timer thread keeps the time (timers.go): f is posted to the
+// loop as soon as the kernel wakes that thread after d, not at the
+// millisecond granularity of Go's own timers.
 func (l *Loop) After(d time.Duration, f func()) emulator.Timer {
-	t := &timer{}
-	t.t = time.AfterFunc(max(d, 0), func() {
+	t := &timer{q: &l.rt.timers}
+	t.p, _ = t.q.add(max(d, 0), func() {
 		l.Post(func() {
 			if t.done {
 				return
@@ -125,7 +130,8 @@ func (l *Loop) After(d time.Duration, f func()) emulator.Timer {
 
 // timer's done is only touched on its loop's goroutine.
 type timer struct {
-	t    *time.Timer
+	q    *timerQueue
+	p    *pending // nil if the runtime was closed
 	done bool
 }
 
@@ -134,7 +140,9 @@ func (t *timer) Stop() bool {
 		return false
 	}
 	t.done = true
-	t.t.Stop()
+	if t.p != nil {
+		t.q.remove(t.p)
+	}
 	return true
 }
 
@@ -246,5 +254,6 @@ func (r *Runtime) Close() {
 	for _, c := range conns {
 		c.Close()
 	}
+	r.timers.close()
 	r.wg.Wait()
 }

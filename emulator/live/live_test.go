@@ -3,6 +3,7 @@ package live
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"github.com/tracebed/tracebed/emulator"
 )
 
-func listen(t *testing.T) *net.UDPConn {
+func listen(t testing.TB) *net.UDPConn {
 	t.Helper()
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -159,4 +160,95 @@ func TestRandIsSeededPerAgent(t *testing.T) {
 	if draw(1) == draw(2) {
 		t.Error("different seeds, same stream")
 	}
+}
+
+// TestTimersFireInOrderNeverEarly sets timers out of order, stops some, and
+// checks that the others run in deadline order, none before its time.
+func TestTimersFireInOrderNeverEarly(t *testing.T) {
+	rt := New(1)
+	defer rt.Close()
+	l, err := rt.NewLoop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type shot struct {
+		want time.Duration // deadline, runtime clock
+		got  time.Duration
+	}
+	delays := []time.Duration{900, 100, 500, 300, 700, 200, 800, 400, 600, 1000}
+	var fired []shot
+	done := make(chan struct{})
+	l.Post(func() {
+		for i, d := range delays {
+			d *= 10 * time.Microsecond
+			want := l.Now() + d
+			tm := l.After(d, func() {
+				fired = append(fired, shot{want, l.Now()})
+				if len(fired) == len(delays)/2 {
+					close(done)
+				}
+			})
+			if i%2 == 1 {
+				tm.Stop()
+			}
+		}
+	})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timers did not fire")
+	}
+	time.Sleep(100 * time.Millisecond) // any stopped timer would have fired by now
+	checked := make(chan struct{})
+	l.Post(func() {
+		defer close(checked)
+		if len(fired) != len(delays)/2 {
+			t.Errorf("%d timers fired, want %d (the others were stopped)", len(fired), len(delays)/2)
+		}
+		for i, s := range fired {
+			if s.got < s.want {
+				t.Errorf("timer %d ran %v early", i, s.want-s.got)
+			}
+			if i > 0 && s.want < fired[i-1].want {
+				t.Errorf("timer due at %v ran after one due at %v", s.want, fired[i-1].want)
+			}
+		}
+	})
+	<-checked
+}
+
+// BenchmarkTimerLateness measures how late a 200 µs timer's function runs on
+// its loop, with a socket open (so Go's network poller is in use), for the
+// runtime's timers and, for comparison in the same run, for Go's
+// time.AfterFunc posting to the loop.
+func BenchmarkTimerLateness(b *testing.B) {
+	rt := New(1)
+	defer rt.Close()
+	if _, err := rt.Attach(listen(b), emulator.AgentFunc{}); err != nil {
+		b.Fatal(err)
+	}
+	l, err := rt.NewLoop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const d = 200 * time.Microsecond
+	measure := func(set func(func())) []time.Duration {
+		var late []time.Duration
+		ch := make(chan time.Duration)
+		for range b.N {
+			start := time.Now()
+			set(func() { ch <- time.Since(start) - d })
+			late = append(late, <-ch)
+		}
+		slices.Sort(late)
+		return late
+	}
+	b.ResetTimer()
+	ours := measure(func(f func()) { l.Post(func() { l.After(d, f) }) })
+	goTimers := measure(func(f func()) { time.AfterFunc(d, func() { l.Post(f) }) })
+	q := func(v []time.Duration, f float64) float64 { return float64(v[int(f*float64(len(v)-1))].Microseconds()) }
+	b.ReportMetric(q(ours, 0.5), "late-p50-µs")
+	b.ReportMetric(q(ours, 0.99), "late-p99-µs")
+	b.ReportMetric(q(goTimers, 0.5), "go-timer-late-p50-µs")
+	b.ReportMetric(q(goTimers, 0.5)/max(q(ours, 0.5), 1), "go/ours-p50")
 }
