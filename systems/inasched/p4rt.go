@@ -24,6 +24,14 @@ func WorkerPort(j uint16) uint16 { return 40000 + j }
 // ina.MaxJobs−1, so P4RT hands them out as jobs are bound and takes them
 // back when they are unbound.
 type P4RT struct {
+	// Endpoints, when set, gives the UDP endpoints the bindings of trace
+	// job job name: the port its workers listen on and its parameter
+	// server (an invalid address: none). By default the workers listen on
+	// WorkerPort of the switch job id and the parameter server runs with
+	// the first worker; packet-level runs whose hosts run agents on fixed
+	// ports, and dedicated parameter-server hosts, set it before binding.
+	Endpoints func(job int) (workerPort uint16, ps netip.AddrPort)
+
 	top  *topologies.Topology
 	ctl  map[string]*ina.Controller
 	sw   map[string]*swJobs
@@ -86,13 +94,20 @@ func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd Binding, workers
 			return fmt.Errorf("switch %s: more than %d jobs bound at once", sw, ina.MaxJobs)
 		}
 	}
+	port, ps := WorkerPort(id), netip.AddrPort{}
+	if b.Endpoints != nil {
+		port, ps = b.Endpoints(job)
+	}
 	addrs := make([]netip.AddrPort, len(workers))
 	for i, w := range workers {
 		n := b.top.Node(w)
 		if n == nil || !n.IsHost() {
 			return fmt.Errorf("job %d: worker %q is not a host", job, w)
 		}
-		addrs[i] = netip.AddrPortFrom(n.IP, WorkerPort(id))
+		addrs[i] = netip.AddrPortFrom(n.IP, port)
+	}
+	if b.Endpoints == nil {
+		ps = addrs[0] // the job's parameter server, with its first worker
 	}
 	b.gens++
 	next := ina.Binding{
@@ -100,8 +115,11 @@ func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd Binding, workers
 		Base: uint32(bd.Base), Size: uint32(bd.Size), Workers: uint8(len(workers)), Group: id + 1,
 	}
 	if bd.Mode == Shared {
+		if !ps.IsValid() {
+			return fmt.Errorf("job %d: a shared binding needs a parameter server", job)
+		}
 		next.Mode = ina.ModeShared
-		next.PS = addrs[0] // the job's parameter server, with its first worker
+		next.PS = ps
 	}
 	if err := next.Check(int(bd.Base + bd.Size)); err != nil {
 		return err

@@ -34,6 +34,18 @@ type PSStats struct {
 	Ignored    uint64 // duplicates and packets of old rounds
 	Malformed  uint64
 	SentBytes  uint64
+	// Collided counts data packets the switch forwarded to the PS because
+	// their aggregator was busy (or because they were retransmissions, which
+	// never claim a free aggregator): the workers' fallback traffic.
+	Collided uint64
+}
+
+// PSJobStats count a parameter server's work for one job.
+type PSJobStats struct {
+	Packets    uint64 // INA packets of the job received
+	Collided   uint64 // data packets forwarded by the switch (fallback)
+	FromSwitch uint64 // complete results received from the switch
+	Completed  uint64 // chunks completed in software
 }
 
 // PS is a parameter server: it aggregates in software the chunks a switch
@@ -49,6 +61,7 @@ type PS struct {
 
 type psJob struct {
 	PSJob
+	stats     PSJobStats
 	k, chunks int
 	all       uint32
 	rounds    [2]psRound // by round parity
@@ -101,6 +114,27 @@ func (p *PS) Add(j PSJob) error {
 	return nil
 }
 
+// Remove forgets a job (it left, or its switch job id is given to another
+// job) and returns its statistics. Packets of the job that still arrive are
+// counted as malformed.
+func (p *PS) Remove(job uint16) (PSJobStats, bool) {
+	j := p.jobs[job]
+	if j == nil {
+		return PSJobStats{}, false
+	}
+	delete(p.jobs, job)
+	return j.stats, true
+}
+
+// JobStats returns the statistics of a job the PS aggregates for.
+func (p *PS) JobStats(job uint16) (PSJobStats, bool) {
+	j := p.jobs[job]
+	if j == nil {
+		return PSJobStats{}, false
+	}
+	return j.stats, true
+}
+
 // Start implements emulator.Agent.
 func (p *PS) Start(env emulator.Env) { p.env = env }
 
@@ -133,6 +167,11 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 		return
 	}
 	p.Stats.Packets++
+	j.stats.Packets++
+	if h.Flags&(ina.FlagData|ina.FlagCollision) == ina.FlagData|ina.FlagCollision {
+		p.Stats.Collided++
+		j.stats.Collided++
+	}
 	r := j.round(h.Round)
 	if r == nil {
 		p.Stats.Ignored++
@@ -147,6 +186,7 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 			return
 		}
 		p.Stats.FromSwitch++
+		j.stats.FromSwitch++
 		ina.GetValues(acc, vals)
 		r.bitmap[c], r.done[c], r.ovf[c] = j.all, true, h.Flags&ina.FlagOverflow != 0
 		p.publish(j, r, c, h)
@@ -185,6 +225,7 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 	if r.bitmap[c] == j.all {
 		r.done[c] = true
 		p.Stats.Completed++
+		j.stats.Completed++
 		p.publish(j, r, c, h)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/topologies"
 )
 
 // Mode is how a job aggregates.
@@ -22,7 +24,7 @@ const (
 	ModeRing Mode = "ring" // host ring all-reduce
 )
 
-// JobSpec describes a packet-level training job on a simulated network.
+// JobSpec describes a packet-level training job on a network.
 type JobSpec struct {
 	ID   uint16
 	Mode Mode
@@ -31,7 +33,8 @@ type JobSpec struct {
 	// PSHost runs the parameter server (ModePS, and shared bindings).
 	PSHost string
 	// Switch is the aggregation switch (ModeINA); it must run the ina
-	// pipeline (sim.Options{Pipeline: ina.SimPipeline(k)}).
+	// pipeline (sim.Options{Pipeline: ina.SimPipeline(k)}, or a testbed
+	// of program "ina").
 	Switch string
 	// Shared binds the job in shared mode (ATP); otherwise pool mode.
 	Shared bool
@@ -64,6 +67,18 @@ type JobSpec struct {
 	Check func(w, it int, tensor []int32) error
 }
 
+// Network is what jobs are set up on. A testbed.Testbed (sim or netns)
+// implements it; Setup adapts a *sim.Network.
+type Network interface {
+	Topology() *topologies.Topology
+	// Switch returns the P4Runtime client of a switch.
+	Switch(name string) (p4rt.Client, error)
+	// Attach binds an agent to a UDP port of a host and starts it.
+	Attach(host string, udpPort uint16, agent emulator.Agent) (emulator.Env, error)
+	// Inspect runs f where it may read the state of env's agent.
+	Inspect(env emulator.Env, f func())
+}
+
 // Job is a job set up on a network.
 type Job struct {
 	Spec    JobSpec
@@ -71,26 +86,115 @@ type Job struct {
 	Streams []*Stream // ModeINA and ModePS
 	Rings   []*Ring   // ModeRing
 	PS      *PS
-	// Controller programs the aggregation switch (ModeINA); Pipeline is
-	// that switch's data plane.
+	// Controller programs the aggregation switch (ModeINA) through its
+	// P4Runtime client; Pipeline is that switch's data plane when the
+	// network is a *sim.Network (Setup), nil otherwise.
 	Controller *ina.Controller
 	Pipeline   *ina.Pipeline
 	Binding    ina.Binding
 
+	net      Network
+	envs     []emulator.Env // workers', in worker order
+	direct   bool           // Setup: the workers' Done callbacks update the fields below
 	finished int
-	// Finish is when the last worker finished; Err the first error.
+	// Finish is when the last worker finished; Err the first error. With
+	// Setup they follow the run; with SetupOn they are set by Poll.
 	Finish time.Duration
 	Err    error
 }
 
-// Done reports whether every worker has finished.
+// Done reports whether every worker has finished. With SetupOn it reports
+// what the last Poll saw.
 func (j *Job) Done() bool { return j.finished == len(j.Workers) }
 
-// Setup binds the job to the network: it programs the aggregation switch
-// through P4Runtime (multicast group, job-table entry), attaches the
+// Poll reads the workers' state through the network's Inspect — on netns
+// the workers run concurrently on their own loops — and updates Finish, Err
+// and Done. It reports whether every worker has finished. Call it from the
+// goroutine that drives the testbed (for example in testbed.Run's done
+// function), or after the testbed is closed.
+func (j *Job) Poll() bool {
+	if j.direct {
+		return j.Done()
+	}
+	j.finished, j.Finish, j.Err = 0, 0, nil
+	for i, w := range j.Workers {
+		var done bool
+		var at time.Duration
+		var err error
+		j.net.Inspect(j.envs[i], func() { done, at, err = w.Finished, w.FinishedAt, w.Err })
+		if !done {
+			continue
+		}
+		j.finished++
+		j.Finish = max(j.Finish, at)
+		if err != nil && j.Err == nil {
+			j.Err = fmt.Errorf("job %d worker %d: %w", j.Spec.ID, i, err)
+		}
+	}
+	return j.Done()
+}
+
+// simNetwork adapts a *sim.Network to Network.
+type simNetwork struct{ *sim.Network }
+
+func (n simNetwork) Topology() *topologies.Topology { return n.Network.Topology }
+
+func (n simNetwork) Switch(name string) (p4rt.Client, error) {
+	sw := n.Network.Switch(name)
+	if sw == nil {
+		return nil, fmt.Errorf("%q is not a switch of %s", name, n.Network.Topology.Name)
+	}
+	dev, ok := sw.Pipeline.(p4rt.Device)
+	if !ok {
+		return nil, fmt.Errorf("switch %s has no P4Runtime device", name)
+	}
+	return p4rt.Local(dev), nil
+}
+
+func (n simNetwork) Inspect(_ emulator.Env, f func()) { f() }
+
+// Setup binds the job to a simulated network: it programs the aggregation
+// switch through P4Runtime (multicast group, job-table entry), attaches the
 // parameter server and the workers, and schedules the first iteration at
-// the network's current time plus spec.Delay.
+// the network's current time plus spec.Delay. The job's fields (Finish,
+// Err, Done) follow the run, since everything runs on the simulation's
+// goroutine.
 func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
+	var pl *ina.Pipeline
+	if spec.Mode == ModeINA {
+		sw := net.Switch(spec.Switch)
+		if sw == nil {
+			return nil, fmt.Errorf("job %d: %q is not a switch of %s", spec.ID, spec.Switch, net.Topology.Name)
+		}
+		var ok bool
+		if pl, ok = sw.Pipeline.(*ina.Pipeline); !ok {
+			return nil, fmt.Errorf("job %d: switch %s does not run the INA pipeline", spec.ID, spec.Switch)
+		}
+	}
+	return setup(simNetwork{net}, spec, pl)
+}
+
+// SetupOn is Setup on any Network, such as a testbed.Testbed of either
+// substrate: the aggregation switch is programmed through its P4Runtime
+// client (gRPC on netns). The workers may run concurrently (netns), so the
+// job's shared fields are not updated by them: Poll reads their state.
+func SetupOn(net Network, spec JobSpec) (*Job, error) {
+	return setup(net, spec, nil)
+}
+
+// pipelineK returns the values per packet of an INA data plane, from the
+// value registers its P4Info declares.
+func pipelineK(c *ina.Controller) int {
+	k := 0
+	for _, r := range c.Names().P4Info().GetRegisters() {
+		if strings.HasPrefix(r.GetPreamble().GetName(), ina.RegValuePrefix) {
+			k++
+		}
+	}
+	return k
+}
+
+func setup(net Network, spec JobSpec, pl *ina.Pipeline) (*Job, error) {
 	if spec.K == 0 {
 		spec.K = ina.DefaultK
 	}
@@ -110,7 +214,7 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 	if spec.Elements < 0 || spec.Iterations < 0 {
 		return nil, fmt.Errorf("job %d: negative size or iterations", spec.ID)
 	}
-	top := net.Topology
+	top := net.Topology()
 	addrs := make([]emulator.Addr, n)
 	for i, h := range spec.Hosts {
 		node := top.Node(h)
@@ -119,7 +223,8 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 		}
 		addrs[i] = netip.AddrPortFrom(node.IP, spec.Port)
 	}
-	j := &Job{Spec: spec}
+	_, direct := net.(simNetwork)
+	j := &Job{Spec: spec, net: net, direct: direct}
 	var psAddr emulator.Addr
 	if spec.PSHost != "" {
 		node := top.Node(spec.PSHost)
@@ -131,20 +236,20 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 	var target emulator.Addr
 	switch spec.Mode {
 	case ModeINA:
-		sw := net.Switch(spec.Switch)
-		if sw == nil {
+		node := top.Node(spec.Switch)
+		if node == nil || node.IsHost() {
 			return nil, fmt.Errorf("job %d: %q is not a switch of %s", spec.ID, spec.Switch, top.Name)
 		}
-		pl, ok := sw.Pipeline.(*ina.Pipeline)
-		if !ok {
-			return nil, fmt.Errorf("job %d: switch %s does not run the INA pipeline", spec.ID, spec.Switch)
-		}
-		if pl.Config().K != spec.K {
-			return nil, fmt.Errorf("job %d: k = %d, switch %s aggregates k = %d", spec.ID, spec.K, spec.Switch, pl.Config().K)
-		}
-		ctl, err := ina.NewController(p4rt.Local(pl))
+		client, err := net.Switch(spec.Switch)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("job %d: %w", spec.ID, err)
+		}
+		ctl, err := ina.NewController(client)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: switch %s does not run the INA pipeline: %w", spec.ID, spec.Switch, err)
+		}
+		if k := pipelineK(ctl); k != spec.K {
+			return nil, fmt.Errorf("job %d: k = %d, switch %s aggregates k = %d", spec.ID, spec.K, spec.Switch, k)
 		}
 		members, err := ina.Members(top, spec.Switch, addrs)
 		if err != nil {
@@ -168,7 +273,7 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 			return nil, fmt.Errorf("job %d: bind: %w", spec.ID, err)
 		}
 		j.Controller, j.Pipeline, j.Binding = ctl, pl, b
-		target = netip.AddrPortFrom(pl.Self(), ina.Port)
+		target = netip.AddrPortFrom(node.IP, ina.Port)
 		if spec.Window == 0 {
 			spec.Window = 256
 			if !spec.Shared {
@@ -228,13 +333,17 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 		w := &Worker{
 			Reducer: red, Tensor: make([]int32, spec.Elements), Iterations: spec.Iterations,
 			Compute: spec.Compute, Delay: spec.Delay,
-			Done: func(at time.Duration, err error) {
+		}
+		if direct {
+			// One goroutine runs everything: the workers may update the
+			// job's shared fields as they finish.
+			w.Done = func(at time.Duration, err error) {
 				j.finished++
 				j.Finish = max(j.Finish, at)
 				if err != nil && j.Err == nil {
 					j.Err = fmt.Errorf("job %d worker %d: %w", spec.ID, i, err)
 				}
-			},
+			}
 		}
 		if spec.Fill != nil {
 			w.Fill = func(it int, t []int32) { spec.Fill(i, it, t) }
@@ -243,9 +352,11 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 			w.Check = func(it int, t []int32) error { return spec.Check(i, it, t) }
 		}
 		j.Workers = append(j.Workers, w)
-		if _, err := net.Attach(spec.Hosts[i], spec.Port, w); err != nil {
+		env, err := net.Attach(spec.Hosts[i], spec.Port, w)
+		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", spec.ID, err)
 		}
+		j.envs = append(j.envs, env)
 	}
 	return j, nil
 }
@@ -272,7 +383,9 @@ type JobStats struct {
 	HoldTime time.Duration
 }
 
-// Stats returns the job's statistics.
+// Stats returns the job's statistics. It reads the agents' counters
+// directly: on a testbed whose agents run concurrently (netns), call it
+// after the testbed is closed.
 func (j *Job) Stats() JobStats {
 	s := JobStats{Finish: j.Finish}
 	k := j.Spec.K

@@ -16,6 +16,9 @@ type Worker struct {
 	Iterations int
 	// Compute is the computation time of one iteration.
 	Compute time.Duration
+	// ComputeTime, if set, gives the computation time of iteration it
+	// instead of Compute (workers whose compute time varies).
+	ComputeTime func(it int) time.Duration
 	// Delay postpones the first iteration (a job's arrival).
 	Delay time.Duration
 	// FirstRound is the all-reduce round of the first iteration.
@@ -36,8 +39,11 @@ type Worker struct {
 	// CommTime is the total time spent in all-reduce.
 	CommTime time.Duration
 	Finished bool
-	Err      error
-	commFrom time.Duration
+	// FinishedAt is when the worker finished (its last all-reduce, or its
+	// first error).
+	FinishedAt time.Duration
+	Err        error
+	commFrom   time.Duration
 }
 
 // Start implements emulator.Agent.
@@ -48,7 +54,14 @@ func (w *Worker) Start(env emulator.Env) {
 		w.finish(nil)
 		return
 	}
-	env.After(w.Delay+w.Compute, w.communicate)
+	env.After(w.Delay+w.compute(0), w.communicate)
+}
+
+func (w *Worker) compute(it int) time.Duration {
+	if w.ComputeTime != nil {
+		return w.ComputeTime(it)
+	}
+	return w.Compute
 }
 
 // Recv implements emulator.Agent.
@@ -78,11 +91,11 @@ func (w *Worker) reduced(err error) {
 		w.finish(nil)
 		return
 	}
-	w.env.After(w.Compute, w.communicate)
+	w.env.After(w.compute(w.it), w.communicate)
 }
 
 func (w *Worker) finish(err error) {
-	w.Finished, w.Err = true, err
+	w.Finished, w.Err, w.FinishedAt = true, err, w.env.Now()
 	if w.Done != nil {
 		w.Done(w.env.Now(), err)
 	}

@@ -20,7 +20,13 @@ type Cluster struct {
 
 // NewCluster returns a cluster with every host of top free.
 func NewCluster(top *topologies.Topology) *Cluster {
-	c := &Cluster{Top: top, Hosts: top.Hosts(), dist: map[*topologies.Node][]int{}}
+	return newCluster(top, top.Hosts())
+}
+
+// newCluster returns a cluster of the given hosts of top (the others run
+// services: a controller, parameter servers).
+func newCluster(top *topologies.Topology, hosts []*topologies.Node) *Cluster {
+	c := &Cluster{Top: top, Hosts: hosts, dist: map[*topologies.Node][]int{}}
 	c.free = make([]bool, len(c.Hosts))
 	c.rack = make([]int, len(c.Hosts))
 	rackOf := map[*topologies.Node]int{}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/ina"
@@ -26,8 +27,10 @@ import (
 
 // Kind is the multi-tenant INA experiment kind ("ina"): jobs from a trace
 // or a generator train on the topology's hosts; each policy decides the
-// switch memory; the flow-level model (Simulate) runs them. See
-// docs/dynaina.md.
+// switch memory; the flow-level model (Simulate) runs them at paper scale,
+// or, with granularity: packet, real agents run them packet by packet on
+// a testbed of either substrate (RunPacket), scaled down by the spec's
+// scale factor. See docs/dynaina.md and docs/scaling.md.
 type Kind struct{}
 
 // Name implements experiments.Kind.
@@ -68,7 +71,41 @@ type Params struct {
 	ATPHold      string         `yaml:"atp_hold"`
 	// Bins is the number of points of the mem_util series.
 	Bins int `yaml:"bins"`
+	// JobList is an inline trace: the jobs, in paper units.
+	JobList []ListedJob `yaml:"job_list"`
+
+	// Granularity is "flow" (the flow-level model; sim only) or "packet"
+	// (agents, switches and controller exchanging packets on the run's
+	// testbed, sim or netns).
+	Granularity string `yaml:"granularity"`
+	// Packet level. HostTurnaround is the host turnaround the windows are
+	// sized for in the scaled run (real hosts wake late, docs/netns.md);
+	// 0 means turnaround. Timeout is the retransmission timeout of data
+	// and control messages and RingWindow the ring's packets in flight (0:
+	// derived from the scaled network, docs/scaling.md). Sample is the
+	// mean period of shared-mode occupancy samples. Loss, if set, replaces
+	// the injected loss of every link.
+	HostTurnaround units.Duration  `yaml:"host_turnaround"`
+	Timeout        units.Duration  `yaml:"timeout"`
+	RingWindow     int             `yaml:"ring_window"`
+	Sample         units.Duration  `yaml:"sample"`
+	Loss           *units.Fraction `yaml:"loss"`
 }
+
+// ListedJob is one job of an inline trace (Params.JobList).
+type ListedJob struct {
+	ID         *int           `yaml:"id"`
+	Arrival    units.Duration `yaml:"arrival"`
+	Model      string         `yaml:"model"`
+	Workers    int            `yaml:"workers"`
+	Iterations int            `yaml:"iterations"`
+}
+
+// Granularities of the ina kind.
+const (
+	GranularityFlow   = "flow"
+	GranularityPacket = "packet"
+)
 
 // DefaultParams are used for fields a spec leaves out.
 var DefaultParams = Params{
@@ -78,6 +115,7 @@ var DefaultParams = Params{
 	Payload: units.Bytes(DefaultNet.Payload), Frame: units.Bytes(DefaultNet.Frame),
 	Turnaround: units.Duration(DefaultNet.Turnaround), Control: units.Duration(DefaultNet.Control),
 	Jitter: DefaultNet.Jitter, ComputeScale: 1, ATPHold: HoldCompletion, Bins: 200,
+	Granularity: GranularityFlow, Sample: units.Duration(5 * time.Millisecond),
 }
 
 // PolicyParams are a policy entry's fields.
@@ -100,19 +138,22 @@ type scenario struct {
 	net  Net
 	jobs []jobtrace.Job // a replayed trace (nil: generate per seed)
 	gen  jobtrace.GenParams
+
+	// Packet level: the scaled topology and run parameters.
+	scaled     *Scaled
+	timeout    time.Duration
+	ringWindow int
 }
 
 type experiment struct {
 	scenarios map[string]*scenario
 	policies  map[string]func(*scenario) inasched.Factory
 	order     []string // policy names in spec order
+	scale     float64
 }
 
 // Compile implements experiments.Kind.
 func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
-	if spec.Substrate != "sim" {
-		return nil, spec.Errorf("substrate", "the ina experiment runs on sim (the flow-level model); netns is not supported for it yet")
-	}
 	if spec.TopologyNode == nil {
 		return nil, spec.Errorf("topology", "missing; give the cluster, e.g. {generate: star, hosts: 32, rate: 100Gbps, aggregators: 4096}")
 	}
@@ -121,8 +162,9 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]func(*scenario) inasched.Factory{}}
+	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]func(*scenario) inasched.Factory{}, scale: spec.Scale}
 	var firstTop *topologies.Topology
+	var packet []experiments.Entry
 	for _, sc := range spec.Scenarios {
 		p := base
 		p.Workers, p.Models = base.Workers, base.Models
@@ -137,7 +179,13 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			firstTop = s.top
 		}
 		e.scenarios[sc.Name] = s
+		if s.p.Granularity == GranularityPacket {
+			packet = append(packet, sc)
+		} else if spec.Substrate != "sim" {
+			return nil, spec.Errorf("substrate", "%s: scenario %q runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet (in the workload or the scenario) to run it with packets on %s", spec.Substrate, sc.Name, spec.Substrate)
+		}
 	}
+	needPS := false
 	for _, pe := range spec.Policies {
 		var pp PolicyParams
 		if err := spec.DecodeEntry(pe, &pp); err != nil {
@@ -152,8 +200,72 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 		e.policies[pe.Name] = f
 		e.order = append(e.order, pe.Name)
+		if pp.System == "atp" {
+			needPS = true
+		}
+	}
+	for _, sc := range packet {
+		if err := e.scenarios[sc.Name].compilePacket(spec, sc, needPS); err != nil {
+			return nil, err
+		}
 	}
 	return e, nil
+}
+
+// compilePacket prepares a packet-level scenario: the scaled topology with
+// its service hosts, the windows and the timeout.
+func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, needPS bool) error {
+	bad := func(key, format string, args ...any) error {
+		return experiments.EntryError(spec, sc, key, format, args...)
+	}
+	p := s.p
+	switch {
+	case s.net.Payload != 4*ina.DefaultK:
+		return bad("payload", "%d; packet-level runs carry %d bytes (k = %d values) per INA packet", s.net.Payload, 4*ina.DefaultK, ina.DefaultK)
+	case s.net.Frame != 42+ina.HeaderLen+4*ina.DefaultK:
+		return bad("frame", "%d; an INA frame of the data plane is %d bytes", s.net.Frame, 42+ina.HeaderLen+4*ina.DefaultK)
+	case s.net.ATPHold == HoldReturn:
+		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", HoldReturn, HoldCompletion)
+	case p.HostTurnaround < 0 || p.Timeout < 0 || p.Sample < 0:
+		return bad("timeout", "host_turnaround, timeout and sample must not be negative")
+	case p.RingWindow < 0 || p.RingWindow > 1<<16:
+		return bad("ring_window", "%d; want 1 to 65536 packets, or 0 to derive it", p.RingWindow)
+	}
+	loss := -1.0
+	if p.Loss != nil {
+		if *p.Loss < 0 || *p.Loss >= 1 {
+			return bad("loss", "%v; want a probability below 1", *p.Loss)
+		}
+		loss = float64(*p.Loss)
+	}
+	perSwitch := 0
+	if needPS {
+		hosts := len(s.top.Hosts())
+		perSwitch = hosts / 2
+		if s.jobs != nil {
+			perSwitch = maxDistributed(s.jobs, hosts)
+		}
+	}
+	scaled, err := ScaleTopology(s.top, s.net, ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch})
+	if err != nil {
+		return spec.Errorf("scale", "%v", err)
+	}
+	s.scaled = scaled
+	// The ring's window covers its ack loop; the timeout covers a full
+	// ring window queued at one host plus the parameter-server round trip
+	// (docs/scaling.md).
+	s.ringWindow = p.RingWindow
+	if s.ringWindow == 0 {
+		s.ringWindow = max(32, 2*scaled.WindowScaled+16)
+	}
+	s.timeout = time.Duration(p.Timeout)
+	if s.timeout == 0 {
+		rate := float64(minAccessRate(scaled.Top))
+		frame := float64(s.net.Frame) * 8 / rate
+		rtt := float64(scaled.WindowScaled) * float64(s.net.Payload) * 8 / rate * float64(s.net.Frame) / float64(s.net.Payload)
+		s.timeout = secs(max(2e-3, 4*2*rtt, 3*float64(s.ringWindow)*frame))
+	}
+	return nil
 }
 
 func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*scenario, error) {
@@ -187,8 +299,44 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	if p.Bins < 1 || p.Bins > 10000 {
 		return nil, bad("bins", "%d; want 1 to 10000", p.Bins)
 	}
+	if p.Granularity != GranularityFlow && p.Granularity != GranularityPacket {
+		return nil, bad("granularity", "%q; want %s (the flow-level model, sim only) or %s (packets on the run's substrate)", p.Granularity, GranularityFlow, GranularityPacket)
+	}
 	s := &scenario{p: p, top: top, net: net}
 	hosts := len(top.Hosts())
+	if len(p.JobList) > 0 {
+		if p.Trace != "" {
+			return nil, bad("job_list", "give either a trace or a job_list, not both")
+		}
+		for i, lj := range p.JobList {
+			key := fmt.Sprintf("job_list[%d]", i)
+			id := i
+			if lj.ID != nil {
+				id = *lj.ID
+			}
+			switch {
+			case id < 0:
+				return nil, bad(key, "id %d; want 0 or more", id)
+			case lj.Arrival < 0:
+				return nil, bad(key, "arrival %v; want 0 or later", time.Duration(lj.Arrival))
+			case lj.Workers < 1 || lj.Workers > hosts || lj.Workers > ina.MaxWorkers:
+				return nil, bad(key, "%d workers; want 1 to %d (hosts of %s, at most %d)", lj.Workers, min(hosts, ina.MaxWorkers), top.Name, ina.MaxWorkers)
+			case lj.Iterations < 1 || lj.Iterations > jobtrace.MaxIterations:
+				return nil, bad(key, "%d iterations; want 1 to %d", lj.Iterations, jobtrace.MaxIterations)
+			}
+			prof, ok := models.Lookup(lj.Model)
+			if !ok {
+				return nil, bad(key, "%v", models.UnknownError(lj.Model))
+			}
+			for _, o := range s.jobs {
+				if o.ID == id {
+					return nil, bad(key, "id %d is used twice", id)
+				}
+			}
+			s.jobs = append(s.jobs, jobtrace.Job{ID: id, Arrival: time.Duration(float64(lj.Arrival) / p.Load), Model: prof.Name, Workers: lj.Workers, Iterations: lj.Iterations})
+		}
+		return s, nil
+	}
 	if p.Trace != "" {
 		data, err := spec.ReadFile(p.Trace)
 		if err != nil {
@@ -377,6 +525,9 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if err != nil {
 		return nil, err
 	}
+	if sc.p.Granularity == GranularityPacket {
+		return e.runPacket(ctx, r, sc, js)
+	}
 	binder, _, err := SimBinder(sc.top)
 	if err != nil {
 		return nil, err
@@ -488,4 +639,57 @@ func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
 	}
 	t.Notes = append(t.Notes, "Training-time reduction: (baseline avg_jct_s − dynaina avg_jct_s) ÷ baseline. Memory-utilization gain: (dynaina mem_util − baseline) ÷ baseline. The DynaINA paper reports up to 65.16% and 85.02%; docs/dynaina.md explains the difference.")
 	return []analysis.Table{t}
+}
+
+// runPacket runs one packet-level run on the run's testbed and reports it
+// in paper units: times are kept by the scaling, byte counts are
+// multiplied by the scale factor (docs/scaling.md).
+func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scenario, js []jobtrace.Job) (*analysis.Run, error) {
+	newTB := r.NewTestbed
+	if newTB == nil {
+		newTB = experiments.SimTestbed
+	}
+	scaled := sc.scaled
+	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: "ina", Seed: uint64(r.Seed)})
+	if err != nil {
+		return nil, err
+	}
+	defer tb.Close()
+	o, err := RunPacket(ctx, PacketSetup{
+		Testbed: tb, Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
+		Net: scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, scaled.Factor),
+		Policy: e.policies[r.Policy](sc.scaledScenario()), Seed: uint64(r.Seed),
+		Timeout: sc.timeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample),
+		Bins: sc.p.Bins, Progress: r.Progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := tb.Close(); err != nil {
+		return nil, fmt.Errorf("closing the %s testbed: %w", tb.Substrate(), err)
+	}
+	if o.Verified != o.Rounds {
+		return nil, fmt.Errorf("%d of %d all-reduced tensors verified exact", o.Verified, o.Rounds)
+	}
+	f := scaled.Factor
+	o.FallbackBytes *= f
+	for i := range o.Jobs {
+		o.Jobs[i].Gradient *= f
+		o.Jobs[i].INA *= f
+		o.Jobs[i].Fallback *= f
+	}
+	run := Report(&o.Outcome, sc.p.Load, aggregatorsParam(sc.top))
+	run.Params["compute_scale"] = sc.net.ComputeScale
+	run.Params["atp_hold_return"] = 0
+	run.Params["scale"] = f
+	return run, nil
+}
+
+// scaledScenario is the scenario as the scaled run sees it: policies that
+// size memory from the network (switchml's default partition) size it on
+// the scaled one.
+func (s *scenario) scaledScenario() *scenario {
+	c := *s
+	c.top, c.net = s.scaled.Top, s.scaled.Net
+	return &c
 }

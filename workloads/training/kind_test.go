@@ -86,7 +86,16 @@ func TestSpecErrors(t *testing.T) {
 		{"unknown field", head + "policies: [noina]\nworkload: {jobz: 3}\n", "workload.jobz"},
 		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "scenarios.trace: nosuch.csv: no such file"},
 		{"no topology", "kind: ina\npolicies: [noina]\n", "topology: missing"},
-		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: the ina experiment runs on sim"},
+		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: netns: scenario \"default\" runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet"},
+		{"granularity", head + "policies: [noina]\nworkload: {granularity: packets}\n", "workload.granularity: \"packets\"; want flow"},
+		{"packet atp_hold", head + "policies: [noina]\nworkload: {granularity: packet, atp_hold: return}\n", "atp_hold: \"return\" is a flow-model setting"},
+		{"packet payload", head + "policies: [noina]\nworkload: {granularity: packet, payload: 512B, frame: 600B}\n", "payload: 512; packet-level runs carry 256 bytes"},
+		{"packet loss", head + "policies: [noina]\nworkload: {granularity: packet, loss: 1}\n", "loss: 1; want a probability below 1"},
+		{"packet scale", head + "scale: 1e9\npolicies: [noina]\nworkload: {granularity: packet}\n", "scale: "},
+		{"job list model", head + "policies: [noina]\nworkload: {job_list: [{model: nosuch, workers: 2, iterations: 1}]}\n", "job_list[0]: unknown model \"nosuch\""},
+		{"job list workers", head + "policies: [noina]\nworkload: {job_list: [{model: vgg16, workers: 99, iterations: 1}]}\n", "job_list[0]: 99 workers; want 1 to"},
+		{"job list ids", head + "policies: [noina]\nworkload: {job_list: [{id: 3, model: vgg16, workers: 2, iterations: 1}, {id: 3, model: vgg16, workers: 2, iterations: 1}]}\n", "job_list[1]: id 3 is used twice"},
+		{"job list and trace", head + "policies: [noina]\ntrace: wide.csv\nworkload: {job_list: [{model: vgg16, workers: 2, iterations: 1}]}\n", "give either a trace or a job_list"},
 		{"trace too wide", head + "policies: [noina]\ntrace: wide.csv\n", "wide.csv:3: workers: job 1 needs 9 workers"},
 	}
 	if err := os.WriteFile(filepath.Join(dir, "wide.csv"), []byte("arrival,model,workers,iterations\n0,vgg16,2,3\n1,vgg16,9,3\n"), 0o644); err != nil {
