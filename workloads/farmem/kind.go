@@ -25,6 +25,7 @@ import (
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
@@ -528,6 +529,9 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 			err = errors.Join(err, tb.Close())
 		}
 	}()
+	if err := sc.checkMTU(tb); err != nil {
+		return nil, err
+	}
 	// The switches are programmed through P4Runtime, as a controller would.
 	rules := fastswap.Rules()
 	if pol.Network == "glitter" {
@@ -688,6 +692,29 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		o.Background += k.bytes
 	}
 	return o, nil
+}
+
+// linkMTU is implemented by testbeds whose links have an MTU (real
+// networks): the largest IP packet a link carries in one frame.
+type linkMTU interface{ MTU() int }
+
+// checkMTU refuses a testbed whose links cannot carry the scenario's
+// messages in one frame: a page, or a bulk frame, that the kernel would
+// split into IP fragments, which the switches cannot classify.
+func (sc *scenario) checkMTU(tb testbed.Testbed) error {
+	m, ok := tb.(linkMTU)
+	if !ok {
+		return nil
+	}
+	const eth = 14 // the Ethernet header, not part of the MTU
+	mtu := m.MTU()
+	if ip := frame.HeaderLen - eth + pfarmem.HeaderLen + sc.pageSize; ip > mtu {
+		return fmt.Errorf("a page of %d bytes travels as a %d-byte IP packet, above the links' MTU of %d bytes: use jumbo frames (MTU %d or more) or a smaller page_size", sc.pageSize, ip, mtu, ip)
+	}
+	if bg := sc.p.Background; bg.Load > 0 && int(bg.Frame)-eth > mtu {
+		return fmt.Errorf("the bulk tenant's %v frames are %d-byte IP packets, above the links' MTU of %d bytes: lower background.frame to %d bytes or less", bg.Frame, int(bg.Frame)-eth, mtu, mtu+eth)
+	}
+	return nil
 }
 
 // runLimit is how much testbed time (at scale 1) a run may take;

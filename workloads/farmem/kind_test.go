@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
+	pfarmem "github.com/tracebed/tracebed/p4/farmem"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
 
@@ -197,7 +200,7 @@ func TestReadySpecs(t *testing.T) {
 		name     string
 		runs     int
 		isDefalt bool
-	}{{"glitter-100g", 84, true}, {"glitter-congestion", 48, false}} {
+	}{{"glitter-100g", 84, true}, {"glitter-congestion", 48, false}, {"glitter-netns", 4, false}} {
 		spec, err := experiments.Open(tc.name, readEmbedded)
 		if err != nil {
 			t.Fatal(err)
@@ -261,4 +264,113 @@ policies: [fastswap, glitter]
 		}
 	}
 	t.Logf("replayed %v: faults %v", st, metric(t, res, "default", "fastswap", MetricFaults))
+}
+
+// TestScaleInvariance runs one congested scenario at paper scale and at
+// scale 1000 (link rates ÷ 1000, every time constant × 1000) on sim: the
+// results, converted back to paper units, must be the same but for
+// rounding to the nanosecond.
+func TestScaleInvariance(t *testing.T) {
+	const spec = `name: scaled
+kind: farmem
+seeds: [1]
+scale: SCALE
+topology: {generate: star, hosts: 5, rate: 100Gbps, delay: 1us, buffer: 256KiB, queues: 8}
+workload:
+  roles: {hosts: [h1, h2], servers: [h3], background: [h4, h5]}
+  apps: [memcached, stream]
+  memory_scale: 4096
+  local_memory: 0.5
+  fault_overhead: 1us
+  reclaim_overhead: 1us
+  background: {senders: 2, load: 0.5, burst: 20us, frame: 9000B}
+policies: [fastswap, glitter]
+`
+	paper, _ := execute(t, strings.Replace(spec, "SCALE", "1", 1))
+	scaled, _ := execute(t, strings.Replace(spec, "SCALE", "1000", 1))
+	for _, p := range paper.Policies {
+		for _, m := range []struct {
+			name string
+			tol  float64
+		}{{MetricThroughput, 0.005}, {MetricCompletion, 0.005}, {MetricFaultP50, 0.005}, {MetricFaults, 0.01}, {MetricBlocks, 0.05}} {
+			a, b := metric(t, paper, "default", p, m.name), metric(t, scaled, "default", p, m.name)
+			if math.Abs(b-a) > m.tol*math.Abs(a) {
+				t.Errorf("%s %s: %v at scale 1, %v at scale 1000 (in paper units)", p, m.name, a, b)
+			}
+		}
+	}
+	if g, f := metric(t, scaled, "default", "glitter", MetricThroughput), metric(t, scaled, "default", "fastswap", MetricThroughput); g <= f {
+		t.Errorf("scale 1000: glitter %v ops/s, fastswap %v", g, f)
+	}
+}
+
+// mtuTestbed is a sim testbed whose links claim an MTU.
+type mtuTestbed struct {
+	testbed.Testbed
+	mtu int
+}
+
+func (m mtuTestbed) MTU() int { return m.mtu }
+
+// TestMTU checks that a testbed whose links cannot carry a page in one
+// frame is refused with a message that says what to change.
+func TestMTU(t *testing.T) {
+	spec, exp, err := compile(t, "mtu.yaml", small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Scenarios = spec.Scenarios[3:4] // congested: pages and 9000-byte bulk frames
+	spec.Policies = spec.Policies[:1]
+	for _, tc := range []struct {
+		mtu  int
+		want string
+	}{
+		{1500, "a page of 4096 bytes travels as a 4148-byte IP packet, above the links' MTU of 1500 bytes"},
+		{8000, "the bulk tenant's 9000B frames are 8986-byte IP packets, above the links' MTU of 8000 bytes"},
+		{9000, ""},
+	} {
+		factory := func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+			tb, err := testbed.NewSim(cfg)
+			return mtuTestbed{tb, tc.mtu}, err
+		}
+		_, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{NewTestbed: factory})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("MTU %d: %v", tc.mtu, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("MTU %d: error %v, want one containing %q", tc.mtu, err, tc.want)
+		}
+	}
+}
+
+// TestSwitchCounters checks that the run reads the switches' far-memory
+// counters through P4Runtime: with Glitter's rules the switches classify
+// far-memory packets into priorities; with Fastswap's (none) every one
+// takes the default action.
+func TestSwitchCounters(t *testing.T) {
+	_, exp, err := compile(t, "small.yaml", small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := exp.(*experiment)
+	for _, tc := range []struct {
+		policy     string
+		classified bool
+	}{{"fastswap", false}, {"glitter", true}} {
+		o, err := run(context.Background(), experiments.SimTestbed, e.scenarios["tight"], e.policies[tc.policy], 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var classified, def, packets uint64
+		for _, c := range o.Switches {
+			classified += c.Stats[pfarmem.StatClassified]
+			def += c.Stats[pfarmem.StatDefault]
+			for _, n := range c.Packets {
+				packets += n
+			}
+		}
+		if len(o.Switches) != 3 || packets == 0 || (classified > 0) != tc.classified || (def > 0) == tc.classified {
+			t.Errorf("%s: %d switches, %d far-memory packets, %d classified, %d default", tc.policy, len(o.Switches), packets, classified, def)
+		}
+	}
 }

@@ -160,6 +160,8 @@ type Stats struct {
 	Retransmits  uint64
 	Integrity    uint64 // pages fetched that differ from the last version written
 	Duplicates   uint64 // responses for requests already answered
+	// Completion is how long the replay took, from Start to the last
+	// access (on a real substrate, agents start one after another).
 	Completion   time.Duration
 	FaultLatency []time.Duration // per fault, from the access to the page mapped
 	Blocks       []BlockEvent
@@ -197,6 +199,7 @@ type Host struct {
 	eof      bool
 	gapDone  bool          // the gap of buf[pos] has elapsed
 	wakeAt   time.Duration // when the current sleep is meant to end
+	startAt  time.Duration // when the replay started
 	waiting  bool          // blocked, or waiting for a fetch
 	blocked  bool          // blocked for a free frame
 	blockAt  time.Duration // start of the current block
@@ -320,6 +323,7 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 // Start implements emulator.Agent.
 func (h *Host) Start(env emulator.Env) {
 	h.env = env
+	h.startAt = env.Now()
 	h.content = newContent(h.cfg.ID, h.cfg.Seed, h.cfg.PageSize)
 	h.winEnd = env.Now() + h.cfg.MeasurePeriod
 	h.run(0)
@@ -600,8 +604,8 @@ func (h *Host) finish(t time.Duration) {
 		return
 	}
 	h.finished = true
-	h.stats.Completion = t // = now, unless a late timer woke the replay
-	h.bg.quota = 0         // the application is gone: no more background eviction
+	h.stats.Completion = t - h.startAt // t = now, unless a late timer woke the replay
+	h.bg.quota = 0                     // the application is gone: no more background eviction
 	h.checkDone()
 }
 

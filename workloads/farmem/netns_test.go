@@ -1,0 +1,160 @@
+package farmem
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
+	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
+	"github.com/tracebed/tracebed/experiments"
+)
+
+func TestMain(m *testing.M) {
+	switchcmd.Main() // the Go switches of the netns runs are this binary
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if err := netns.CheckClean(netnsPrefix); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
+			netns.Cleanup(netnsPrefix)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// netnsPrefix starts the run ids of this test binary, so that test binaries
+// running at the same time check and clean up only their own runs.
+var netnsPrefix = "f" + netns.NewRunID()[:1]
+
+func needNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the netns substrate needs root (network namespaces, veth links, raw sockets); CI runs as root")
+	}
+	if testing.Short() {
+		t.Skip("skipping in -short mode: the netns runs take about a minute of real time")
+	}
+}
+
+// netnsTestbeds builds netns testbeds whose run ids carry this binary's
+// prefix.
+func netnsTestbeds(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+	tb, err := netnstb.New(ctx, cfg, netnstb.Options{RunID: netns.TestRunID(netnsPrefix)})
+	if err != nil {
+		return nil, err
+	}
+	return tb, nil
+}
+
+// netnsSpec is glitter-netns restricted to some scenarios and policies.
+func netnsSpec(t *testing.T, scenarios, policies []string) (*experiments.Spec, experiments.Experiment) {
+	t.Helper()
+	spec, err := experiments.Open("glitter-netns", readEmbedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(es []experiments.Entry, names []string) []experiments.Entry {
+		var out []experiments.Entry
+		for _, e := range es {
+			if slices.Contains(names, e.Name) {
+				out = append(out, e)
+			}
+		}
+		if len(out) != len(names) {
+			t.Fatalf("glitter-netns has no %v", names)
+		}
+		return out
+	}
+	spec.Scenarios, spec.Policies = keep(spec.Scenarios, scenarios), keep(spec.Policies, policies)
+	exp, err := Kind{}.Compile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, exp
+}
+
+func executeOn(t *testing.T, spec *experiments.Spec, exp experiments.Experiment, newTestbed experiments.TestbedFactory) *analysis.Results {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	opts := experiments.Options{Parallel: 2, Version: "test"}
+	if newTestbed != nil {
+		spec.Substrate = "netns"
+		opts.Parallel, opts.NewTestbed = 1, newTestbed // real time: one run at a time
+	} else {
+		spec.Substrate = "sim"
+	}
+	res, err := experiments.Execute(ctx, spec, exp, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestNetnsCrossValidation runs glitter-netns's clean scenario on both
+// substrates: the policies must rank identically and each policy's
+// throughput agree within 15%, and no page may be lost or corrupted.
+func TestNetnsCrossValidation(t *testing.T) {
+	needNetns(t)
+	spec, exp := netnsSpec(t, []string{"mix-50"}, []string{"fastswap", "glitter"})
+	sim := executeOn(t, spec, exp, nil)
+	emu := executeOn(t, spec, exp, netnsTestbeds)
+	rank := func(res *analysis.Results) []string {
+		p := slices.Clone(res.Policies)
+		slices.SortFunc(p, func(a, b string) int {
+			return -cmpFloat(metric(t, res, "mix-50", a, MetricThroughput), metric(t, res, "mix-50", b, MetricThroughput))
+		})
+		return p
+	}
+	for _, p := range spec.Policies {
+		s, n := metric(t, sim, "mix-50", p.Name, MetricThroughput), metric(t, emu, "mix-50", p.Name, MetricThroughput)
+		t.Logf("%-9s throughput_ops sim %8.0f  netns %8.0f  netns/sim %.3f   fault p50 sim %.2f µs netns %.2f µs   blocking events sim %v netns %v",
+			p.Name, s, n, n/s, metric(t, sim, "mix-50", p.Name, MetricFaultP50), metric(t, emu, "mix-50", p.Name, MetricFaultP50),
+			metric(t, sim, "mix-50", p.Name, MetricBlocks), metric(t, emu, "mix-50", p.Name, MetricBlocks))
+		if math.Abs(n/s-1) > 0.15 {
+			t.Errorf("%s: netns throughput %.0f ops/s is %.1f%% off the simulation's %.0f (want within 15%%)", p.Name, n, 100*(n/s-1), s)
+		}
+		if e := metric(t, emu, "mix-50", p.Name, MetricIntegrity); e != 0 {
+			t.Errorf("%s on netns: %v integrity errors", p.Name, e)
+		}
+	}
+	if a, b := rank(sim), rank(emu); !slices.Equal(a, b) {
+		t.Errorf("policies rank %v on sim, %v on netns", a, b)
+	}
+}
+
+// TestNetnsIntegrityUnderLoss runs the lossy scenario (1% loss on every
+// link, injected by the switch) on netns: every page read back must be the
+// page written, and the loss must have been seen and repaired.
+func TestNetnsIntegrityUnderLoss(t *testing.T) {
+	needNetns(t)
+	spec, exp := netnsSpec(t, []string{"mix-50-lossy"}, []string{"glitter"})
+	res := executeOn(t, spec, exp, netnsTestbeds)
+	r := res.Runs[0]
+	t.Logf("lossy, glitter on netns: %v faults, %v retransmissions, %v integrity errors, %.0f ops/s",
+		r.Metrics[MetricFaults], r.Metrics[MetricRetransmits], r.Metrics[MetricIntegrity], r.Metrics[MetricThroughput])
+	if r.Metrics[MetricIntegrity] != 0 {
+		t.Errorf("%v integrity errors under loss", r.Metrics[MetricIntegrity])
+	}
+	if r.Metrics[MetricRetransmits] == 0 {
+		t.Error("no retransmissions: was loss injected?")
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
