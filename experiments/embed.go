@@ -43,6 +43,26 @@ func Open(path string, readFile func(string) ([]byte, error)) (*Spec, error) {
 	return nil, fmt.Errorf("spec %s: no such file, and not one of the ready experiments (%s)", path, strings.Join(ReadyFiles(), ", "))
 }
 
+// Suite returns the ready specs written for a substrate: for "netns", those
+// whose own substrate is netns (the scenarios small enough for real time);
+// for "sim", the default suite.
+func Suite(substrate string, readFile func(string) ([]byte, error)) ([]*Spec, error) {
+	if substrate != "netns" {
+		return DefaultSuite(readFile)
+	}
+	var out []*Spec
+	for _, name := range ReadyFiles() {
+		s, err := Open("experiments/"+name, readFile)
+		if err != nil {
+			return nil, err
+		}
+		if s.Substrate == "netns" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
 // DefaultSuite returns the embedded specs marked default: true, which
 // `tracebed run` runs when given no spec.
 func DefaultSuite(readFile func(string) ([]byte, error)) ([]*Spec, error) {

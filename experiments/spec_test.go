@@ -204,3 +204,27 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+func TestSuites(t *testing.T) {
+	def, err := Suite("sim", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := Suite("netns", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(def) == 0 || len(real) == 0 {
+		t.Fatalf("%d default specs, %d netns specs", len(def), len(real))
+	}
+	for _, s := range def {
+		if !s.Default || s.Substrate != "sim" {
+			t.Errorf("default suite holds %s (default %v, substrate %s)", s.Name, s.Default, s.Substrate)
+		}
+	}
+	for _, s := range real {
+		if s.Substrate != "netns" {
+			t.Errorf("netns suite holds %s on %s", s.Name, s.Substrate)
+		}
+	}
+}

@@ -36,7 +36,9 @@ func (a *app) runCommand() *cobra.Command {
 		Short: "Run experiments and print their comparison tables",
 		Long: `Run each SPEC — a spec file, or the name of a ready experiment such as
 "incast" — for every policy, scenario and seed, in parallel across cores.
-Without SPEC, run the default suite (the ready specs marked default: true).
+Without SPEC, run the default suite (the ready specs marked default: true);
+with --substrate netns and no SPEC, run the ready specs written for netns
+(substrate: netns), the cross-validation scenarios.
 
 Results go to OUT/<experiment>/: results.json, results.csv, results.md,
 the figures (PNG and SVG, their data in figures.json) and provenance.json
@@ -44,12 +46,18 @@ the figures (PNG and SVG, their data in figures.json) and provenance.json
 them into one Markdown report.`,
 		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			specs, err := a.loadSpecs(args)
-			if err != nil {
-				return err
-			}
 			if cmd.Flags().Changed("substrate") && !slices.Contains(experiments.Substrates, substrate) {
 				return badInput(fmt.Errorf("--substrate %q: want one of %s", substrate, strings.Join(experiments.Substrates, ", ")))
+			}
+			var specs []*experiments.Spec
+			var err error
+			if len(args) == 0 && substrate == "netns" {
+				specs, err = experiments.Suite("netns", a.readEmbedded)
+				if err != nil {
+					return badInput(err)
+				}
+			} else if specs, err = a.loadSpecs(args); err != nil {
+				return err
 			}
 			if !slices.Contains(netnstb.Switches, switchArg) {
 				return badInput(fmt.Errorf("--switch %q: want one of %s", switchArg, strings.Join(netnstb.Switches, ", ")))
@@ -140,6 +148,7 @@ them into one Markdown report.`,
 }
 
 // loadSpecs opens the named specs, or the default suite when none is named.
+// (Without a spec, 'run --substrate netns' runs the netns suite instead.)
 func (a *app) loadSpecs(args []string) ([]*experiments.Spec, error) {
 	if len(args) == 0 {
 		specs, err := experiments.DefaultSuite(a.readEmbedded)
