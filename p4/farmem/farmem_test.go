@@ -303,3 +303,11 @@ func TestBmv2Vectors(t *testing.T) {
 	}
 	runBmv2Vectors(t, p4c, sw, cli, readVectors(t))
 }
+
+// TestProgramName checks that the name testbeds and switches load the
+// program by is its P4Info's package name.
+func TestProgramName(t *testing.T) {
+	if got := P4Info().GetPkgInfo().GetName(); got != ProgramName {
+		t.Errorf("P4Info pkg_info.name %q, ProgramName %q", got, ProgramName)
+	}
+}
