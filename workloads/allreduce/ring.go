@@ -82,6 +82,8 @@ type Ring struct {
 	sent            []bool
 	acked           []bool
 	sentAt          []time.Duration
+	dlAt            []time.Duration // each packet's current deadline
+	retries         []uint8
 	queue           []int // ready, unsent seqs in order
 	qHead           int
 	inflight        int
@@ -186,6 +188,8 @@ func (r *Ring) AllReduce(tensor []int32, round uint32, done func(error)) {
 	r.sent = make([]bool, r.outTotal)
 	r.acked = make([]bool, r.outTotal)
 	r.sentAt = make([]time.Duration, r.outTotal)
+	r.dlAt = make([]time.Duration, r.outTotal)
+	r.retries = make([]uint8, r.outTotal)
 	r.got = make([]bool, r.inTotal)
 	r.queue, r.qHead = r.queue[:0], 0
 	r.inflight, r.ackedN, r.ackFloor, r.gotN, r.cum, r.unacked = 0, 0, 0, 0, 0, 0
@@ -252,11 +256,18 @@ func (r *Ring) transmit(q int, retx bool) {
 	r.Stats.Sent++
 	if retx {
 		r.Stats.Retransmits++
+		r.retries[q]++
 	}
 	r.sent[q] = true
 	now := r.env.Now()
 	r.sentAt[q] = now
-	r.pushDeadline(ringDeadline{q: q, at: now + r.cfg.Timeout})
+	r.schedule(q, now+r.cfg.Timeout)
+}
+
+// schedule sets packet q's deadline.
+func (r *Ring) schedule(q int, at time.Duration) {
+	r.dlAt[q] = at
+	r.pushDeadline(ringDeadline{q: q, at: at})
 }
 
 func (r *Ring) pushDeadline(d ringDeadline) {
@@ -271,12 +282,16 @@ func (r *Ring) pushDeadline(d ringDeadline) {
 	}
 }
 
-func (r *Ring) onTimer() {
+// onTimer defers the scan behind what the loop has queued (see
+// Stream.onTimer).
+func (r *Ring) onTimer() { r.env.After(0, r.expire) }
+
+func (r *Ring) expire() {
 	r.armed = false
 	now := r.env.Now()
 	for r.dlHead < len(r.dl) {
 		d := r.dl[r.dlHead]
-		if !r.running || d.q >= len(r.acked) || r.acked[d.q] || r.sentAt[d.q]+r.cfg.Timeout != d.at {
+		if !r.running || d.q >= len(r.acked) || r.acked[d.q] || r.dlAt[d.q] != d.at {
 			r.dlHead++
 			continue
 		}
@@ -284,7 +299,11 @@ func (r *Ring) onTimer() {
 			break
 		}
 		r.dlHead++
-		r.transmit(d.q, true)
+		if now >= r.sentAt[d.q]+backoff(r.cfg.Timeout, r.retries[d.q]) {
+			r.transmit(d.q, true)
+		} else {
+			r.schedule(d.q, now+r.cfg.Timeout) // backing off
+		}
 	}
 	if r.dlHead < len(r.dl) && !r.armed {
 		r.armed = true

@@ -86,8 +86,9 @@ type Stream struct {
 	buf   []byte
 	zero  []int32
 
-	// Retransmission deadlines in send order (sends are in time order, so
-	// the queue is sorted); one timer is armed for the head.
+	// Retransmission deadlines in the order they were set, each Timeout
+	// after it was set (so the queue is sorted); one timer is armed for the
+	// head.
 	dl      []deadline
 	dlHead  int
 	armed   bool
@@ -95,9 +96,26 @@ type Stream struct {
 }
 
 type slot struct {
-	chunk  int // chunk index in flight; -1 when idle
-	ver    uint8
-	sentAt time.Duration
+	chunk   int // chunk index in flight; -1 when idle
+	ver     uint8
+	sentAt  time.Duration
+	retries uint8         // retransmissions of the chunk in flight
+	dlAt    time.Duration // the slot's current deadline
+}
+
+// maxBackoff bounds the exponential backoff of retransmissions: the n-th
+// retransmission of a packet waits Timeout·2^min(n, maxBackoff) after the
+// previous send. A packet that is lost once is resent after one timeout,
+// as before; only packets that keep timing out — the whole window after a
+// stall of the host or the network, on a real machine — are resent less
+// and less often, instead of repeatedly flooding a link that is already
+// busy delivering their first copies.
+const maxBackoff = 3
+
+// backoff returns the wait before retransmitting a packet sent retries
+// times before.
+func backoff(timeout time.Duration, retries uint8) time.Duration {
+	return timeout << min(retries, maxBackoff)
 }
 
 type deadline struct {
@@ -178,6 +196,7 @@ func (s *Stream) assign(i, c int) {
 	sl := &s.slots[i]
 	sl.chunk = c
 	sl.ver ^= 1
+	sl.retries = 0
 	s.send(i, false)
 }
 
@@ -192,6 +211,7 @@ func (s *Stream) send(i int, retx bool) {
 	if retx {
 		h.Flags |= ina.FlagRetransmit
 		s.Stats.Retransmits++
+		sl.retries++
 	}
 	h.Put(s.buf)
 	end := min(off+s.k, len(s.tensor))
@@ -203,7 +223,14 @@ func (s *Stream) send(i int, retx bool) {
 	s.Stats.Sent++
 	now := s.env.Now()
 	sl.sentAt = now
-	s.pushDeadline(deadline{slot: i, chunk: sl.chunk, at: now + s.cfg.Timeout})
+	s.schedule(i, now+s.cfg.Timeout)
+}
+
+// schedule sets slot i's deadline.
+func (s *Stream) schedule(i int, at time.Duration) {
+	sl := &s.slots[i]
+	sl.dlAt = at
+	s.pushDeadline(deadline{slot: i, chunk: sl.chunk, at: at})
 }
 
 func (s *Stream) pushDeadline(d deadline) {
@@ -224,7 +251,14 @@ func (s *Stream) arm(at time.Duration) {
 	s.env.After(at-s.env.Now(), s.onTimer)
 }
 
-func (s *Stream) onTimer() {
+// onTimer defers the scan of the deadlines behind whatever the agent's
+// loop has already queued: on a real host a timer that fires after the
+// loop was held up finds the results that arrived meanwhile waiting
+// behind it, and they must be seen before deciding what is lost. (On sim
+// the scan runs at the same instant.)
+func (s *Stream) onTimer() { s.env.After(0, s.expire) }
+
+func (s *Stream) expire() {
 	s.armed = false
 	now := s.env.Now()
 	for s.dlHead < len(s.dl) {
@@ -234,15 +268,19 @@ func (s *Stream) onTimer() {
 			s.dlHead++ // answered
 			continue
 		}
-		if sl.sentAt+s.cfg.Timeout != d.at {
-			s.dlHead++ // superseded by a later send of the same chunk
+		if sl.dlAt != d.at {
+			s.dlHead++ // superseded by a later deadline of the slot
 			continue
 		}
 		if d.at > now {
 			break
 		}
 		s.dlHead++
-		s.send(d.slot, true)
+		if now >= sl.sentAt+backoff(s.cfg.Timeout, sl.retries) {
+			s.send(d.slot, true)
+		} else {
+			s.schedule(d.slot, now+s.cfg.Timeout) // backing off
+		}
 	}
 	if s.dlHead < len(s.dl) && !s.armed {
 		s.arm(s.dl[s.dlHead].at)

@@ -207,7 +207,7 @@ func (n *node) launch(m ctlMsg) {
 		}
 	}
 	if len(l.Peers) > 1 {
-		r, err := allreduce.NewRing(allreduce.RingConfig{Job: uint16(m.Job), Rank: j.rank, Peers: l.Peers, K: int(l.K), Window: int(l.RingWindow), Timeout: l.Timeout})
+		r, err := allreduce.NewRing(allreduce.RingConfig{Job: uint16(m.Job), Rank: j.rank, Peers: l.Peers, K: int(l.K), Window: int(l.RingWindow), Timeout: l.RingTimeout})
 		if err != nil {
 			n.sendDone(m.Job, 0, true, err.Error())
 			return

@@ -90,15 +90,16 @@ type ctlMsg struct {
 
 // launchBody starts a worker: everything it needs to train.
 type launchBody struct {
-	K          uint16
-	Iterations uint32
-	Elements   uint32
-	Compute    time.Duration // per iteration, before jitter
-	Jitter     float64
-	Seed       uint64 // the run's seed: compute draws and gradients
-	Timeout    time.Duration
-	RingWindow uint32
-	Peers      []emulator.Addr // every worker's node agent, by rank
+	K           uint16
+	Iterations  uint32
+	Elements    uint32
+	Compute     time.Duration // per iteration, before jitter
+	Jitter      float64
+	Seed        uint64        // the run's seed: compute draws and gradients
+	Timeout     time.Duration // INA packets and control messages
+	RingTimeout time.Duration
+	RingWindow  uint32
+	Peers       []emulator.Addr // every worker's node agent, by rank
 }
 
 // psBody registers a job with a parameter server.
@@ -146,6 +147,7 @@ func appendCtl(b []byte, m *ctlMsg) []byte {
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(l.Jitter))
 		b = binary.BigEndian.AppendUint64(b, l.Seed)
 		b = binary.BigEndian.AppendUint64(b, uint64(l.Timeout))
+		b = binary.BigEndian.AppendUint64(b, uint64(l.RingTimeout))
 		b = binary.BigEndian.AppendUint32(b, l.RingWindow)
 		b = append(b, byte(len(l.Peers)))
 		for _, p := range l.Peers {
@@ -210,7 +212,7 @@ func parseCtl(b []byte) (ctlMsg, error) {
 	case msgLaunchAck, msgReady, msgDoneAck:
 		return m, need(0)
 	case msgLaunch:
-		const fixed = 2 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 1
+		const fixed = 2 + 4 + 4 + 8 + 8 + 8 + 8 + 8 + 4 + 1
 		if len(body) < fixed {
 			return m, malformed("launch body of %d bytes", len(body))
 		}
@@ -222,8 +224,9 @@ func parseCtl(b []byte) (ctlMsg, error) {
 		l.Jitter = math.Float64frombits(binary.BigEndian.Uint64(body[18:]))
 		l.Seed = binary.BigEndian.Uint64(body[26:])
 		l.Timeout = time.Duration(binary.BigEndian.Uint64(body[34:]))
-		l.RingWindow = binary.BigEndian.Uint32(body[42:])
-		n := int(body[46])
+		l.RingTimeout = time.Duration(binary.BigEndian.Uint64(body[42:]))
+		l.RingWindow = binary.BigEndian.Uint32(body[50:])
+		n := int(body[54])
 		if err := need(fixed + 6*n); err != nil {
 			return m, err
 		}
@@ -234,8 +237,8 @@ func parseCtl(b []byte) (ctlMsg, error) {
 			return m, malformed("launch of rank %d of %d", m.Rank, n)
 		case l.K < 1 || int(l.K) > ina.MaxK:
 			return m, malformed("launch with k = %d", l.K)
-		case l.Compute < 0 || l.Timeout <= 0 || l.RingWindow < 1 || l.RingWindow > 1<<20:
-			return m, malformed("launch with compute %v, timeout %v, ring window %d", l.Compute, l.Timeout, l.RingWindow)
+		case l.Compute < 0 || l.Timeout <= 0 || l.RingTimeout <= 0 || l.RingWindow < 1 || l.RingWindow > 1<<20:
+			return m, malformed("launch with compute %v, timeouts %v and %v, ring window %d", l.Compute, l.Timeout, l.RingTimeout, l.RingWindow)
 		case !(l.Jitter >= 0 && l.Jitter <= 1):
 			return m, malformed("launch with jitter %v", l.Jitter)
 		case l.Elements > 1<<28:

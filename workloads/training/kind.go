@@ -80,16 +80,23 @@ type Params struct {
 	Granularity string `yaml:"granularity"`
 	// Packet level. HostTurnaround is the host turnaround the windows are
 	// sized for in the scaled run (real hosts wake late, docs/netns.md);
-	// 0 means turnaround. Timeout is the retransmission timeout of data
-	// and control messages and RingWindow the ring's packets in flight (0:
-	// derived from the scaled network, docs/scaling.md). Sample is the
+	// 0 means turnaround. Timeout is the retransmission timeout of INA
+	// packets and control messages, RingTimeout the ring's, RingWindow the
+	// ring's packets in flight (0: derived from the scaled network,
+	// docs/scaling.md). Sample is the
 	// mean period of shared-mode occupancy samples. Loss, if set, replaces
 	// the injected loss of every link.
 	HostTurnaround units.Duration  `yaml:"host_turnaround"`
 	Timeout        units.Duration  `yaml:"timeout"`
+	RingTimeout    units.Duration  `yaml:"ring_timeout"`
 	RingWindow     int             `yaml:"ring_window"`
 	Sample         units.Duration  `yaml:"sample"`
 	Loss           *units.Fraction `yaml:"loss"`
+	// HostLatency and HostLatencySigma are the median and shape of the
+	// receive latency the simulated hosts get in packet-level runs on sim
+	// (HostLatency; 0: none); real hosts on netns have their own.
+	HostLatency      units.Duration `yaml:"host_latency"`
+	HostLatencySigma float64        `yaml:"host_latency_sigma"`
 }
 
 // ListedJob is one job of an inline trace (Params.JobList).
@@ -115,7 +122,7 @@ var DefaultParams = Params{
 	Payload: units.Bytes(DefaultNet.Payload), Frame: units.Bytes(DefaultNet.Frame),
 	Turnaround: units.Duration(DefaultNet.Turnaround), Control: units.Duration(DefaultNet.Control),
 	Jitter: DefaultNet.Jitter, ComputeScale: 1, ATPHold: HoldCompletion, Bins: 200,
-	Granularity: GranularityFlow, Sample: units.Duration(5 * time.Millisecond),
+	Granularity: GranularityFlow, Sample: units.Duration(50 * time.Millisecond), HostLatencySigma: 1.4,
 }
 
 // PolicyParams are a policy entry's fields.
@@ -140,9 +147,10 @@ type scenario struct {
 	gen  jobtrace.GenParams
 
 	// Packet level: the scaled topology and run parameters.
-	scaled     *Scaled
-	timeout    time.Duration
-	ringWindow int
+	scaled      *Scaled
+	timeout     time.Duration
+	ringTimeout time.Duration
+	ringWindow  int
 }
 
 type experiment struct {
@@ -226,10 +234,14 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		return bad("frame", "%d; an INA frame of the data plane is %d bytes", s.net.Frame, 42+ina.HeaderLen+4*ina.DefaultK)
 	case s.net.ATPHold == HoldReturn:
 		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", HoldReturn, HoldCompletion)
-	case p.HostTurnaround < 0 || p.Timeout < 0 || p.Sample < 0:
-		return bad("timeout", "host_turnaround, timeout and sample must not be negative")
+	case p.HostTurnaround < 0 || p.Timeout < 0 || p.RingTimeout < 0 || p.Sample < 0:
+		return bad("timeout", "host_turnaround, timeout, ring_timeout and sample must not be negative")
 	case p.RingWindow < 0 || p.RingWindow > 1<<16:
 		return bad("ring_window", "%d; want 1 to 65536 packets, or 0 to derive it", p.RingWindow)
+	case p.HostLatency < 0 || time.Duration(p.HostLatency) > time.Second:
+		return bad("host_latency", "%v; want 0 (none) to 1s", time.Duration(p.HostLatency))
+	case !(p.HostLatencySigma >= 0 && p.HostLatencySigma <= 4):
+		return bad("host_latency_sigma", "%v; want 0 to 4", p.HostLatencySigma)
 	}
 	loss := -1.0
 	if p.Loss != nil {
@@ -251,19 +263,26 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		return spec.Errorf("scale", "%v", err)
 	}
 	s.scaled = scaled
-	// The ring's window covers its ack loop; the timeout covers a full
-	// ring window queued at one host plus the parameter-server round trip
-	// (docs/scaling.md).
+	// The ring's window covers its ack loop. Each timeout covers the
+	// longest round trip its windows allow (docs/scaling.md): a
+	// shared-mode chunk's round trip through the parameter server with a
+	// window queued at the parameter server's link; a ring's
+	// acknowledgement waiting behind a window of data at its sender, at
+	// the switch and at its own host.
 	s.ringWindow = p.RingWindow
 	if s.ringWindow == 0 {
 		s.ringWindow = max(32, 2*scaled.WindowScaled+16)
 	}
+	rate := float64(minAccessRate(scaled.Top))
+	frame := float64(s.net.Frame) * 8 / rate
+	rtt := float64(scaled.WindowScaled) * frame // the line-rate window's round trip
 	s.timeout = time.Duration(p.Timeout)
 	if s.timeout == 0 {
-		rate := float64(minAccessRate(scaled.Top))
-		frame := float64(s.net.Frame) * 8 / rate
-		rtt := float64(scaled.WindowScaled) * float64(s.net.Payload) * 8 / rate * float64(s.net.Frame) / float64(s.net.Payload)
-		s.timeout = secs(max(2e-3, 4*2*rtt, 3*float64(s.ringWindow)*frame))
+		s.timeout = secs(max(2e-3, 2*(2*rtt+2*float64(scaled.WindowScaled)*frame)))
+	}
+	s.ringTimeout = time.Duration(p.RingTimeout)
+	if s.ringTimeout == 0 {
+		s.ringTimeout = secs(max(2e-3, 5*float64(s.ringWindow)*frame))
 	}
 	return nil
 }
@@ -656,10 +675,10 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	}
 	defer tb.Close()
 	o, err := RunPacket(ctx, PacketSetup{
-		Testbed: tb, Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
+		Testbed: sc.hostModel(tb, uint64(r.Seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
 		Net: scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, scaled.Factor),
 		Policy: e.policies[r.Policy](sc.scaledScenario()), Seed: uint64(r.Seed),
-		Timeout: sc.timeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample),
+		Timeout: sc.timeout, RingTimeout: sc.ringTimeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample),
 		Bins: sc.p.Bins, Progress: r.Progress,
 	})
 	if err != nil {
@@ -683,6 +702,15 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
 	return run, nil
+}
+
+// hostModel applies the scenario's host latency model to a sim testbed
+// (real hosts bring their own).
+func (s *scenario) hostModel(tb testbed.Testbed, seed uint64) testbed.Testbed {
+	if tb.Substrate() != "sim" {
+		return tb
+	}
+	return WithHostLatency(tb, HostLatency{Median: time.Duration(s.p.HostLatency), Sigma: s.p.HostLatencySigma}, seed)
 }
 
 // scaledScenario is the scenario as the scaled run sees it: policies that

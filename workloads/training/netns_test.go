@@ -1,12 +1,17 @@
 package training
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -65,10 +70,10 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	}
 	defer tb.Close()
 	s := PacketSetup{
-		Testbed: tb, Workers: sc.scaled.Workers, Controller: sc.scaled.Controller, PS: sc.scaled.PS,
+		Testbed: sc.hostModel(tb, uint64(seed)), Workers: sc.scaled.Workers, Controller: sc.scaled.Controller, PS: sc.scaled.PS,
 		Net: sc.scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, sc.scaled.Factor),
 		Policy: e.policies[policy](sc.scaledScenario()), Seed: uint64(seed),
-		Timeout: sc.timeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample), Bins: sc.p.Bins,
+		Timeout: sc.timeout, RingTimeout: sc.ringTimeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample), Bins: sc.p.Bins,
 	}
 	if verbose {
 		s.Log = t.Logf
@@ -89,7 +94,11 @@ func TestDebugPacket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sub := range []string{"sim", "netns"} {
+	subs := []string{"sim", "netns"}
+	if v := os.Getenv("INA_SUBSTRATES"); v != "" {
+		subs = strings.Split(v, ",")
+	}
+	for _, sub := range subs {
 		var f experiments.TestbedFactory
 		if sub == "netns" {
 			if os.Geteuid() != 0 {
@@ -102,5 +111,120 @@ func TestDebugPacket(t *testing.T) {
 			t.Logf("%s job %d: arrival %.3f start %.3f finish %.3f jct %.3f", sub, j.ID, j.Arrival, j.Start, j.Finish, j.JCT())
 		}
 		t.Logf("%s: avg %.4f makespan %.4f mem %.4f ina %.4f collisions %d pschunks %d retx %d ctl %d/%d drops %d lost %d errors %d", sub, o.AvgJCT(), o.Makespan, o.MemUtil, o.INAFraction, o.Collisions, o.PSChunks, o.Retransmits, o.CtlMessages, o.CtlRetransmits, o.QueueDrops, o.Lost, o.SwitchErrors)
+	}
+}
+
+func needNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the netns substrate needs root (network namespaces, veth links, raw sockets); CI runs as root")
+	}
+	if testing.Short() {
+		t.Skip("skipping in -short mode: the netns runs take about a minute of real time")
+	}
+}
+
+// netnsSpec is dynaina-netns restricted to some scenarios and policies
+// (nil: all).
+func netnsSpec(t *testing.T, scenarios, policies []string) *experiments.Spec {
+	t.Helper()
+	spec, err := experiments.Open("dynaina-netns", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(es []experiments.Entry, names []string) []experiments.Entry {
+		if names == nil {
+			return es
+		}
+		var out []experiments.Entry
+		for _, e := range es {
+			if slices.Contains(names, e.Name) {
+				out = append(out, e)
+			}
+		}
+		if len(out) != len(names) {
+			t.Fatalf("dynaina-netns has no %v", names)
+		}
+		return out
+	}
+	spec.Scenarios, spec.Policies = keep(spec.Scenarios, scenarios), keep(spec.Policies, policies)
+	return spec
+}
+
+// execute runs spec on sim (newTB nil) or with newTB, one run at a time on
+// netns (real time).
+func execute(t *testing.T, spec *experiments.Spec, newTB experiments.TestbedFactory) *analysis.Results {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	opts := experiments.Options{Parallel: 2, Version: "test"}
+	spec.Substrate = "sim"
+	if newTB != nil {
+		spec.Substrate = "netns"
+		opts.Parallel, opts.NewTestbed = 1, newTB
+	}
+	exp, err := Kind{}.Compile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := experiments.Execute(ctx, spec, exp, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestNetnsCrossValidation runs dynaina-netns's clean scenario on both
+// substrates: the policies must rank identically by average JCT and each
+// policy's average JCT on netns must be within 15% of the simulation's.
+// Every all-reduced tensor is verified exact by the workers in both runs
+// (a run with an inexact sum fails).
+func TestNetnsCrossValidation(t *testing.T) {
+	needNetns(t)
+	spec := netnsSpec(t, []string{"clean"}, nil)
+	sim := execute(t, spec, nil)
+	emu := execute(t, netnsSpec(t, []string{"clean"}, nil), netnsTestbeds)
+	jct := func(res *analysis.Results, policy string) float64 {
+		a := res.Aggregate("clean", policy)
+		return a[MetricAvgJCT].Mean
+	}
+	rank := func(res *analysis.Results) []string {
+		p := slices.Clone(res.Policies)
+		slices.SortStableFunc(p, func(a, b string) int { return cmp.Compare(jct(res, a), jct(res, b)) })
+		return p
+	}
+	t.Logf("%-9s %12s %12s %8s", "policy", "sim avg_jct", "netns", "ratio")
+	for _, p := range spec.Policies {
+		s, n := jct(sim, p.Name), jct(emu, p.Name)
+		t.Logf("%-9s %11.3fs %11.3fs %8.3f", p.Name, s, n, n/s)
+		if math.Abs(n/s-1) > 0.15 {
+			t.Errorf("%s: average JCT %.3f s on netns is %+.1f%% off the simulation's %.3f s (want within 15%%)", p.Name, n, 100*(n/s-1), s)
+		}
+	}
+	if a, b := rank(sim), rank(emu); !slices.Equal(a, b) {
+		t.Errorf("policies rank %v on sim, %v on netns", a, b)
+	} else {
+		t.Logf("rank on both substrates: %v", a)
+	}
+}
+
+// TestNetnsExactUnderLoss runs the lossy scenario (1% loss on every link,
+// injected by the switch) on netns with a policy of each aggregation mode
+// — the host ring (noina), the shared pool through parameter servers
+// (atp) and dynamic pools (dynaina): every all-reduced tensor must be the
+// exact sum, and the loss must have been injected and repaired.
+func TestNetnsExactUnderLoss(t *testing.T) {
+	needNetns(t)
+	spec := netnsSpec(t, []string{"lossy"}, nil)
+	for _, policy := range []string{"noina", "atp", "dynaina"} {
+		o := packetRun(t, spec, "lossy", policy, 1, netnsTestbeds, false)
+		t.Logf("%s: %d of %d all-reduced tensors exact; %d frames lost by the switch, %d data retransmissions, %d control retransmissions, %d collisions",
+			policy, o.Verified, o.Rounds, o.Lost, o.Retransmits, o.CtlRetransmits, o.Collisions)
+		if o.Rounds == 0 || o.Verified != o.Rounds {
+			t.Errorf("%s: %d of %d all-reduces verified exact", policy, o.Verified, o.Rounds)
+		}
+		if o.Lost == 0 || o.Retransmits == 0 {
+			t.Errorf("%s: %d frames lost, %d retransmissions: the loss was not exercised", policy, o.Lost, o.Retransmits)
+		}
 	}
 }

@@ -46,8 +46,9 @@ type PacketSetup struct {
 	Lookup func(name string) (models.Profile, bool)
 	Policy inasched.Factory
 	Seed   uint64
-	// Timeout is the retransmission timeout of data and control messages.
-	Timeout time.Duration
+	// Timeout is the retransmission timeout of INA packets and control
+	// messages, RingTimeout the ring's.
+	Timeout, RingTimeout time.Duration
 	// RingWindow bounds the ring's packets in flight per worker.
 	RingWindow int
 	// Sample is the mean period of the shared-mode occupancy samples (read
@@ -312,7 +313,7 @@ func (c *controller) start(p *prun, hosts []int) error {
 	l := launchBody{
 		K: ina.DefaultK, Iterations: uint32(r.spec.Iterations), Elements: uint32(r.prof.GradientBytes / 4),
 		Compute: secs(r.compute), Jitter: c.s.Net.Jitter, Seed: c.s.Seed,
-		Timeout: c.s.Timeout, RingWindow: uint32(c.s.RingWindow), Peers: p.addrs,
+		Timeout: c.s.Timeout, RingTimeout: c.s.RingTimeout, RingWindow: uint32(c.s.RingWindow), Peers: p.addrs,
 	}
 	for i := range n {
 		c.request(p.addrs[i], &ctlMsg{Type: msgLaunch, Job: uint32(r.spec.ID), Rank: uint8(i), Launch: l}, [3]uint32{uint32(msgLaunch), uint32(r.spec.ID), uint32(i)})
@@ -983,8 +984,8 @@ func (s *PacketSetup) check() error {
 		return fmt.Errorf("packet level: payload %d and frame %d; the INA data plane carries %d-byte payloads in %d-byte frames", s.Net.Payload, s.Net.Frame, 4*ina.DefaultK, ina.HeaderLen+4*ina.DefaultK+42)
 	case s.Net.ATPHold == HoldReturn:
 		return fmt.Errorf("packet level: atp_hold %q is a flow-model sensitivity setting; the data plane frees an aggregator at completion", HoldReturn)
-	case s.Timeout <= 0:
-		return errors.New("packet level: the retransmission timeout must be positive")
+	case s.Timeout <= 0 || s.RingTimeout <= 0:
+		return errors.New("packet level: the retransmission timeouts must be positive")
 	case s.RingWindow < 1:
 		return errors.New("packet level: the ring window must be positive")
 	case len(s.Jobs) == 0:
