@@ -409,13 +409,14 @@ func (h *Host) run(extra time.Duration) {
 			h.sleep(at - now)
 			return
 		}
-		// The access is due now and is not a plain hit.
+		// The access is due (at now; at the latest now after a late
+		// timer, see resume) and is not a plain hit.
 		h.gapDone = true
 		if !h.miss(int32(a.Page), a.Write, now) {
 			return
 		}
 		h.advance()
-		t = now
+		t = at // = now on sim; the application's schedule otherwise
 		if h.active() {
 			limit = now + h.cfg.RunAhead
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/units"
@@ -450,5 +451,66 @@ func TestTraceErrors(t *testing.T) {
 	r.run(t)
 	if st := r.hosts[0].Stats(); !strings.Contains(st.TraceError, "beyond the host's") || st.Ops != 1 {
 		t.Errorf("trace error %q after %d accesses", st.TraceError, st.Ops)
+	}
+}
+
+// lateEnv fires every timer late by a fixed amount, as a real substrate's
+// timers do.
+type lateEnv struct {
+	emulator.Env
+	late time.Duration
+}
+
+func (e lateEnv) After(d time.Duration, f func()) emulator.Timer { return e.Env.After(d+e.late, f) }
+
+// lateHost starts a host on a lateEnv.
+type lateHost struct {
+	*Host
+	late time.Duration
+}
+
+func (a lateHost) Start(env emulator.Env) { a.Host.Start(lateEnv{env, a.late}) }
+
+// TestLateTimersDoNotAccumulate replays 20 first touches 10 µs apart, each
+// one past the limit (so the application sleeps before each one), with
+// timers that fire on time and with timers that fire 3 µs late: the
+// application's schedule is anchored at the times its sleeps were meant to
+// end, so it finishes at 200 µs in both cases — not 200 µs plus 19 late
+// wake-ups.
+func TestLateTimersDoNotAccumulate(t *testing.T) {
+	var trace strings.Builder
+	for p := range 20 {
+		fmt.Fprintf(&trace, "W %d 10us\n", p)
+	}
+	for _, late := range []time.Duration{0, 3 * time.Microsecond} {
+		top, err := topologies.Parse("star.yaml", []byte(topo(t, "star", 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sim.New()
+		net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, src, err := memtrace.Open("t.memtxt", []byte(trace.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := NewHost(HostConfig{ID: 1, Limit: 1, Headroom: 32, Engine: engine{direct: 1},
+			Servers: []netip.AddrPort{netip.AddrPortFrom(top.Node("s1").IP, farmem.Port)}}, src, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := net.Attach("h1", farmem.HostPort, lateHost{h, late}); err != nil {
+			t.Fatal(err)
+		}
+		s.Run()
+		st := h.Stats()
+		if !h.Done() || st.Ops != 20 || st.FirstTouches != 20 {
+			t.Fatalf("late %v: done %v, %d ops, %d first touches", late, h.Done(), st.Ops, st.FirstTouches)
+		}
+		if st.Completion != 200*time.Microsecond {
+			t.Errorf("timers %v late: completion %v, want 200µs", late, st.Completion)
+		}
 	}
 }
