@@ -36,8 +36,9 @@ func TestMain(m *testing.M) {
 }
 
 // netnsPrefix starts the run ids of this test binary, so that test binaries
-// running at the same time check and clean up only their own runs.
-var netnsPrefix = "f" + netns.NewRunID()[:1]
+// running at the same time check and clean up only their own runs. "m" is
+// no hex digit: a random run id (netns.NewRunID) never starts with it.
+var netnsPrefix = "m" + netns.NewRunID()[:1]
 
 func needNetns(t *testing.T) {
 	t.Helper()
