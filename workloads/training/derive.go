@@ -6,6 +6,7 @@ import (
 
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
+	"github.com/tracebed/tracebed/workloads/models"
 )
 
 // dirLink is the index of the directed link a hop uses in engine.links.
@@ -161,4 +162,32 @@ func LineRateDemand(top *topologies.Topology, net Net) int {
 	rtt := pathLatency(up, net.Frame, sw) + sw.Latency.Seconds() + pathLatency(down, net.Frame, sw) + net.Turnaround.Seconds()
 	line := min(minRate(up), minRate(down)) / 8 * float64(net.Payload) / float64(net.Frame)
 	return max(1, int(math.Ceil(line*rtt/float64(net.Payload))))
+}
+
+// psRoundTrip returns the round trip of a shared-mode (ATP) chunk — worker,
+// switch, parameter server, switch, workers — and the window that keeps
+// it at line rate, for a job of n workers on the first hosts of top (of
+// those named).
+func psRoundTrip(top *topologies.Topology, hosts []string, net Net, n int) (float64, int) {
+	var nodes []*topologies.Node
+	for _, h := range hosts {
+		nodes = append(nodes, top.Node(h))
+	}
+	cl := newCluster(top, nodes)
+	e := &engine{s: Setup{Top: top, Net: net}, cl: cl}
+	for _, l := range top.Links {
+		e.links = append(e.links, float64(l.Rate)/8, float64(l.Rate)/8)
+	}
+	n = max(1, min(n, len(nodes)))
+	r := &run{prof: models.Profile{GradientBytes: 1, Compute: time.Millisecond}}
+	for i := range n {
+		r.hosts = append(r.hosts, i)
+	}
+	sw, err := cl.AggregationSwitch(r.hosts)
+	if err != nil {
+		return 0, 1
+	}
+	r.sw = sw
+	e.derive(r)
+	return r.rttATP, r.wATP
 }

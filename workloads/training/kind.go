@@ -275,16 +275,31 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 	}
 	rate := float64(minAccessRate(scaled.Top))
 	frame := float64(s.net.Frame) * 8 / rate
-	rtt := float64(scaled.WindowScaled) * frame // the line-rate window's round trip
 	s.timeout = time.Duration(p.Timeout)
 	if s.timeout == 0 {
-		s.timeout = secs(max(2e-3, 2*(2*rtt+2*float64(scaled.WindowScaled)*frame)))
+		// In shared mode every worker of a job may have its whole window
+		// of packets collide and queue at the parameter server's link.
+		n := s.maxWorkers()
+		rtt, w := psRoundTrip(scaled.Top, scaled.Workers, scaled.Net, n)
+		s.timeout = secs(max(2e-3, 1.5*(rtt+float64((n+1)*w)*frame)))
 	}
 	s.ringTimeout = time.Duration(p.RingTimeout)
 	if s.ringTimeout == 0 {
 		s.ringTimeout = secs(max(2e-3, 5*float64(s.ringWindow)*frame))
 	}
 	return nil
+}
+
+// maxWorkers is the most workers a job of the scenario can have.
+func (s *scenario) maxWorkers() int {
+	n := 1
+	for _, j := range s.jobs {
+		n = max(n, j.Workers)
+	}
+	for _, c := range s.gen.Workers {
+		n = max(n, c.Value)
+	}
+	return n
 }
 
 func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*scenario, error) {

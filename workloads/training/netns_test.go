@@ -3,10 +3,12 @@ package training
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/workloads/models"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -63,6 +66,8 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	defer cancel()
 	if newTB == nil {
 		newTB = experiments.SimTestbed
+	} else {
+		defer realtime(t)()
 	}
 	tb, err := newTB(ctx, testbed.Config{Topology: sc.scaled.Top, Program: "ina", Seed: uint64(seed)})
 	if err != nil {
@@ -162,6 +167,7 @@ func execute(t *testing.T, spec *experiments.Spec, newTB experiments.TestbedFact
 	if newTB != nil {
 		spec.Substrate = "netns"
 		opts.Parallel, opts.NewTestbed = 1, newTB
+		defer realtime(t)()
 	}
 	exp, err := Kind{}.Compile(spec)
 	if err != nil {
@@ -225,6 +231,44 @@ func TestNetnsExactUnderLoss(t *testing.T) {
 		}
 		if o.Lost == 0 || o.Retransmits == 0 {
 			t.Errorf("%s: %d frames lost, %d retransmissions: the loss was not exercised", policy, o.Lost, o.Retransmits)
+		}
+	}
+}
+
+// realtime moves every thread of this process to SCHED_RR (priority 10);
+// threads and processes started from then on (the Go switches) inherit
+// it, so other work on the machine does not delay the emulation's
+// wake-ups (the same as workloads/farmem's netns tests). The returned
+// function moves every thread back to SCHED_NORMAL. The kernel keeps 5%
+// of each core for other tasks (sched_rt_runtime_us); the emulation needs
+// about one core.
+func realtime(t *testing.T) func() {
+	t.Helper()
+	set := func(policy, prio uint32) error {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		for _, task := range tasks {
+			tid, err := strconv.Atoi(task.Name())
+			if err != nil {
+				continue
+			}
+			attr := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: policy, Priority: prio}
+			if err := unix.SchedSetAttr(tid, attr, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("thread %d: %w", tid, err)
+			}
+		}
+		return nil
+	}
+	if err := set(unix.SCHED_RR, 10); err != nil {
+		t.Logf("running the emulation at normal priority: SCHED_RR: %v", err)
+		set(unix.SCHED_NORMAL, 0)
+		return func() {}
+	}
+	return func() {
+		if err := set(unix.SCHED_NORMAL, 0); err != nil {
+			t.Errorf("back to SCHED_NORMAL: %v", err)
 		}
 	}
 }
