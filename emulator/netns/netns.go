@@ -107,12 +107,18 @@ func NewRunID() string {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on Linux
 	}
-	return hex.EncodeToString(b[:])
+	// The first character is a digit, so that a run id never starts with
+	// the letter prefix of a test suite's runs (TestRunID), whose cleanup
+	// removes the runs with its prefix.
+	id := []byte(hex.EncodeToString(b[:]))
+	id[0] = '0' + b[0]%10
+	return string(id)
 }
 
 // TestRunID returns a random run id that starts with prefix (one or two
-// letters): test suites that run concurrently give their runs distinct
-// prefixes, so each can check and clean up its own runs only.
+// characters, the first a letter): test suites that run concurrently give
+// their runs distinct prefixes, so each can check and clean up its own runs
+// only. Ids from NewRunID start with a digit and never match such a prefix.
 func TestRunID(prefix string) string { return (prefix + NewRunID())[:6] }
 
 // NamespaceName is the name of node's namespace in run id.

@@ -314,6 +314,10 @@ func (t *Testbed) Network() *netns.Network { return t.net }
 // SwitchKind returns "go" or "bmv2".
 func (t *Testbed) SwitchKind() string { return t.opts.Switch }
 
+// MTU returns the MTU of every link: the largest frame, less its Ethernet
+// header, that crosses the testbed.
+func (t *Testbed) MTU() int { return t.opts.MTU }
+
 // Switch implements testbed.Testbed: the P4Runtime gRPC client of the
 // named switch (primary controller, election id 1).
 func (t *Testbed) Switch(name string) (p4rt.Client, error) {
