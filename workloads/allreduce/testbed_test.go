@@ -7,7 +7,7 @@ import (
 	"github.com/tracebed/tracebed/p4/ina"
 	"net/netip"
 	"os"
-	"sort"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,7 +36,7 @@ var netnsPrefix = "a" + netns.NewRunID()[:1]
 
 // testbeds are the substrates the testbed tests run on: sim always, netns
 // as root.
-func testbeds(t *testing.T) map[string]func(context.Context, testbed.Config) (testbed.Testbed, error) {
+func testbeds(t testing.TB) map[string]func(context.Context, testbed.Config) (testbed.Testbed, error) {
 	tbs := map[string]func(context.Context, testbed.Config) (testbed.Testbed, error){
 		"sim": func(_ context.Context, cfg testbed.Config) (testbed.Testbed, error) { return testbed.NewSim(cfg) },
 	}
@@ -52,38 +52,89 @@ func testbeds(t *testing.T) map[string]func(context.Context, testbed.Config) (te
 	return tbs
 }
 
-func TestWindowNetns(t *testing.T) {
-	if os.Getenv("WINDOWS") == "" {
-		t.Skip()
-	}
-	tbs := testbeds(t)
-	for _, name := range []string{"sim", "netns"} {
-		newTB := tbs[name]
-		if newTB == nil {
-			continue
+// sumCheck verifies that t is the exact sum of every worker's tensor,
+// recomputed at each call: it keeps no state, so workers that run on their
+// own goroutines (netns) may call it at once.
+func sumCheck(g gradients, job uint16, n int) func(w, it int, t []int32) error {
+	return func(_, it int, t []int32) error {
+		sum := make([]int32, len(t))
+		buf := make([]int32, len(t))
+		for i := range n {
+			g.fill(job)(i, it, buf)
+			for j := range sum {
+				sum[j] += buf[j]
+			}
 		}
-		for _, w := range []int{4, 8, 10, 12, 16, 24} {
-			top := starTopo(t, netParams{hosts: 4, rate: 10 * units.Mbps, delay: time.Microsecond, aggregators: 64, buffer: 64 << 10})
-			ctx := context.Background()
+		for j := range t {
+			if t[j] != sum[j] {
+				return fmt.Errorf("value %d is %d, want %d", j, t[j], sum[j])
+			}
+		}
+		return nil
+	}
+}
+
+// TestSetupOnTestbeds runs a job of each mode — a pool, a shared pool with
+// its parameter server, the host ring — with SetupOn on every testbed
+// (sim; netns as root), at 10 Mbit/s with 1% of the frames lost on every
+// link in each direction (injected by the switch on netns): every worker
+// must end every iteration with the exact sum, with the loss repaired by
+// retransmission.
+func TestSetupOnTestbeds(t *testing.T) {
+	for name, newTB := range testbeds(t) {
+		t.Run(name, func(t *testing.T) {
+			top := starTopo(t, netParams{hosts: 8, rate: 10 * units.Mbps, delay: 50 * time.Microsecond, aggregators: 64, buffer: 64 << 10, loss: 0.01})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
 			tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer tb.Close()
 			g := gradients{seed: 1, limit: 1 << 20}
-			j, err := SetupOn(tb, JobSpec{ID: 1, Mode: ModeINA, Hosts: hostNames(1, 3), Switch: "tor", Size: uint32(w), Window: w,
-				Elements: 64 * 400, Iterations: 4, Compute: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
-				Fill: g.fill(1), Check: g.check(1, 3, 64*400)})
-			if err != nil {
+			const elems = 64*60 + 17
+			specs := []JobSpec{
+				{ID: 1, Mode: ModeINA, Hosts: hostNames(1, 3), Switch: "tor", Base: 0, Size: 16},
+				{ID: 2, Mode: ModeINA, Shared: true, Hosts: hostNames(4, 2), PSHost: "h6", Switch: "tor", Base: 16, Size: 32, Window: 16},
+				{ID: 3, Mode: ModeRing, Hosts: hostNames(7, 2), Window: 16},
+			}
+			var jobs []*Job
+			for _, sp := range specs {
+				sp.K, sp.Elements, sp.Iterations, sp.Compute = 64, elems, 3, 5*time.Millisecond
+				sp.Timeout = 40 * time.Millisecond
+				sp.Fill, sp.Check = g.fill(sp.ID), sumCheck(g, sp.ID, len(sp.Hosts))
+				j, err := SetupOn(tb, sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				jobs = append(jobs, j)
+			}
+			done := func() bool {
+				all := true
+				for _, j := range jobs {
+					all = j.Poll() && all
+				}
+				return all
+			}
+			if err := tb.Run(ctx, 10*time.Millisecond, time.Minute, done); err != nil {
 				t.Fatal(err)
 			}
-			if err := tb.Run(ctx, 5*time.Millisecond, time.Minute, j.Poll); err != nil {
+			if err := tb.Close(); err != nil {
 				t.Fatal(err)
 			}
-			tb.Close()
-			var ends []time.Duration
-			ends = j.Workers[0].IterationEnd
-			t.Logf("%s window %d: finish %v err %v iteration ends %v", name, w, j.Finish, j.Err, ends)
-		}
+			var retx uint64
+			for _, j := range jobs {
+				if j.Err != nil {
+					t.Errorf("job %d: %v", j.Spec.ID, j.Err)
+				}
+				st := j.Stats()
+				retx += st.Retransmits
+				t.Logf("job %d (%s): finished at %v, %d retransmissions", j.Spec.ID, j.Spec.Mode, j.Finish, st.Retransmits)
+			}
+			if retx == 0 {
+				t.Error("no retransmission at 1% loss: the loss was not exercised")
+			}
+		})
 	}
 }
 
@@ -105,69 +156,103 @@ func (r *recorder) Recv(from emulator.Addr, b []byte) {
 	r.Worker.Recv(from, b)
 }
 
-func TestResultSpreadNetns(t *testing.T) {
-	if os.Getenv("SPREAD") == "" {
-		t.Skip()
+// BenchmarkResultSpread measures how far apart the three workers of a
+// pool-mode job receive each multicast result — the spread of real hosts'
+// receive paths, which decides how long a shared-mode chunk holds its
+// aggregator. It calibrates the simulated hosts' receive latency
+// (training.HostLatency; docs/dynaina.md): run as root, ideally as the
+// netns tests run, at real-time priority:
+//
+//	go test -c ./workloads/allreduce && sudo chrt -r 10 ./allreduce.test -test.run '^$' -test.bench ResultSpread
+//
+// It reports the mean and the 50th, 90th and 99th percentiles in µs (0 on
+// sim, whose multicast copies arrive together).
+func BenchmarkResultSpread(b *testing.B) {
+	for name, newTB := range testbeds(b) {
+		b.Run(name, func(b *testing.B) {
+			var spreads []float64
+			for range b.N {
+				spreads = append(spreads, resultSpread(b, newTB)...)
+			}
+			slices.Sort(spreads)
+			q := func(p float64) float64 { return spreads[int(p*float64(len(spreads)-1))] }
+			var mean float64
+			for _, s := range spreads {
+				mean += s
+			}
+			b.ReportMetric(mean/float64(len(spreads)), "mean-µs")
+			b.ReportMetric(q(0.5), "p50-µs")
+			b.ReportMetric(q(0.9), "p90-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+		})
 	}
-	for name, newTB := range testbeds(t) {
-		top := starTopo(t, netParams{hosts: 4, rate: 10 * units.Mbps, delay: time.Microsecond, aggregators: 64, buffer: 64 << 10})
-		ctx := context.Background()
-		tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+}
+
+func resultSpread(b *testing.B, newTB func(context.Context, testbed.Config) (testbed.Testbed, error)) []float64 {
+	top := starTopo(b, netParams{hosts: 4, rate: 10 * units.Mbps, delay: time.Microsecond, aggregators: 64, buffer: 64 << 10})
+	ctx := context.Background()
+	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tb.Close()
+	const port = 40001
+	var addrs []emulator.Addr
+	for _, h := range hostNames(1, 3) {
+		addrs = append(addrs, netip.AddrPortFrom(top.Node(h).IP, port))
+	}
+	cl, err := tb.Switch("tor")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctl, err := ina.NewController(cl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	members, err := ina.Members(top, "tor", addrs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ctl.SetGroup(ctx, 2, members); err != nil {
+		b.Fatal(err)
+	}
+	if err := ctl.Bind(ctx, ina.Binding{Job: 1, ToRound: ina.MaxRound, Mode: ina.ModePool, Gen: 1, Size: 16, Workers: 3, Group: 2}); err != nil {
+		b.Fatal(err)
+	}
+	var recs []*recorder
+	var envs []emulator.Env
+	for i, h := range hostNames(1, 3) {
+		s, err := NewStream(StreamConfig{Job: 1, Worker: uint8(i), Workers: 3, Target: netip.AddrPortFrom(top.Node("tor").IP, ina.Port), Window: 16, K: 64, Timeout: 50 * time.Millisecond})
 		if err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
-		var recs []*recorder
-		var envs []emulator.Env
-		addrs := []emulator.Addr{}
-		for i := 1; i <= 3; i++ {
-			addrs = append(addrs, netip.AddrPortFrom(top.Node(fmt.Sprintf("h%d", i)).IP, 40001))
+		r := &recorder{Worker: &Worker{Reducer: s, Tensor: make([]int32, 64*400), Iterations: 4, Compute: 20 * time.Millisecond}, at: map[uint64]time.Duration{}}
+		env, err := tb.Attach(h, port, r)
+		if err != nil {
+			b.Fatal(err)
 		}
-		for i := range 3 {
-			s, _ := NewStream(StreamConfig{Job: 1, Worker: uint8(i), Workers: 3, Target: netip.AddrPortFrom(top.Node("tor").IP, ina.Port), Window: 16, K: 64, Timeout: 50 * time.Millisecond})
-			w := &Worker{Reducer: s, Tensor: make([]int32, 64*400), Iterations: 4, Compute: 20 * time.Millisecond}
-			r := &recorder{Worker: w, at: map[uint64]time.Duration{}}
-			recs = append(recs, r)
-		}
-		cl, _ := tb.Switch("tor")
-		ctl, _ := ina.NewController(cl)
-		members, _ := ina.Members(top, "tor", addrs)
-		ctl.SetGroup(ctx, 2, members)
-		ctl.Bind(ctx, ina.Binding{Job: 1, ToRound: ina.MaxRound, Mode: ina.ModePool, Gen: 1, Base: 0, Size: 16, Workers: 3, Group: 2})
-		for i, r := range recs {
-			env, err := tb.Attach(fmt.Sprintf("h%d", i+1), 40001, r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			envs = append(envs, env)
-		}
-		done := func() bool {
-			all := true
-			for i, r := range recs {
-				tb.Inspect(envs[i], func() { all = all && r.Finished })
-			}
-			return all
-		}
-		if err := tb.Run(ctx, 5*time.Millisecond, time.Minute, done); err != nil {
-			t.Fatal(err)
-		}
-		tb.Close()
-		var spreads []float64
-		for k, t0 := range recs[0].at {
-			lo, hi := t0, t0
-			for _, r := range recs[1:] {
-				if v, ok := r.at[k]; ok {
-					lo, hi = min(lo, v), max(hi, v)
-				}
-			}
-			spreads = append(spreads, float64(hi-lo)/1e3)
-		}
-		sort.Float64s(spreads)
-		q := func(p float64) float64 { return spreads[int(p*float64(len(spreads)-1))] }
-		var mean float64
-		for _, s := range spreads {
-			mean += s
-		}
-		mean /= float64(len(spreads))
-		t.Logf("%s: %d results, spread of arrival times across 3 workers (µs): mean %.0f p50 %.0f p90 %.0f p99 %.0f max %.0f", name, len(spreads), mean, q(0.5), q(0.9), q(0.99), q(1))
+		recs, envs = append(recs, r), append(envs, env)
 	}
+	done := func() bool {
+		all := true
+		for i, r := range recs {
+			tb.Inspect(envs[i], func() { all = all && r.Finished })
+		}
+		return all
+	}
+	if err := tb.Run(ctx, 5*time.Millisecond, time.Minute, done); err != nil {
+		b.Fatal(err)
+	}
+	tb.Close()
+	var spreads []float64
+	for k, first := range recs[0].at {
+		lo, hi := first, first
+		for _, r := range recs[1:] {
+			if v, ok := r.at[k]; ok {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+		spreads = append(spreads, float64(hi-lo)/1e3)
+	}
+	return spreads
 }

@@ -1,10 +1,12 @@
 package training
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
@@ -77,7 +79,7 @@ type NodeStats struct {
 	CtlSent        uint64 // control messages sent, retransmissions included
 	CtlRetransmits uint64
 	CtlMalformed   uint64
-	Retransmits    uint64 // data packets retransmitted by the rings and streams
+	Retransmits    uint64 // data packets retransmitted by the rings and streams of jobs no longer kept
 }
 
 // node is the agent on a worker host (a GPU server): it runs the worker of
@@ -88,7 +90,7 @@ type node struct {
 	ctl   emulator.Addr
 	env   emulator.Env
 	job   *nodeJob
-	old   []*nodeJob // earlier jobs, kept for their peers' late packets
+	prev  *nodeJob // the job before, kept for its peers' late packets
 	buf   []byte
 	Stats NodeStats
 
@@ -145,17 +147,18 @@ func (n *node) Recv(from emulator.Addr, b []byte) {
 		n.control(m)
 		return
 	}
-	for _, j := range append(n.old, n.job) {
-		if j == nil {
-			continue
-		}
-		if j.peers[from.Addr()] && from.Port() == NodePort && len(b) > 0 && j.ring != nil && j.isRing(b) {
-			j.ring.Recv(from, b)
-			return
+	if from.Port() == NodePort {
+		// From a peer's node: a ring packet of the current job or of the
+		// one before (its peers may still retransmit to it).
+		for _, j := range [2]*nodeJob{n.job, n.prev} {
+			if j != nil && j.ring != nil && j.peers[from.Addr()] && j.isRing(b) {
+				j.ring.Recv(from, b)
+				return
+			}
 		}
 	}
 	if n.job != nil && n.job.last != nil {
-		n.job.last.Recv(from, b)
+		n.job.last.Recv(from, b) // a result, from the switch or the parameter server
 	}
 }
 
@@ -234,9 +237,10 @@ func (n *node) launch(m ctlMsg) {
 		},
 	}
 	j.worker = w
-	if n.job != nil {
-		n.old = []*nodeJob{n.job} // its peers may still retransmit to it
+	if n.prev != nil {
+		n.Stats.Retransmits += n.prev.retransmits() // its counters go with it
 	}
+	n.prev = n.job
 	n.job = j
 	n.Stats.Launches++
 	n.send(n.ctl, &ack)
@@ -301,8 +305,13 @@ func (n *node) retx() {
 	if len(n.unacked) == 0 {
 		return
 	}
-	for _, b := range n.unacked {
-		n.env.Send(n.ctl, b)
+	keys := make([][2]uint32, 0, len(n.unacked))
+	for k := range n.unacked {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]uint32) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	for _, k := range keys { // in a fixed order: runs on sim are reproducible
+		n.env.Send(n.ctl, n.unacked[k])
 		n.Stats.CtlSent++
 		n.Stats.CtlRetransmits++
 	}

@@ -197,6 +197,9 @@ func parseCtl(b []byte) (ctlMsg, error) {
 	if b[0] != ctlMagic {
 		return m, malformed("magic %#x", b[0])
 	}
+	if b[7] != 0 {
+		return m, malformed("reserved byte %#x", b[7])
+	}
 	m.Type = msgType(b[1])
 	m.Job = binary.BigEndian.Uint32(b[2:])
 	m.Rank = b[6]

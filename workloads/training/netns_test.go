@@ -90,10 +90,17 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	return o
 }
 
-func TestDebugPacket(t *testing.T) {
+// TestCompareSubstrates is a tool rather than a check: it runs one policy
+// of one packet-level scenario on sim and, as root, on netns, and prints
+// each job's times and the run's counters (and, with INA_VERBOSE=1, every
+// decision of the controller):
+//
+//	INA_SPEC=dynaina-netns INA_SCENARIO=clean INA_POLICY=atp [INA_SUBSTRATES=sim,netns] [INA_VERBOSE=1] \
+//	    go test -run CompareSubstrates -v ./workloads/training
+func TestCompareSubstrates(t *testing.T) {
 	file := os.Getenv("INA_SPEC")
 	if file == "" {
-		t.Skip("INA_SPEC not set")
+		t.Skip("skipping: a tool — set INA_SPEC, INA_SCENARIO and INA_POLICY to compare one run on both substrates")
 	}
 	spec, err := experiments.Open(file, nil)
 	if err != nil {

@@ -921,7 +921,8 @@ func RunPacket(ctx context.Context, s PacketSetup) (*PacketOutcome, error) {
 			o.Rounds += n.Stats.Rounds
 			o.CtlMessages += n.Stats.CtlSent
 			o.CtlRetransmits += n.Stats.CtlRetransmits
-			for _, j := range append(n.old, n.job) {
+			o.Retransmits += n.Stats.Retransmits
+			for _, j := range [2]*nodeJob{n.job, n.prev} {
 				if j != nil {
 					o.Retransmits += j.retransmits()
 				}
