@@ -4,7 +4,8 @@
 // switch memory (PS), the host ring all-reduce of the no-INA baseline
 // (Ring), the training loop that alternates compute and all-reduce
 // (Worker), quantisation of float gradients to int32, and the helpers that
-// set up a packet-level job on a simulated network (Setup).
+// set up a packet-level job on a simulated network (Setup) or on any
+// testbed, netns included (SetupOn).
 //
 // Every protocol is a sans-IO state machine driven through emulator.Env,
 // and every one is exact: under loss, duplication and reordering each worker
