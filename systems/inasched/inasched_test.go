@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/p4/ina"
@@ -204,5 +206,60 @@ func TestBindingOverlaps(t *testing.T) {
 	j := inasched.Job{Compute: 90 * time.Millisecond, CommINA: 10 * time.Millisecond, Gradient: 9e6}
 	if j.Period() != 100*time.Millisecond || math.Abs(j.CommFraction()-0.1) > 1e-12 || j.Intensity() != 1e8 {
 		t.Errorf("period %v fraction %v intensity %v", j.Period(), j.CommFraction(), j.Intensity())
+	}
+}
+
+// TestRetireAfterMove: a moved job keeps its old binding for the rounds
+// before the move until the switch has seen every worker in the new one;
+// Retire then deletes it.
+func TestRetireAfterMove(t *testing.T) {
+	_, pl, binder := setup(t)
+	ctx := context.Background()
+	workers := []string{"h1", "h2"}
+	if err := binder.Bind(ctx, "tor", 9, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 8}, workers); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || pending {
+		t.Fatalf("nothing to retire before a move: pending %v, %v", pending, err)
+	}
+	id, _ := binder.SwitchJob("tor", 9)
+	ctl := binder.Controller("tor")
+	// The switch has seen round 4 from both workers; the move takes effect
+	// from round 5.
+	names := ctl.Names()
+	for reg, v := range map[string]uint64{ina.RegJobRound: 4, ina.RegJobWorkers: 3} {
+		re, err := names.RegisterEntry(reg, int64(id), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pl.Write([]*p4v1.Update{p4rt.Modify(p4rt.Register(re))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := binder.Bind(ctx, "tor", 9, inasched.Binding{Mode: inasched.Pool, Base: 8, Size: 8}, workers); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		bs, err := ctl.Bindings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(bs)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("%d bindings after the move, want the old (rounds ≤ 4) and the new", n)
+	}
+	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || !pending || count() != 2 {
+		t.Fatalf("retired before the workers entered round 5: pending %v, %v, %d bindings", pending, err, count())
+	}
+	re, _ := names.RegisterEntry(ina.RegJobRound, int64(id), 5)
+	if err := pl.Write([]*p4v1.Update{p4rt.Modify(p4rt.Register(re))}); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || pending || count() != 1 {
+		t.Fatalf("after round 5 began everywhere: pending %v, %v, %d bindings", pending, err, count())
+	}
+	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || pending {
+		t.Fatalf("a second retire: pending %v, %v", pending, err)
 	}
 }

@@ -39,10 +39,11 @@ type P4RT struct {
 }
 
 type swJobs struct {
-	ids  map[int]uint16 // trace job → switch job id
-	free []uint16
-	next uint16
-	n    map[uint16]int // switch job id → group members
+	ids     map[int]uint16 // trace job → switch job id
+	free    []uint16
+	next    uint16
+	n       map[uint16]int // switch job id → group members
+	retired map[uint16]bool
 }
 
 // NewP4RT returns a binder for the switches of top, reached through clients
@@ -55,7 +56,7 @@ func NewP4RT(top *topologies.Topology, clients map[string]p4rt.Client) (*P4RT, e
 			return nil, fmt.Errorf("switch %s: %w", name, err)
 		}
 		b.ctl[name] = ctl
-		b.sw[name] = &swJobs{ids: map[int]uint16{}, n: map[uint16]int{}}
+		b.sw[name] = &swJobs{ids: map[int]uint16{}, n: map[uint16]int{}, retired: map[uint16]bool{}}
 	}
 	return b, nil
 }
@@ -125,8 +126,11 @@ func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd Binding, workers
 		return err
 	}
 	if bound {
-		_, err := ctl.Rebind(ctx, id, next, 0)
-		return err
+		if _, err := ctl.Rebind(ctx, id, next, 0); err != nil {
+			return err
+		}
+		s.retired[id] = false
+		return nil
 	}
 	members, err := ina.Members(b.top, sw, addrs)
 	if err != nil {
@@ -141,6 +145,33 @@ func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd Binding, workers
 	s.ids[job] = id
 	s.n[id] = len(members)
 	return nil
+}
+
+// Retire deletes the job-table entries a move left behind on switch sw
+// (the old binding, cut to the rounds before the move) once the switch has
+// seen every worker of the job in its new binding (ina.Controller.Retire),
+// so that a very late packet of an old round finds no binding instead of
+// another job's aggregators. Call it at the job's iteration boundaries
+// after a move; it returns at once when nothing is left to retire, and
+// reports whether something still is.
+func (b *P4RT) Retire(ctx context.Context, sw string, job int) (pending bool, err error) {
+	ctl, s := b.ctl[sw], b.sw[sw]
+	if ctl == nil {
+		return false, fmt.Errorf("switch %s has no P4Runtime client", sw)
+	}
+	id, ok := s.ids[job]
+	if !ok {
+		return false, nil
+	}
+	if done, known := s.retired[id]; !known || done {
+		return false, nil
+	}
+	pending, err = ctl.Retire(ctx, id)
+	if err != nil {
+		return true, err
+	}
+	s.retired[id] = !pending
+	return pending, nil
 }
 
 // Unbind implements Binder.
@@ -161,6 +192,7 @@ func (b *P4RT) Unbind(ctx context.Context, sw string, job int) error {
 	}
 	delete(s.ids, job)
 	delete(s.n, id)
+	delete(s.retired, id)
 	s.free = append(s.free, id)
 	return nil
 }

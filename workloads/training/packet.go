@@ -307,6 +307,19 @@ func (c *controller) start(p *prun, hosts []int) error {
 	}
 	c.active = append(c.active, p)
 	slices.SortFunc(c.active, func(a, b *prun) int { return a.idx - b.idx })
+	// The job's physical lower bound, from the compute times its workers
+	// will draw (the flow model's JobResult.Bound).
+	draws := make([]*computeDraws, n)
+	for i := range n {
+		draws[i] = newComputeDraws(c.s.Seed, uint32(r.spec.ID), n, i, secs(r.compute), c.s.Net.Jitter)
+	}
+	for it := range r.spec.Iterations {
+		var slowest time.Duration
+		for _, d := range draws {
+			slowest = max(slowest, d.at(it))
+		}
+		r.res.Bound += slowest.Seconds() + r.boundComm
+	}
 	c.logf("job %d starts on %v (switch %s, PS %q): demand %d, useful %d, comm INA %v ring %v", r.spec.ID, p.hosts, sw.Name, p.ps, r.sj.Demand, r.sj.Useful, r.sj.CommINA, r.sj.CommRing)
 	c.ctl.Admit(c.now(), r.sj, p.hosts)
 	c.rebindWaiters(sw.Name)
@@ -442,6 +455,14 @@ func (c *controller) begin(p *prun) {
 		return
 	}
 	p.b = b
+	if b.INA() {
+		// A move made at an earlier boundary leaves the old binding for
+		// the rounds before it; every worker has now finished those.
+		if _, err := c.binder.Retire(context.Background(), p.r.sw.Name, p.r.sj.ID); err != nil {
+			c.fail(fmt.Errorf("job %d: %w", p.r.spec.ID, err))
+			return
+		}
+	}
 	c.logf("job %d round %d begins: %v (decided in %v)", p.r.spec.ID, p.cur, b, c.now()-t)
 	c.proceed(p)
 }

@@ -54,6 +54,19 @@ func TestPacketLevelOnSim(t *testing.T) {
 			t.Errorf("clean: %s (%.3f s) and %s (%.3f s) are within 10%%: too close for a ranking that must survive netns noise", order[i-1], lo, order[i], hi)
 		}
 	}
+	// Every job's JCT is above its physical lower bound (computed from the
+	// compute times its workers drew), as in the flow model.
+	for _, policy := range res.Policies {
+		o := packetRun(t, netnsSpec(t, []string{"clean"}, nil), "clean", policy, 1, nil, false)
+		for _, j := range o.Jobs {
+			if j.Bound <= 0 || j.JCT() < j.Bound {
+				t.Errorf("%s: job %d finished in %.4f s, below its bound %.4f s", policy, j.ID, j.JCT(), j.Bound)
+			}
+		}
+		if o.Verified != o.Rounds || o.Rounds != 4*80 {
+			t.Errorf("%s: %d of %d all-reduces verified, want all of 320", policy, o.Verified, o.Rounds)
+		}
+	}
 	for _, r := range res.Runs {
 		if r.Params["scale"] != 10000 {
 			t.Errorf("%s/%s: scale %v recorded, want 10000", r.Scenario, r.Policy, r.Params["scale"])
