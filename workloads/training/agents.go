@@ -94,10 +94,9 @@ type node struct {
 	buf   []byte
 	Stats NodeStats
 
-	unacked  map[[2]uint32][]byte // done messages awaiting done-ack, by (job, round)
-	retxNext time.Duration
-	retxOn   bool
-	timeout  time.Duration
+	unacked map[[2]uint32][]byte // done messages awaiting done-ack, by (job, round)
+	retxOn  bool
+	timeout time.Duration
 }
 
 // nodeJob is one job's worker on a node. It is the worker's Reducer: each

@@ -198,7 +198,6 @@ type run struct {
 	remaining float64 // payload bytes per worker
 	rate      float64 // payload bytes/s per worker
 	scheduled bool    // an end event at the current rate is pending
-	cap       float64
 	p         float64 // collision probability (shared mode)
 	tau       float64
 

@@ -144,19 +144,15 @@ type prun struct {
 	doneAt   time.Duration
 	finishAt []time.Duration
 
-	b             inasched.Binding
-	holder        bool
-	waiting       bool
-	asked         time.Duration
-	psSwJob       int // switch job id the PS aggregates for; -1 none
-	psPending     bool
-	poolRounds    int
-	sharedRounds  int
-	ringRounds    int
-	boundSeconds  float64
-	compute       []time.Duration // slowest worker's compute per iteration
-	memHoldSize   int
-	memHoldSwitch string
+	b            inasched.Binding
+	holder       bool
+	waiting      bool
+	asked        time.Duration
+	psSwJob      int // switch job id the PS aggregates for; -1 none
+	psPending    bool
+	poolRounds   int
+	sharedRounds int
+	ringRounds   int
 }
 
 type memSpan struct {
