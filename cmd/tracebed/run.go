@@ -24,6 +24,7 @@ func (a *app) runCommand() *cobra.Command {
 	var (
 		substrate string
 		switchArg string
+		realtime  int
 		out       string
 		seed      int64
 		quiet     bool
@@ -90,6 +91,13 @@ them into one Markdown report.`,
 					return badInput(fmt.Errorf("%s: %w", c.spec.Name, err))
 				}
 			}
+			if realtime > 0 && slices.ContainsFunc(todo, func(c compiled) bool { return c.spec.Substrate == "netns" }) {
+				restore, err := netnstb.Realtime(realtime)
+				if err != nil {
+					return badInput(fmt.Errorf("--realtime: %w", err))
+				}
+				defer restore()
+			}
 			for _, c := range todo {
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
@@ -137,6 +145,7 @@ them into one Markdown report.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec; netns needs root and runs one run at a time)")
+	f.IntVar(&realtime, "realtime", 0, "netns: run the emulation (this process and its switches) at SCHED_RR with this priority, 1–99, so other work on the machine does not delay it; 0 = normal priority")
 	f.StringVar(&switchArg, "switch", netnstb.SwitchGo, "switch of the netns substrate: go (the Go switch) or bmv2 (simple_switch_grpc and p4c-bm2-ss on PATH)")
 	f.StringVar(&out, "out", "results", "directory for results")
 	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")

@@ -2,16 +2,12 @@ package farmem
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/live"
@@ -113,38 +109,18 @@ func executeOn(t *testing.T, spec *experiments.Spec, exp experiments.Experiment,
 	return res
 }
 
-// realtime moves every thread of this process to SCHED_RR (priority 10);
-// threads and processes started from then on (the Go switches) inherit
-// it. The returned function moves every thread back to SCHED_NORMAL. The
-// kernel keeps 5% of each core for other tasks (sched_rt_runtime_us), and
-// the emulation needs well under one core. Without it, the same test on a
-// machine loaded by two other busy processes measured netns/sim 0.78.
+// realtime runs the rest of the test at real-time priority
+// (netnstb.Realtime), so that other work on the machine does not delay the
+// emulation's wake-ups, and returns the function that ends it.
 func realtime(t *testing.T) func() {
 	t.Helper()
-	set := func(policy, prio uint32) error {
-		tasks, err := os.ReadDir("/proc/self/task")
-		if err != nil {
-			return err
-		}
-		for _, task := range tasks {
-			tid, err := strconv.Atoi(task.Name())
-			if err != nil {
-				continue
-			}
-			attr := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: policy, Priority: prio}
-			if err := unix.SchedSetAttr(tid, attr, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("thread %d: %w", tid, err)
-			}
-		}
-		return nil
-	}
-	if err := set(unix.SCHED_RR, 10); err != nil {
-		t.Logf("running the emulation at normal priority: SCHED_RR: %v", err)
-		set(unix.SCHED_NORMAL, 0)
+	restore, err := netnstb.Realtime(10)
+	if err != nil {
+		t.Logf("running the emulation at normal priority: %v", err)
 		return func() {}
 	}
 	return func() {
-		if err := set(unix.SCHED_NORMAL, 0); err != nil {
+		if err := restore(); err != nil {
 			t.Errorf("back to SCHED_NORMAL: %v", err)
 		}
 	}
