@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,15 +37,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	switchcmd.Main() // the switches of in-process netns runs
-	code := m.Run()
-	if os.Geteuid() == 0 {
-		if err := netns.CheckClean(netnsPrefix); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			netns.Cleanup(netnsPrefix)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
 func needRoot(t *testing.T) {

@@ -255,3 +255,21 @@ func CheckClean(prefix string) error {
 	}
 	return nil
 }
+
+// RunTests runs a test binary's tests (m is its *testing.M) and then, as
+// root, checks that none of the runs whose ids start with prefix is left
+// behind: anything left is removed and the binary fails. It returns the
+// exit code for os.Exit. Test binaries that bring networks up call it from
+// TestMain, each with its own prefix (TestRunID), so binaries running at
+// the same time only check and clean up their own runs.
+func RunTests(m interface{ Run() int }, prefix string) int {
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if err := CheckClean(prefix); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
+			Cleanup(prefix)
+			code = 1
+		}
+	}
+	return code
+}

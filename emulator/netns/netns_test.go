@@ -2,7 +2,6 @@ package netns
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -25,15 +24,7 @@ import (
 // TestMain checks, after the whole suite, that no tracebed namespace, link
 // or run directory is left behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if os.Geteuid() == 0 {
-		if err := CheckClean(testPrefix); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			Cleanup(testPrefix)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(RunTests(m, testPrefix))
 }
 
 // testPrefix starts the run ids of this test binary: the package's letter

@@ -2,7 +2,6 @@ package goswitch
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -19,15 +18,7 @@ import (
 // TestMain checks, after the whole suite, that the root tests left no
 // namespace, link or process behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if os.Geteuid() == 0 {
-		if err := netns.CheckClean(testPrefix); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			netns.Cleanup(testPrefix)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(netns.RunTests(m, testPrefix))
 }
 
 // testPrefix starts the run ids of this test binary: the package's letter

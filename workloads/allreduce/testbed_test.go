@@ -3,13 +3,14 @@ package allreduce
 import (
 	"context"
 	"fmt"
-	"github.com/tracebed/tracebed/emulator"
-	"github.com/tracebed/tracebed/p4/ina"
 	"net/netip"
 	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/p4/ina"
 
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
@@ -20,15 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	switchcmd.Main() // the Go switches of the netns testbeds are this binary
-	code := m.Run()
-	if os.Geteuid() == 0 {
-		if err := netns.CheckClean(netnsPrefix); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			netns.Cleanup(netnsPrefix)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
 // netnsPrefix starts the run ids of this test binary's testbeds.

@@ -3,7 +3,6 @@ package training
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -22,15 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	switchcmd.Main() // the Go switches of the netns runs are this binary
-	code := m.Run()
-	if os.Geteuid() == 0 {
-		if err := netns.CheckClean(netnsPrefix); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			netns.Cleanup(netnsPrefix)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
 // netnsPrefix starts the run ids of this test binary, so that test

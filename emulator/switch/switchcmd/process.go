@@ -1,6 +1,7 @@
 package switchcmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -101,36 +102,59 @@ func Start(n *netns.Network, opts Options) (*Set, error) {
 	if program == "" {
 		program = "fwd"
 	}
-	set := &Set{Exit: make(chan *Process, len(n.Topology.Switches()))}
+	var procs []*Process
 	for _, sw := range n.Topology.Switches() {
-		p := &Process{Name: sw.Name, Socket: goswitch.SocketPath(n, sw.Name), Log: filepath.Join(n.Dir(), sw.Name+".log"),
-			exited: make(chan struct{})}
-		logf, err := os.Create(p.Log)
-		if err != nil {
-			set.Stop()
-			return nil, fmt.Errorf("switchcmd: %w", err)
-		}
+		p := &Process{Name: sw.Name, Socket: goswitch.SocketPath(n, sw.Name), Log: filepath.Join(n.Dir(), sw.Name+".log")}
 		args := []string{"switch", "--topology", topo, "--name", sw.Name, "--grpc", p.Socket,
 			"--program", program, "--seed", strconv.FormatUint(opts.Seed, 10)}
 		if opts.Spin > 0 {
 			args = append(args, "--spin", opts.Spin.String())
 		}
-		c := exec.Command(exe, args...)
-		c.Env = append(os.Environ(), ChildEnv+"=1")
+		p.Cmd = exec.Command(exe, args...)
+		p.Cmd.Env = append(os.Environ(), ChildEnv+"=1")
+		procs = append(procs, p)
+	}
+	set, err := Launch(n, procs, opts.Detach)
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if err := set.Wait(context.Background(), timeout); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// Launch starts the processes of procs, each in the namespace of the switch
+// it names, with its output in its Log, in its own process group (Ctrl-C
+// reaches only the starter, which stops the switches in order) and, unless
+// detach, dying with the starter (parent-death signal). Each Process needs
+// Name, Socket, Log and an unstarted Cmd. On error it stops those it
+// started. bmv2's simple_switch_grpc goes through it as the Go switch does.
+func Launch(n *netns.Network, procs []*Process, detach bool) (*Set, error) {
+	set := &Set{Exit: make(chan *Process, len(procs))}
+	for _, p := range procs {
+		p.exited = make(chan struct{})
+		logf, err := os.Create(p.Log)
+		if err != nil {
+			set.Stop()
+			return nil, fmt.Errorf("switchcmd: %w", err)
+		}
+		c := p.Cmd
 		c.Stdout, c.Stderr = logf, logf
-		// Its own process group: Ctrl-C reaches only the starter, which
-		// stops the switches in order.
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if !opts.Detach {
+		if !detach {
 			c.SysProcAttr.Pdeathsig = syscall.SIGTERM
 		}
-		err = n.Start(sw.Name, c)
+		err = n.Start(p.Name, c)
 		logf.Close()
 		if err != nil {
 			set.Stop()
-			return nil, fmt.Errorf("start switch %s: %w", sw.Name, err)
+			return nil, fmt.Errorf("start %s on switch %s: %w", filepath.Base(c.Path), p.Name, err)
 		}
-		p.Cmd = c
 		set.Procs = append(set.Procs, p)
 		go func() {
 			p.err = c.Wait()
@@ -138,23 +162,27 @@ func Start(n *netns.Network, opts Options) (*Set, error) {
 			set.Exit <- p
 		}()
 	}
-	timeout := opts.StartTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	deadline := time.Now().Add(timeout)
-	for _, p := range set.Procs {
-		if err := p.waitSocket(deadline); err != nil {
-			set.Stop()
-			log, _ := os.ReadFile(p.Log)
-			return nil, fmt.Errorf("switch %s: %w\n%s", p.Name, err, log)
-		}
-	}
 	return set, nil
 }
 
-// waitSocket waits until p serves its socket, exits, or deadline passes.
-func (p *Process) waitSocket(deadline time.Time) error {
+// Wait waits until every process serves its P4Runtime socket. When one
+// exits, the context ends or timeout passes first, it stops them all and
+// returns an error with that switch's log.
+func (s *Set) Wait(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, p := range s.Procs {
+		if err := p.waitSocket(ctx, deadline); err != nil {
+			s.Stop()
+			log, _ := os.ReadFile(p.Log)
+			return fmt.Errorf("switch %s: %w\n%s", p.Name, err, log)
+		}
+	}
+	return nil
+}
+
+// waitSocket waits until p serves its socket, exits, ctx ends or deadline
+// passes.
+func (p *Process) waitSocket(ctx context.Context, deadline time.Time) error {
 	for {
 		if c, err := net.Dial("unix", p.Socket); err == nil {
 			c.Close()
@@ -162,11 +190,13 @@ func (p *Process) waitSocket(deadline time.Time) error {
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("exited during start-up (%v)", p.err)
+			return fmt.Errorf("%s exited during start-up (%v)", filepath.Base(p.Cmd.Path), p.err)
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no P4Runtime socket %s after the start-up timeout", p.Socket)
+			return fmt.Errorf("no P4Runtime socket %s before the start-up deadline", p.Socket)
 		}
 	}
 }

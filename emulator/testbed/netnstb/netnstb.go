@@ -104,8 +104,7 @@ type Testbed struct {
 	opts Options
 	net  *netns.Network
 
-	goSwitches *switchcmd.Set
-	bmSwitches *bmv2.Set
+	switches *switchcmd.Set // the Go switch or bmv2 processes
 	clients    map[string]*p4rt.GRPC
 	rt         *live.Runtime
 
@@ -232,11 +231,11 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	var deviceID uint64
 	switch opts.Switch {
 	case SwitchGo:
-		t.goSwitches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Seed: cfg.Seed, Spin: opts.Spin})
+		t.switches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Seed: cfg.Seed, Spin: opts.Spin})
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range t.goSwitches.Procs {
+		for _, p := range t.switches.Procs {
 			sockets[p.Name] = p.Socket
 		}
 		info, deviceID = prog.P4Info, 1
@@ -245,12 +244,12 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 		if err != nil {
 			return nil, err
 		}
-		t.bmSwitches, err = bmv2.Start(ctx, t.net, opts.BMv2)
+		t.switches, err = bmv2.Start(ctx, t.net, opts.BMv2)
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range t.bmSwitches.Procs {
-			sockets[p.Name] = p.Target
+		for _, p := range t.switches.Procs {
+			sockets[p.Name] = p.Socket
 		}
 		info, deviceConfig, deviceID = compiled.P4Info, compiled.JSON, bmv2.DeviceID
 	}
@@ -409,12 +408,8 @@ func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func(
 		step = 10 * time.Millisecond
 	}
 	var exits <-chan *switchcmd.Process
-	if t.goSwitches != nil {
-		exits = t.goSwitches.Exit
-	}
-	var bmExits <-chan *bmv2.Process
-	if t.bmSwitches != nil {
-		bmExits = t.bmSwitches.Exit
+	if t.switches != nil {
+		exits = t.switches.Exit
 	}
 	for {
 		if done() {
@@ -441,9 +436,7 @@ func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func(
 			timer.Stop()
 			return errors.New("netnstb: testbed closed during Run")
 		case p := <-exits:
-			t.fail(fmt.Errorf("netnstb: switch %s exited (%v); its log:\n%s", p.Name, p.Err(), tail(p.Log)))
-		case p := <-bmExits:
-			t.fail(fmt.Errorf("netnstb: bmv2 switch %s exited (%v); its log:\n%s", p.Name, p.Err(), tail(p.Log)))
+			t.fail(fmt.Errorf("netnstb: %s switch %s exited (%v); its log:\n%s", t.opts.Switch, p.Name, p.Err(), tail(p.Log)))
 		}
 		timer.Stop()
 	}
@@ -485,11 +478,8 @@ func (t *Testbed) Close() error {
 		for _, c := range t.clients {
 			c.Close()
 		}
-		if t.goSwitches != nil {
-			t.goSwitches.Stop()
-		}
-		if t.bmSwitches != nil {
-			t.bmSwitches.Stop()
+		if t.switches != nil {
+			t.switches.Stop()
 		}
 		if t.net != nil {
 			if err := t.net.Down(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -29,15 +28,7 @@ var prefix = "t" + netns.NewRunID()[:2]
 // start, and checks after the suite that nothing of its runs is left.
 func TestMain(m *testing.M) {
 	switchcmd.Main()
-	code := m.Run()
-	if os.Geteuid() == 0 {
-		if err := netns.CheckClean(prefix); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: left behind after the tests:", err)
-			netns.Cleanup(prefix)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(netns.RunTests(m, prefix))
 }
 
 func needRoot(t testing.TB) {
@@ -488,7 +479,7 @@ func TestSwitchDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tb.Close()
-	time.AfterFunc(200*time.Millisecond, func() { tb.goSwitches.Procs[0].Cmd.Process.Kill() })
+	time.AfterFunc(200*time.Millisecond, func() { tb.switches.Procs[0].Cmd.Process.Kill() })
 	err = tb.Run(context.Background(), 10*time.Millisecond, 10*time.Second, func() bool { return false })
 	if err == nil || !strings.Contains(err.Error(), "switch tor exited") || !strings.Contains(err.Error(), "switch running") {
 		t.Errorf("Run after the switch died: %v", err)
