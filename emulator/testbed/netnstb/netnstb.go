@@ -105,8 +105,8 @@ type Testbed struct {
 	net  *netns.Network
 
 	switches *switchcmd.Set // the Go switch or bmv2 processes
-	clients    map[string]*p4rt.GRPC
-	rt         *live.Runtime
+	clients  map[string]*p4rt.GRPC
+	rt       *live.Runtime
 
 	mu     sync.Mutex
 	bound  map[emulator.Addr]bool
