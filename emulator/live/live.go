@@ -58,17 +58,21 @@ type Loop struct {
 	events chan func()
 	quit   chan struct{}
 	once   sync.Once
+	after  func() // runs after each callback (an agent's batched sends)
 }
 
 // NewLoop starts an event loop that is not tied to a socket, for
 // controllers and drivers that need the same serialization as agents.
-func (r *Runtime) NewLoop() (*Loop, error) {
+func (r *Runtime) NewLoop() (*Loop, error) { return r.newLoop(nil) }
+
+// newLoop starts a loop that calls after at the end of every callback.
+func (r *Runtime) newLoop(after func()) (*Loop, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, errors.New("live: runtime closed")
 	}
-	l := &Loop{rt: r, events: make(chan func(), queueLen), quit: make(chan struct{})}
+	l := &Loop{rt: r, events: make(chan func(), queueLen), quit: make(chan struct{}), after: after}
 	r.loops = append(r.loops, l)
 	r.wg.Add(1)
 	go l.run()
@@ -81,6 +85,9 @@ func (l *Loop) run() {
 		select {
 		case f := <-l.events:
 			f()
+			if l.after != nil {
+				l.after()
+			}
 		case <-l.quit:
 			return
 		}
@@ -154,10 +161,21 @@ type Env struct {
 	rng   *rand.Rand
 	agent emulator.Agent
 
+	// Datagrams sent during a callback wait here and leave in one
+	// sendmmsg call when the callback returns (or when sendBatch are
+	// pending); only the agent's loop touches them.
+	pc      *ipv4.PacketConn
+	pending []ipv4.Message
+	addrs   []net.UDPAddr
+	bufs    [][]byte
+
 	mu        sync.Mutex
 	sendErrs  uint64
 	lastError error
 }
+
+// sendBatch is how many datagrams one sendmmsg call may carry.
+const sendBatch = 64
 
 // Attach binds agent to conn: it starts the agent's loop, calls Start on it,
 // and delivers every datagram conn receives to Recv. conn must be bound to a
@@ -168,14 +186,16 @@ func (r *Runtime) Attach(conn *net.UDPConn, agent emulator.Agent) (*Env, error) 
 	if err != nil {
 		return nil, fmt.Errorf("live: local address %v: %w", conn.LocalAddr(), err)
 	}
-	l, err := r.NewLoop()
+	var e *Env
+	l, err := r.newLoop(func() { e.flush() })
 	if err != nil {
 		return nil, err
 	}
 	h := fnv.New64a()
 	b, _ := local.MarshalBinary()
 	h.Write(b)
-	e := &Env{Loop: l, conn: conn, local: local, rng: rand.New(rand.NewPCG(r.seed, h.Sum64())), agent: agent}
+	e = &Env{Loop: l, conn: conn, local: local, rng: rand.New(rand.NewPCG(r.seed, h.Sum64())), agent: agent,
+		pc: ipv4.NewPacketConn(conn)}
 	r.mu.Lock()
 	r.conns = append(r.conns, conn)
 	r.mu.Unlock()
@@ -225,13 +245,44 @@ func (e *Env) Rand() *rand.Rand { return e.rng }
 
 // Send implements emulator.Env. A failed send (no route, full socket
 // buffer) is a lost datagram, as on any best-effort network; it is counted.
+//
+// Datagrams sent in one callback leave together, in order, in as few
+// sendmmsg calls as possible when the callback returns: the cost of a system
+// call per datagram is what limits a real host's packet rate here.
 func (e *Env) Send(to emulator.Addr, payload []byte) {
-	if _, err := e.conn.WriteToUDPAddrPort(payload, to); err != nil {
-		e.mu.Lock()
-		e.sendErrs++
-		e.lastError = err
-		e.mu.Unlock()
+	i := len(e.pending)
+	if i == len(e.bufs) {
+		e.bufs = append(e.bufs, nil)
+		e.addrs = append(e.addrs, net.UDPAddr{})
 	}
+	e.bufs[i] = append(e.bufs[i][:0], payload...)
+	a := &e.addrs[i]
+	ip := to.Addr().As4()
+	a.IP = append(a.IP[:0], ip[:]...)
+	a.Port = int(to.Port())
+	e.pending = append(e.pending, ipv4.Message{Buffers: [][]byte{e.bufs[i]}, Addr: a})
+	if len(e.pending) == sendBatch {
+		e.flush()
+	}
+}
+
+// flush sends the pending datagrams. A datagram the kernel refuses (no
+// route, full buffer) is lost, as on any best-effort network, and counted.
+func (e *Env) flush() {
+	msgs := e.pending
+	for len(msgs) > 0 {
+		n, err := e.pc.WriteBatch(msgs, 0)
+		if err != nil {
+			e.mu.Lock()
+			e.sendErrs++
+			e.lastError = err
+			e.mu.Unlock()
+			n = max(n, 1) // skip the datagram that failed
+		}
+		msgs = msgs[n:]
+	}
+	clear(e.pending)
+	e.pending = e.pending[:0]
 }
 
 // SendErrors returns how many sends failed, and the last error.
