@@ -3,9 +3,7 @@ package farmem
 import (
 	"bytes"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
 )
 
 // runBmv2Vectors compiles farmem.p4 for bmv2, starts simple_switch on pcap
@@ -35,34 +31,23 @@ func runBmv2Vectors(t *testing.T, p4c, sw, cli string, v Vectors) {
 	}
 	checkP4cNames(t, infoPath)
 
-	// Input pcaps, one per port, in vector order (one microsecond apart).
+	// Input frames in vector order, one microsecond apart.
 	ports := len(v.Hosts)
-	writers := make([]*pcapgo.Writer, ports+1)
-	for p := 1; p <= ports; p++ {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("p%d_in.pcap", p)))
+	var frames []usefiles.Frame
+	for _, vec := range v.Vectors {
+		b, err := hex.DecodeString(vec.Frame)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		writers[p] = pcapgo.NewWriter(f)
-		if err := writers[p].WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
-			t.Fatal(err)
-		}
+		frames = append(frames, usefiles.Frame{Port: vec.InPort, Data: b})
 	}
-	start := time.Unix(1700000000, 0)
-	for i, vec := range v.Vectors {
-		b, _ := hex.DecodeString(vec.Frame)
-		ci := gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(i) * time.Microsecond), CaptureLength: len(b), Length: len(b)}
-		if err := writers[vec.InPort].WritePacket(ci, b); err != nil {
-			t.Fatal(err)
-		}
+	if err := usefiles.WriteInputs(dir, ports, frames, time.Microsecond); err != nil {
+		t.Fatal(err)
 	}
 
 	thrift := "22090"
 	args := []string{"--use-files", "3", "--priority-queues", "8", "--thrift-port", thrift, "--log-console"}
-	for p := 1; p <= ports; p++ {
-		args = append(args, "-i", fmt.Sprintf("%d@p%d", p, p))
-	}
+	args = append(args, usefiles.Args(ports)...)
 	args = append(args, jsonPath)
 	cmd := exec.Command(sw, args...)
 	cmd.Dir = dir
@@ -132,25 +117,15 @@ func runBmv2Vectors(t *testing.T, p4c, sw, cli string, v Vectors) {
 }
 
 func readOutputs(t *testing.T, dir string, ports int) map[int][]string {
+	frames, err := usefiles.ReadOutputs(dir, ports)
+	if err != nil {
+		t.Error(err)
+	}
 	out := map[int][]string{}
-	for p := 1; p <= ports; p++ {
-		f, err := os.Open(filepath.Join(dir, fmt.Sprintf("p%d_out.pcap", p)))
-		if err != nil {
-			continue
-		}
-		r, err := pcapgo.NewReader(f)
-		if err != nil {
-			f.Close()
-			continue
-		}
-		for {
-			b, _, err := r.ReadPacketData()
-			if errors.Is(err, io.EOF) || err != nil {
-				break
-			}
+	for p, fs := range frames {
+		for _, b := range fs {
 			out[p] = append(out[p], hex.EncodeToString(b))
 		}
-		f.Close()
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,15 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
-	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/prototext"
 
+	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
@@ -138,37 +132,23 @@ func freePort(t *testing.T) int {
 func runBMv2(t *testing.T, v *vectorFile, info *p4configv1.P4Info, config []byte) {
 	dir := t.TempDir()
 	ports := v.Hosts
-	// Input pcaps, one per port, one packet per step, 20ms apart: bmv2 reads
-	// every port's file in timestamp order.
-	writers := make([]*pcapgo.Writer, ports+1)
-	for p := 1; p <= ports; p++ {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("p%d_in.pcap", p)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		writers[p] = pcapgo.NewWriter(f)
-		if err := writers[p].WriteFileHeader(65536, layers.LinkTypeEthernet); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := time.Unix(1_700_000_000, 0)
-	for i, st := range v.Steps {
+	// One packet per step, 20 ms apart: bmv2 reads every port's file in
+	// timestamp order.
+	var frames []usefiles.Frame
+	for _, st := range v.Steps {
 		b, err := hex.DecodeString(st.In)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ci := gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(i) * 20 * time.Millisecond), CaptureLength: len(b), Length: len(b)}
-		if err := writers[st.InPort].WritePacket(ci, b); err != nil {
-			t.Fatal(err)
-		}
+		frames = append(frames, usefiles.Frame{Port: st.InPort, Data: b})
+	}
+	if err := usefiles.WriteInputs(dir, ports, frames, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
 	}
 	const wait = 4 // seconds bmv2 waits before reading the pcaps: time to program it
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	args := []string{"--device-id", "0", "--use-files", fmt.Sprint(wait), "--log-console", "-L", "warn"}
-	for p := 1; p <= ports; p++ {
-		args = append(args, "-i", fmt.Sprintf("%d@p%d", p, p))
-	}
+	args = append(args, usefiles.Args(ports)...)
 	args = append(args, "--no-p4", "--", "--grpc-server-addr", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -188,14 +168,14 @@ func runBMv2(t *testing.T, v *vectorFile, info *p4configv1.P4Info, config []byte
 		}
 	}
 	defer stop()
-	if err := pushPipeline(ctx, addr, info, config); err != nil {
-		t.Fatalf("%v\nsimple_switch_grpc log:\n%s", err, log.String())
-	}
-	client, err := p4rt.Dial(ctx, addr, p4rt.DialOptions{DeviceID: 0, ElectionID: 2})
+	client, err := dialBMv2(ctx, addr)
 	if err != nil {
 		t.Fatalf("%v\nsimple_switch_grpc log:\n%s", err, log.String())
 	}
 	defer client.Close()
+	if err := client.SetPipeline(ctx, info, config, 1); err != nil {
+		t.Fatalf("set pipeline: %v\nsimple_switch_grpc log:\n%s", err, log.String())
+	}
 	ctl, err := NewController(client)
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +195,10 @@ func runBMv2(t *testing.T, v *vectorFile, info *p4configv1.P4Info, config []byte
 	// it so that the output pcaps are complete.
 	time.Sleep(time.Duration(wait)*time.Second + time.Duration(len(v.Steps))*20*time.Millisecond + 2*time.Second)
 	stop()
+	outputs, err := usefiles.ReadOutputs(dir, ports)
+	if err != nil {
+		t.Fatalf("%v\nsimple_switch_grpc log:\n%s", err, log.String())
+	}
 	for p := 1; p <= ports; p++ {
 		var want []string
 		for _, st := range v.Steps {
@@ -224,9 +208,9 @@ func runBMv2(t *testing.T, v *vectorFile, info *p4configv1.P4Info, config []byte
 				}
 			}
 		}
-		got, err := readPcap(filepath.Join(dir, fmt.Sprintf("p%d_out.pcap", p)))
-		if err != nil {
-			t.Fatalf("port %d: %v\nsimple_switch_grpc log:\n%s", p, err, log.String())
+		var got []string
+		for _, b := range outputs[p] {
+			got = append(got, hex.EncodeToString(b))
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("port %d: bmv2 sent %d frames, the vectors want %d\n got %v\nwant %v", p, len(got), len(want), got, want)
@@ -234,66 +218,17 @@ func runBMv2(t *testing.T, v *vectorFile, info *p4configv1.P4Info, config []byte
 	}
 }
 
-// pushPipeline loads the compiled program into bmv2 as primary controller
-// (election id 1), then hangs up; p4rt.Dial then finds a pipeline to read.
-func pushPipeline(ctx context.Context, addr string, info *p4configv1.P4Info, config []byte) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	rt := p4v1.NewP4RuntimeClient(conn)
-	var stream p4v1.P4Runtime_StreamChannelClient
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		sctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stream, err = rt.StreamChannel(sctx)
-		if err == nil {
-			err = stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{
-				Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: 0, ElectionId: &p4v1.Uint128{Low: 1}}}})
-		}
-		if err == nil {
-			_, err = stream.Recv()
-		}
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond) // the server is still starting
-	}
-	if err != nil && err != io.EOF {
-		return fmt.Errorf("arbitration with simple_switch_grpc at %s: %w", addr, err)
-	}
-	_, err = rt.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{
-		DeviceId: 0, ElectionId: &p4v1.Uint128{Low: 1},
-		Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
-		Config: &p4v1.ForwardingPipelineConfig{P4Info: info, P4DeviceConfig: config},
-	})
-	if err != nil {
-		return fmt.Errorf("set pipeline: %w", err)
-	}
-	return stream.CloseSend()
-}
-
-func readPcap(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
+// dialBMv2 connects to simple_switch_grpc as primary controller, retrying
+// while its server starts. bmv2 started with --no-p4 has no pipeline yet,
+// which p4rt.Dial accepts.
+func dialBMv2(ctx context.Context, addr string) (*p4rt.GRPC, error) {
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		data, _, err := r.ReadPacketData()
-		if err == io.EOF {
-			return out, nil
+		c, err := p4rt.Dial(ctx, addr, p4rt.DialOptions{DeviceID: 0})
+		if err == nil || time.Now().After(deadline) {
+			return c, err
 		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, hex.EncodeToString(data))
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
