@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/p4/ina"
 
 	"github.com/tracebed/tracebed/emulator/netns"
@@ -31,16 +32,14 @@ var netnsPrefix = "a" + netns.NewRunID()[:1]
 // as root.
 func testbeds(t testing.TB) map[string]func(context.Context, testbed.Config) (testbed.Testbed, error) {
 	tbs := map[string]func(context.Context, testbed.Config) (testbed.Testbed, error){
-		"sim": func(_ context.Context, cfg testbed.Config) (testbed.Testbed, error) { return testbed.NewSim(cfg) },
+		"sim": experiments.SimTestbed,
 	}
 	if os.Geteuid() != 0 {
 		t.Log("netns: skipped, it needs root (network namespaces, veth links, raw sockets)")
 	} else if testing.Short() {
 		t.Log("netns: skipped in -short mode")
 	} else {
-		tbs["netns"] = func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
-			return netnstb.New(ctx, cfg, netnstb.Options{RunID: netns.TestRunID(netnsPrefix)})
-		}
+		tbs["netns"] = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix}).New
 	}
 	return tbs
 }

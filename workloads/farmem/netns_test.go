@@ -12,7 +12,6 @@ import (
 	"github.com/tracebed/tracebed/emulator/live"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
-	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
 )
@@ -39,13 +38,7 @@ func needNetns(t *testing.T) {
 
 // netnsTestbeds builds netns testbeds whose run ids carry this binary's
 // prefix.
-func netnsTestbeds(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
-	tb, err := netnstb.New(ctx, cfg, netnstb.Options{RunID: netns.TestRunID(netnsPrefix)})
-	if err != nil {
-		return nil, err
-	}
-	return tb, nil
-}
+var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix}).New
 
 // netnsSpec is glitter-netns restricted to some scenarios and policies.
 func netnsSpec(t *testing.T, scenarios, policies []string) (*experiments.Spec, experiments.Experiment) {

@@ -28,13 +28,9 @@ func TestMain(m *testing.M) {
 // binaries running at the same time check and clean up only their own runs.
 var netnsPrefix = "i" + netns.NewRunID()[:1]
 
-func netnsTestbeds(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
-	tb, err := netnstb.New(ctx, cfg, netnstb.Options{RunID: netns.TestRunID(netnsPrefix)})
-	if err != nil {
-		return nil, err
-	}
-	return tb, nil
-}
+// netnsTestbeds builds netns testbeds whose run ids carry this binary's
+// prefix.
+var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix}).New
 
 // packetRun runs one policy of one packet-level scenario of spec directly
 // with RunPacket, logging the controller's decisions when verbose.
