@@ -14,6 +14,8 @@ import (
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Device is a data plane programmable through P4Runtime entities.
@@ -79,4 +81,19 @@ func (l local) Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entit
 		}
 	}
 	return out, nil
+}
+
+// CheckExistence applies P4Runtime's rule for an update of an entity that
+// does or does not exist yet: an INSERT of an existing one fails with
+// AlreadyExists, a MODIFY or DELETE of a missing one with NotFound. what
+// names the entity in the message ("ECMP member 3" → "ECMP member 3
+// exists", "no ECMP member 3").
+func CheckExistence(typ p4v1.Update_Type, exists bool, what string) error {
+	switch {
+	case typ == p4v1.Update_INSERT && exists:
+		return status.Errorf(codes.AlreadyExists, "%s exists", what)
+	case typ != p4v1.Update_INSERT && !exists:
+		return status.Errorf(codes.NotFound, "no %s", what)
+	}
+	return nil
 }

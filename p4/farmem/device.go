@@ -209,26 +209,22 @@ func (p *Pipeline) writeClassify(t p4v1.Update_Type, te *p4v1.TableEntry) error 
 		return err
 	}
 	switch t {
-	case p4v1.Update_INSERT, p4v1.Update_MODIFY:
-		if t == p4v1.Update_INSERT && p.entries[c] {
-			return status.Errorf(codes.AlreadyExists, "%s already has an entry for type %d urgency %d", TableClassify, c>>3, c&7)
-		}
-		if t == p4v1.Update_MODIFY && !p.entries[c] {
-			return status.Errorf(codes.NotFound, "%s has no entry for type %d urgency %d", TableClassify, c>>3, c&7)
-		}
-		a, err := classAction(te.Action)
-		if err != nil {
-			return err
-		}
-		p.classify[c], p.entries[c] = a, true
-	case p4v1.Update_DELETE:
-		if !p.entries[c] {
-			return status.Errorf(codes.NotFound, "%s has no entry for type %d urgency %d", TableClassify, c>>3, c&7)
-		}
-		p.classify[c], p.entries[c] = action{}, false
+	case p4v1.Update_INSERT, p4v1.Update_MODIFY, p4v1.Update_DELETE:
 	default:
 		return status.Errorf(codes.InvalidArgument, "unknown update type %v", t)
 	}
+	if err := p4rt.CheckExistence(t, p.entries[c], fmt.Sprintf("%s entry for type %d urgency %d", TableClassify, c>>3, c&7)); err != nil {
+		return err
+	}
+	if t == p4v1.Update_DELETE {
+		p.classify[c], p.entries[c] = action{}, false
+		return nil
+	}
+	a, err := classAction(te.Action)
+	if err != nil {
+		return err
+	}
+	p.classify[c], p.entries[c] = a, true
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"github.com/tracebed/tracebed/emulator/p4rt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -219,15 +220,8 @@ func (p *Pipeline) writeRoute(typ p4v1.Update_Type, t *p4v1.TableEntry) error {
 	}
 	st := p.state()
 	_, exists := p.routes[key]
-	switch typ {
-	case p4v1.Update_INSERT:
-		if exists {
-			return errorf(codes.AlreadyExists, "route to %v exists", netip.AddrFrom4(key))
-		}
-	case p4v1.Update_MODIFY, p4v1.Update_DELETE:
-		if !exists {
-			return errorf(codes.NotFound, "no route to %v", netip.AddrFrom4(key))
-		}
+	if err := p4rt.CheckExistence(typ, exists, fmt.Sprintf("route to %v", netip.AddrFrom4(key))); err != nil {
+		return err
 	}
 	if typ == p4v1.Update_DELETE {
 		delete(p.routes, key)
@@ -316,18 +310,11 @@ func (p *Pipeline) writeMember(typ p4v1.Update_Type, m *p4v1.ActionProfileMember
 	}
 	st := p.state()
 	_, exists := st.members[id]
-	switch typ {
-	case p4v1.Update_INSERT:
-		if exists {
-			return errorf(codes.AlreadyExists, "ECMP member %d exists", id)
-		}
-		if len(st.members) >= maxMembers {
-			return errorf(codes.ResourceExhausted, "ingress.ecmp holds %d members", maxMembers)
-		}
-	case p4v1.Update_MODIFY, p4v1.Update_DELETE:
-		if !exists {
-			return errorf(codes.NotFound, "no ECMP member %d", id)
-		}
+	if err := p4rt.CheckExistence(typ, exists, fmt.Sprintf("ECMP member %d", id)); err != nil {
+		return err
+	}
+	if typ == p4v1.Update_INSERT && len(st.members) >= maxMembers {
+		return errorf(codes.ResourceExhausted, "ingress.ecmp holds %d members", maxMembers)
 	}
 	if typ == p4v1.Update_DELETE {
 		for gid, g := range st.groups {
@@ -364,15 +351,8 @@ func (p *Pipeline) writeGroup(typ p4v1.Update_Type, g *p4v1.ActionProfileGroup) 
 	}
 	st := p.state()
 	old, exists := st.groups[id]
-	switch typ {
-	case p4v1.Update_INSERT:
-		if exists {
-			return errorf(codes.AlreadyExists, "ECMP group %d exists", id)
-		}
-	case p4v1.Update_MODIFY, p4v1.Update_DELETE:
-		if !exists {
-			return errorf(codes.NotFound, "no ECMP group %d", id)
-		}
+	if err := p4rt.CheckExistence(typ, exists, fmt.Sprintf("ECMP group %d", id)); err != nil {
+		return err
 	}
 	if typ == p4v1.Update_DELETE {
 		for key, r := range st.refs {

@@ -312,11 +312,8 @@ func (p *Pipeline) writeTable(t p4v1.Update_Type, te *p4v1.TableEntry) error {
 		return err
 	}
 	old := p.entries[d.key]
-	switch {
-	case t == p4v1.Update_INSERT && old != nil:
-		return errf(codes.AlreadyExists, "entry exists")
-	case t != p4v1.Update_INSERT && old == nil:
-		return errf(codes.NotFound, "no such entry")
+	if err := p4rt.CheckExistence(t, old != nil, "such entry"); err != nil {
+		return err
 	}
 	switch te.GetTableId() {
 	case p.ids.jobs:
@@ -449,12 +446,10 @@ func (p *Pipeline) writeGroup(t p4v1.Update_Type, g *p4v1.MulticastGroupEntry) e
 		return errf(codes.InvalidArgument, "multicast group id %d: want 1 to 65535", id)
 	}
 	old := p.groups[uint16(id)]
-	switch {
-	case t == p4v1.Update_INSERT && old != nil:
-		return errf(codes.AlreadyExists, "multicast group %d exists", id)
-	case t != p4v1.Update_INSERT && old == nil:
-		return errf(codes.NotFound, "no multicast group %d", id)
-	case t == p4v1.Update_DELETE:
+	if err := p4rt.CheckExistence(t, old != nil, fmt.Sprintf("multicast group %d", id)); err != nil {
+		return err
+	}
+	if t == p4v1.Update_DELETE {
 		delete(p.groups, uint16(id))
 		return nil
 	}
