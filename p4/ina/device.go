@@ -34,6 +34,13 @@ const (
 	regJobWorkers
 )
 
+// regKinds maps the P4Info names of the registers other than the value
+// slices (agg_value_i) to their kinds.
+var regKinds = map[string]int{
+	RegBitmap: regBitmap, RegCount: regCount, RegGen: regGen, RegRound: regRound,
+	RegOffset: regOffset, RegOverflow: regOverflow, RegJobRound: regJobRound, RegJobWorkers: regJobWorkers,
+}
+
 type regInfo struct {
 	kind, value int // value: index i of agg_value_i
 	size, width int
@@ -80,24 +87,9 @@ func (x *ids) resolve(info *p4configv1.P4Info, k int) error {
 	for _, r := range info.GetRegisters() {
 		name := r.GetPreamble().GetName()
 		ri := regInfo{size: int(r.GetSize()), width: p4rt.RegisterWidth(r)}
-		switch name {
-		case RegBitmap:
-			ri.kind = regBitmap
-		case RegCount:
-			ri.kind = regCount
-		case RegGen:
-			ri.kind = regGen
-		case RegRound:
-			ri.kind = regRound
-		case RegOffset:
-			ri.kind = regOffset
-		case RegOverflow:
-			ri.kind = regOverflow
-		case RegJobRound:
-			ri.kind = regJobRound
-		case RegJobWorkers:
-			ri.kind = regJobWorkers
-		default:
+		if kind, ok := regKinds[name]; ok {
+			ri.kind = kind
+		} else {
 			i, e := strconv.Atoi(strings.TrimPrefix(name, RegValuePrefix))
 			if !strings.HasPrefix(name, RegValuePrefix) || e != nil || i < 0 || i >= k {
 				return fmt.Errorf("ina: p4info register %q is not one of the pipeline's", name)
