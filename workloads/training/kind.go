@@ -21,7 +21,7 @@ import (
 	"github.com/tracebed/tracebed/systems/noina"
 	"github.com/tracebed/tracebed/systems/switchml"
 	"github.com/tracebed/tracebed/topologies"
-	"github.com/tracebed/tracebed/traces/jobs"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/models"
 )
 
@@ -725,7 +725,7 @@ func (s *scenario) hostModel(tb testbed.Testbed, seed uint64) testbed.Testbed {
 	if tb.Substrate() != "sim" {
 		return tb
 	}
-	return WithHostLatency(tb, HostLatency{Median: time.Duration(s.p.HostLatency), Sigma: s.p.HostLatencySigma}, seed)
+	return testbed.WithHostLatency(tb, testbed.HostLatency{Median: time.Duration(s.p.HostLatency), Sigma: s.p.HostLatencySigma}, seed)
 }
 
 // scaledScenario is the scenario as the scaled run sees it: policies that

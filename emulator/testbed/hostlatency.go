@@ -1,4 +1,4 @@
-package training
+package testbed
 
 import (
 	"hash/fnv"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
-	"github.com/tracebed/tracebed/emulator/testbed"
 )
 
 // HostLatency is a model of the receive path of a real host — interrupt,
@@ -23,7 +22,7 @@ import (
 // from its first worker's packet to its last, so the spread of the
 // workers' turnarounds decides how often other chunks collide. Simulated
 // workers react in perfect lock step; real ones do not (docs/dynaina.md,
-// "Packet level").
+// "Packet level"). Any experiment may wrap its sim testbed with it.
 type HostLatency struct {
 	Median time.Duration
 	Sigma  float64
@@ -38,7 +37,7 @@ func (h HostLatency) draw(r *rand.Rand) time.Duration {
 }
 
 // WithHostLatency returns tb with h applied to every agent attached to it.
-func WithHostLatency(tb testbed.Testbed, h HostLatency, seed uint64) testbed.Testbed {
+func WithHostLatency(tb Testbed, h HostLatency, seed uint64) Testbed {
 	if !h.On() {
 		return tb
 	}
@@ -46,12 +45,12 @@ func WithHostLatency(tb testbed.Testbed, h HostLatency, seed uint64) testbed.Tes
 }
 
 type latentTestbed struct {
-	testbed.Testbed
+	Testbed
 	h    HostLatency
 	seed uint64
 }
 
-// Attach implements testbed.Testbed.
+// Attach implements Testbed.
 func (t *latentTestbed) Attach(host string, udpPort uint16, agent emulator.Agent) (emulator.Env, error) {
 	return t.Testbed.Attach(host, udpPort, &latentAgent{Agent: agent, h: t.h, seed: t.seed})
 }
