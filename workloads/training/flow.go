@@ -1,6 +1,7 @@
 package training
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -11,7 +12,7 @@ import (
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
-	"github.com/tracebed/tracebed/traces/jobs"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/models"
 )
 
@@ -655,20 +656,22 @@ func (e *engine) waiters(sw *topologies.Node) []*run {
 		}
 	}
 	slices.SortFunc(ws, func(a, b *run) int {
-		pa, pb := e.ctl.Priority(a.sj.ID), e.ctl.Priority(b.sj.ID)
-		switch {
-		case pa > pb:
-			return -1
-		case pa < pb:
-			return 1
-		case a.asked < b.asked:
-			return -1
-		case a.asked > b.asked:
-			return 1
-		}
-		return a.sj.ID - b.sj.ID
+		return waitOrder(e.ctl, a.sj.ID, b.sj.ID, a.asked, b.asked)
 	})
 	return ws
+}
+
+// waitOrder orders two jobs waiting for a switch's memory, on the flow and
+// the packet level alike: higher controller priority first, then the one
+// that asked first, then the lower job id.
+func waitOrder[T cmp.Ordered](ctl *inasched.Controller, a, b int, askedA, askedB T) int {
+	if c := cmp.Compare(ctl.Priority(b), ctl.Priority(a)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(askedA, askedB); c != 0 {
+		return c
+	}
+	return a - b
 }
 
 func (e *engine) grantWaiters(sw *topologies.Node) {

@@ -17,7 +17,7 @@ import (
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
-	"github.com/tracebed/tracebed/traces/jobs"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/allreduce"
 	"github.com/tracebed/tracebed/workloads/models"
 )
@@ -645,18 +645,7 @@ func (c *controller) waiters(sw string) []*prun {
 		}
 	}
 	slices.SortFunc(ws, func(a, b *prun) int {
-		pa, pb := c.ctl.Priority(a.r.sj.ID), c.ctl.Priority(b.r.sj.ID)
-		switch {
-		case pa > pb:
-			return -1
-		case pa < pb:
-			return 1
-		case a.asked < b.asked:
-			return -1
-		case a.asked > b.asked:
-			return 1
-		}
-		return a.r.sj.ID - b.r.sj.ID
+		return waitOrder(c.ctl, a.r.sj.ID, b.r.sj.ID, a.asked, b.asked)
 	})
 	return ws
 }
