@@ -33,6 +33,11 @@ type Provenance struct {
 	Version    string  `json:"tracebed_version"`
 	Commit     string  `json:"commit,omitempty"`
 	Machine    Machine `json:"machine"`
+	// Shard is "I/N" for one shard of a sharded run (tracebed run
+	// --shard); Shards, for results merged from shards (tracebed merge),
+	// are the shards' own records, in shard order.
+	Shard  string       `json:"shard,omitempty"`
+	Shards []Provenance `json:"shards,omitempty"`
 }
 
 // Machine describes the computer a run or benchmark ran on.
