@@ -156,7 +156,8 @@ type scenario struct {
 type experiment struct {
 	scenarios map[string]*scenario
 	policies  map[string]func(*scenario) inasched.Factory
-	order     []string // policy names in spec order
+	order     []string          // policy names in spec order
+	systems   map[string]string // policy name → system, for Cost
 	scale     float64
 }
 
@@ -170,7 +171,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]func(*scenario) inasched.Factory{}, scale: spec.Scale}
+	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]func(*scenario) inasched.Factory{}, systems: map[string]string{}, scale: spec.Scale}
 	var firstTop *topologies.Topology
 	var packet []experiments.Entry
 	for _, sc := range spec.Scenarios {
@@ -208,6 +209,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 		e.policies[pe.Name] = f
 		e.order = append(e.order, pe.Name)
+		e.systems[pe.Name] = pp.System
 		if pp.System == "atp" {
 			needPS = true
 		}
