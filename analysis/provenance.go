@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -163,4 +164,18 @@ func ShellQuote(args []string) string {
 		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(out, " ")
+}
+
+// shardSummary describes the shards of merged results: how many, on how
+// many machines, and the longest shard's wall time.
+func (p *Provenance) shardSummary() string {
+	var machines []string
+	longest := 0.0
+	for _, s := range p.Shards {
+		if m := s.Machine.String(); !slices.Contains(machines, m) {
+			machines = append(machines, m)
+		}
+		longest = max(longest, s.WallS)
+	}
+	return fmt.Sprintf("%d shards merged (longest %.1f s) on %d machine(s); provenance.json lists each", len(p.Shards), longest, len(machines))
 }

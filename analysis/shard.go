@@ -286,9 +286,9 @@ func show(v any) string {
 	if err != nil {
 		return fmt.Sprint(v)
 	}
-	const max = 120
-	if len(b) > max {
-		return string(b[:max]) + "…"
+	const limit = 120
+	if len(b) > limit {
+		return string(b[:limit]) + "…"
 	}
 	return string(b)
 }

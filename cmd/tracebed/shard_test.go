@@ -103,8 +103,8 @@ func TestShardsInProcessesMergeByteIdentical(t *testing.T) {
 			if len(p.Shards) != n || p.Runs != 24 || !strings.HasPrefix(p.Command, "tracebed merge ") || p.Shards[n-1].Shard != fmt.Sprintf("%d/%d", n-1, n) {
 				t.Errorf("provenance: %d shards, %d runs, command %q", len(p.Shards), p.Runs, p.Command)
 			}
-			if _, err := os.Stat(filepath.Join(merged, "REPORT.md")); err != nil {
-				t.Error(err)
+			if report, err := os.ReadFile(filepath.Join(merged, "REPORT.md")); err != nil || !bytes.Contains(report, []byte(fmt.Sprintf("| shards | %d shards merged", n))) {
+				t.Errorf("REPORT.md does not say it was merged from %d shards (%v)", n, err)
 			}
 		})
 	}
