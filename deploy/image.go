@@ -235,22 +235,21 @@ func WriteArchive(w io.Writer, img v1.Image, tags []name.Tag, stamp time.Time) e
 	}
 
 	tw := tar.NewWriter(w)
-	put := func(name string, data []byte) error {
-		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: stamp.UTC(), Format: tar.FormatPAX}
+	put := func(name string, size int64, r io.Reader) error {
+		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: size, ModTime: stamp.UTC(), Format: tar.FormatPAX}
 		if strings.HasSuffix(name, "/") {
-			hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeDir, 0o755, 0
+			hdr.Typeflag, hdr.Mode = tar.TypeDir, 0o755
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}
-		_, err := tw.Write(data)
+		_, err := io.Copy(tw, r)
 		return err
 	}
-	if err := put("blobs/", nil); err != nil {
-		return err
-	}
-	if err := put("blobs/sha256/", nil); err != nil {
-		return err
+	for _, d := range []string{"blobs/", "blobs/sha256/"} {
+		if err := put(d, 0, bytes.NewReader(nil)); err != nil {
+			return err
+		}
 	}
 	for _, l := range layers {
 		d, err := l.Digest()
@@ -265,10 +264,7 @@ func WriteArchive(w io.Writer, img v1.Image, tags []name.Tag, stamp time.Time) e
 		if err != nil {
 			return err
 		}
-		err = tw.WriteHeader(&tar.Header{Name: blob(d), Typeflag: tar.TypeReg, Mode: 0o644, Size: size, ModTime: stamp.UTC(), Format: tar.FormatPAX})
-		if err == nil {
-			_, err = io.Copy(tw, rc)
-		}
+		err = put(blob(d), size, rc)
 		rc.Close()
 		if err != nil {
 			return err
@@ -284,7 +280,7 @@ func WriteArchive(w io.Writer, img v1.Image, tags []name.Tag, stamp time.Time) e
 		{"manifest.json", manifest},
 		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 	} {
-		if err := put(f.name, f.data); err != nil {
+		if err := put(f.name, int64(len(f.data)), bytes.NewReader(f.data)); err != nil {
 			return err
 		}
 	}

@@ -281,18 +281,7 @@ func TestImageCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	files := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name], _ = io.ReadAll(tr)
-	}
+	files := tarFiles(t, f)
 	var m tarball.Manifest
 	if err := json.Unmarshal(files["manifest.json"], &m); err != nil || len(m) != 1 || !slices.Equal(m[0].RepoTags, []string{"lab/tracebed:test"}) {
 		t.Fatalf("manifest.json %s: %v", files["manifest.json"], err)
@@ -313,18 +302,7 @@ func TestImageCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	inImage := map[string][]byte{}
-	tr = tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		inImage[h.Name], _ = io.ReadAll(tr)
-	}
+	inImage := tarFiles(t, rc)
 	want, err := os.ReadFile(hello)
 	if err != nil {
 		t.Fatal(err)
@@ -346,6 +324,25 @@ func TestImageCommand(t *testing.T) {
 	// A program that is not a static Linux executable is refused.
 	if code, _, stderr := run(t, "image", "--binary", smallSweep, "--tag", "x:y", "--out", filepath.Join(dir, "x.tar")); code != exitBadInput || !strings.Contains(stderr, "not a Linux executable") {
 		t.Errorf("a spec as the binary: exit %d: %s", code, stderr)
+	}
+}
+
+// tarFiles reads a tar's entries by name.
+func tarFiles(t *testing.T, r io.Reader) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if files[h.Name], err = io.ReadAll(tr); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
