@@ -172,6 +172,19 @@ func TestK8sExistingClaimAndNoFiles(t *testing.T) {
 	}
 }
 
+func TestK8sBinaryFile(t *testing.T) {
+	k := testK8s()
+	k.Files = []File{{Path: "t.memtrace", Data: []byte{0xff, 0x00, 0x80}}, {Path: "t_memtrace", Data: []byte("x")}}
+	out, err := k.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := decode(t, out)[0].(*corev1.ConfigMap)
+	if !bytes.Equal(cm.BinaryData["t.memtrace"], []byte{0xff, 0x00, 0x80}) || cm.Data["t_memtrace"] != "x" {
+		t.Errorf("data %q, binary data %q", cm.Data, cm.BinaryData)
+	}
+}
+
 func TestK8sErrors(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -260,6 +261,7 @@ func (k *K8s) Objects() ([]any, error) {
 func (k *K8s) configMap(meta metav1.ObjectMeta) (*corev1.ConfigMap, []corev1.KeyToPath, error) {
 	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta, Data: map[string]string{}}
 	var items []corev1.KeyToPath
+	used := map[string]bool{}
 	size := 0
 	for _, f := range k.Files {
 		p, err := relPath(f.Path)
@@ -267,10 +269,19 @@ func (k *K8s) configMap(meta metav1.ObjectMeta) (*corev1.ConfigMap, []corev1.Key
 			return nil, nil, err
 		}
 		key := notKey.ReplaceAllString(p, "_")
-		for i := 2; cm.Data[key] != ""; i++ {
+		for i := 2; used[key]; i++ {
 			key = fmt.Sprintf("%s_%d", notKey.ReplaceAllString(p, "_"), i)
 		}
-		cm.Data[key] = string(f.Data)
+		used[key] = true
+		if utf8.Valid(f.Data) {
+			cm.Data[key] = string(f.Data)
+		} else {
+			// A binary trace (.memtrace): data holds UTF-8 only.
+			if cm.BinaryData == nil {
+				cm.BinaryData = map[string][]byte{}
+			}
+			cm.BinaryData[key] = f.Data
+		}
 		items = append(items, corev1.KeyToPath{Key: key, Path: p})
 		size += len(f.Data)
 	}

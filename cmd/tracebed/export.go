@@ -69,7 +69,7 @@ func (a *app) sweep(args []string, f *sweepFlags) (deploy.Sweep, []*experiments.
 		fmt.Fprintf(a.stderr, "%s: %d runs in %d shards; the most loaded shard has %.2f× the mean estimated cost\n", s.Name, len(plan.Runs), f.shards, plan.Imbalance())
 	}
 	if f.shards > most {
-		return deploy.Sweep{}, nil, badInput(fmt.Errorf("--shards %d: the specs have at most %d runs, so %d shards would have nothing to do", f.shards, most, f.shards-most))
+		return deploy.Sweep{}, nil, badInput(fmt.Errorf("--shards %d: the specs have at most %d runs, so %d of the shards would have nothing to do; give --shards %d or fewer", f.shards, most, f.shards-most, most))
 	}
 	if sw.Name == "" {
 		sw.Name = deploy.Name("sweep")
