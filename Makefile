@@ -8,8 +8,10 @@ BIN     := bin/tracebed
 
 all: build
 
+# Static (no cgo): the binary runs on any Linux, in an image without a C
+# library too ('bin/tracebed image', docs/scale-out.md).
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tracebed
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tracebed
 
 # The main job: every default experiment on the simulation substrate, then
 # one report of all of them (tables, figures, command, seed, machine).

@@ -38,8 +38,9 @@ an OCI image layout and a docker save archive: load it with
 'crane push' or 'skopeo copy'. It is tagged tracebed:COMMIT.
 
 The binary is this tracebed unless --binary names another (built from the
-same commit, for another architecture say); it must be static:
-'make image' builds one with CGO_ENABLED=0 and runs this command. The
+same commit, for another architecture say); it must be a static Linux
+executable, as 'make build' makes on Linux. 'make image' builds one for
+Linux from any machine and runs this command. The
 same binary and commit give the same image, byte for byte (file times are
 SOURCE_DATE_EPOCH, else the commit's time).`,
 		Example: "  make image                       # bin/tracebed.tar from a static build\n  tracebed image --binary bin/linux-amd64/tracebed --out tracebed.tar\n  docker load -i tracebed.tar && docker run --rm tracebed:COMMIT version",
