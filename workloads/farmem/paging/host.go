@@ -54,7 +54,7 @@ import (
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/p4/farmem"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
+	"github.com/tracebed/tracebed/systems/evict"
 )
 
 // Replacement is a victim-selection algorithm.

@@ -14,7 +14,7 @@ import (
 	"github.com/tracebed/tracebed/p4/farmem"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
+	"github.com/tracebed/tracebed/systems/evict"
 )
 
 // engine is a test policy: a fixed background rule and direct batch.
