@@ -41,7 +41,7 @@ import (
 
 	"github.com/tracebed/tracebed/p4/farmem"
 	"github.com/tracebed/tracebed/systems/fastswap"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
+	"github.com/tracebed/tracebed/systems/evict"
 )
 
 // Params tune Glitter (all page counts at full scale).

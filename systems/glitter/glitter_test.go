@@ -12,7 +12,7 @@ import (
 	"github.com/tracebed/tracebed/systems/glitter"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
+	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/workloads/farmem/paging"
 )
 
