@@ -52,3 +52,9 @@ func (s *Scheduler) Binding(_ time.Duration, id int) inasched.Binding {
 
 // Priority implements inasched.Scheduler; ATP has no priorities.
 func (s *Scheduler) Priority(int) float64 { return 0 }
+
+// Register adds the ATP policy to r.
+func Register(r *inasched.Registry) error {
+	return r.Register(inasched.Policy{Name: "atp", Doc: "one shared pool per switch, aggregators by hash, collisions to a parameter server",
+		Params: func() inasched.Params { return &inasched.NoParams{New: New} }})
+}

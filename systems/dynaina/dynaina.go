@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tracebed/tracebed/systems/inasched"
@@ -38,38 +39,50 @@ type Params struct {
 	// MaxOverlap bounds the predicted slowdown — the fraction of an
 	// iteration a member spends waiting for its turn — that packing a job
 	// into a shared pool may cause to any member, the newcomer included.
-	MaxOverlap float64
+	MaxOverlap float64 `yaml:"max_overlap"`
 	// MaxPoolLoad bounds the sum of the communication fractions of a
 	// shared pool's members: above 1 the pool could not serve them all
 	// even with perfect interleaving.
-	MaxPoolLoad float64
+	MaxPoolLoad float64 `yaml:"max_pool_load"`
 	// Share enables temporal sharing (packing jobs into shared pools).
 	// Without it DynaINA only isolates (an ablation).
-	Share bool
+	Share bool `yaml:"share"`
 	// Priority is "intensity" (rank by communication intensity, gradient
 	// bytes per second of compute: the paper's rule as DESIGN.md §5
 	// states it), "benefit" (rank by the all-reduce time INA saves per
 	// second of compute, which also weighs how much faster INA is than the
 	// ring for the job's worker count: nothing for 2 workers) or "arrival"
 	// (first come first served; an ablation).
-	Priority string
+	Priority string `yaml:"priority"`
 }
+
+// Priorities DynaINA can rank jobs by.
+var Priorities = []string{"intensity", "benefit", "arrival"}
 
 // DefaultParams are the values the experiments use unless a spec sets
 // others.
 var DefaultParams = Params{MaxOverlap: 0.1, MaxPoolLoad: 0.9, Share: true, Priority: "intensity"}
 
-// Check validates p.
-func (p Params) Check() error {
+// Check validates p; errors name the field (inasched.ParamError).
+func (p *Params) Check() error {
 	switch {
 	case !(p.MaxOverlap >= 0 && p.MaxOverlap <= 1):
-		return fmt.Errorf("max_overlap %v: want 0 to 1", p.MaxOverlap)
+		return inasched.ParamErrorf("max_overlap", "%v: want 0 to 1", p.MaxOverlap)
 	case !(p.MaxPoolLoad > 0 && p.MaxPoolLoad <= 1):
-		return fmt.Errorf("max_pool_load %v: want more than 0, at most 1", p.MaxPoolLoad)
-	case p.Priority != "intensity" && p.Priority != "benefit" && p.Priority != "arrival":
-		return fmt.Errorf("priority %q: want intensity, benefit or arrival", p.Priority)
+		return inasched.ParamErrorf("max_pool_load", "%v: want more than 0, at most 1", p.MaxPoolLoad)
+	case !slices.Contains(Priorities, p.Priority):
+		return inasched.ParamErrorf("priority", "%q: want %s", p.Priority, strings.Join(Priorities, ", "))
 	}
 	return nil
+}
+
+// Factory implements inasched.Params.
+func (p *Params) Factory(inasched.Network) (inasched.Factory, error) { return Factory(*p), nil }
+
+// Register adds DynaINA to r.
+func Register(r *inasched.Registry) error {
+	return r.Register(inasched.Policy{Name: "dynaina", Doc: "dynamic memory pools, contention-aware sharing, priority for communication-intensive jobs",
+		Params: func() inasched.Params { p := DefaultParams; return &p }})
 }
 
 // Scheduler is the DynaINA policy.

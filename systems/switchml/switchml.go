@@ -23,8 +23,35 @@ type Params struct {
 	// Partition is the target size of one partition in aggregators. Each
 	// switch with M aggregators gets max(1, ⌊M/Partition⌋) equal
 	// partitions (the remainder of the division is spread over them).
-	// The experiment defaults it to a job's line-rate demand.
-	Partition int
+	// 0 in a spec means the network's line-rate window
+	// (inasched.Network.Window).
+	Partition int `yaml:"partition"`
+}
+
+// Check implements inasched.Params.
+func (p *Params) Check() error {
+	if p.Partition < 0 {
+		return inasched.ParamErrorf("partition", "%d; want a positive number of aggregators, or 0 for the network's line-rate window", p.Partition)
+	}
+	return nil
+}
+
+// Factory implements inasched.Params.
+func (p *Params) Factory(n inasched.Network) (inasched.Factory, error) {
+	q := *p
+	if q.Partition == 0 {
+		q.Partition = n.Window()
+	}
+	if q.Partition <= 0 {
+		return nil, fmt.Errorf("switchml: the network gives a window of %d aggregators", q.Partition)
+	}
+	return Factory(q), nil
+}
+
+// Register adds the SwitchML policy to r.
+func Register(r *inasched.Registry) error {
+	return r.Register(inasched.Policy{Name: "switchml", Doc: "isolation: static equal partitions, held by a job from start to finish",
+		Params: func() inasched.Params { return &Params{} }})
 }
 
 // Scheduler is the SwitchML isolation policy.

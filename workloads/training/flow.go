@@ -57,23 +57,39 @@ const (
 // otherwise.
 var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1, ATPHold: HoldCompletion}
 
-// Check validates n.
+// Check validates n. Its errors are *NetError, naming the spec's key.
 func (n Net) Check() error {
 	switch {
 	case n.Payload < 4 || n.Payload > 9000:
-		return fmt.Errorf("payload %d: want 4 to 9000 bytes", n.Payload)
+		return netErrorf("payload", "payload %d: want 4 to 9000 bytes", n.Payload)
 	case n.Frame < n.Payload || n.Frame > 9216:
-		return fmt.Errorf("frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
-	case n.Turnaround < 0 || n.Control < 0:
-		return fmt.Errorf("turnaround and control latency must not be negative")
+		return netErrorf("frame", "frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
+	case n.Turnaround < 0:
+		return netErrorf("turnaround", "turnaround and control latency must not be negative")
+	case n.Control < 0:
+		return netErrorf("control", "turnaround and control latency must not be negative")
 	case !(n.Jitter >= 0 && n.Jitter <= 0.3):
-		return fmt.Errorf("jitter %v: want 0 to 0.3", n.Jitter)
+		return netErrorf("jitter", "jitter %v: want 0 to 0.3", n.Jitter)
 	case !(n.ComputeScale > 0 && n.ComputeScale <= 100):
-		return fmt.Errorf("compute_scale %v: want more than 0, at most 100", n.ComputeScale)
+		return netErrorf("compute_scale", "compute_scale %v: want more than 0, at most 100", n.ComputeScale)
 	case n.ATPHold != "" && n.ATPHold != HoldCompletion && n.ATPHold != HoldReturn:
-		return fmt.Errorf("atp_hold %q: want %s or %s", n.ATPHold, HoldCompletion, HoldReturn)
+		return netErrorf("atp_hold", "atp_hold %q: want %s or %s", n.ATPHold, HoldCompletion, HoldReturn)
 	}
 	return nil
+}
+
+// NetError is an invalid Net field; Field is the spec's key.
+type NetError struct {
+	Field string
+	Err   error
+}
+
+func (e *NetError) Error() string { return e.Err.Error() }
+
+func (e *NetError) Unwrap() error { return e.Err }
+
+func netErrorf(field, format string, args ...any) error {
+	return &NetError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
 // Setup is one flow-level run.

@@ -2,6 +2,7 @@ package training
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -15,11 +16,7 @@ import (
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/ina"
-	"github.com/tracebed/tracebed/systems/atp"
-	"github.com/tracebed/tracebed/systems/dynaina"
 	"github.com/tracebed/tracebed/systems/inasched"
-	"github.com/tracebed/tracebed/systems/noina"
-	"github.com/tracebed/tracebed/systems/switchml"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/models"
@@ -35,9 +32,6 @@ type Kind struct{}
 
 // Name implements experiments.Kind.
 func (Kind) Name() string { return "ina" }
-
-// Systems are the policies an ina spec may name.
-var Systems = []string{"noina", "switchml", "atp", "dynaina"}
 
 // Params are the workload section; every scenario may override any field.
 type Params struct {
@@ -125,20 +119,6 @@ var DefaultParams = Params{
 	Granularity: GranularityFlow, Sample: units.Duration(50 * time.Millisecond), HostLatencySigma: 1.4,
 }
 
-// PolicyParams are a policy entry's fields.
-type PolicyParams struct {
-	// System is the policy implementation; default: the entry's name.
-	System string `yaml:"system"`
-	// switchml: target partition size in aggregators (0: a job's
-	// line-rate demand on this network).
-	Partition int `yaml:"partition"`
-	// dynaina (see dynaina.Params).
-	MaxOverlap  *float64 `yaml:"max_overlap"`
-	MaxPoolLoad *float64 `yaml:"max_pool_load"`
-	Share       *bool    `yaml:"share"`
-	Priority    string   `yaml:"priority"`
-}
-
 type scenario struct {
 	p    Params
 	top  *topologies.Topology
@@ -155,9 +135,16 @@ type scenario struct {
 
 type experiment struct {
 	scenarios map[string]*scenario
-	policies  map[string]func(*scenario) inasched.Factory
-	order     []string // policy names in spec order
+	policies  map[string]inasched.Params // by the spec's policy name
+	systems   map[string]string          // the registered policy each runs
+	order     []string                   // policy names in spec order
 	scale     float64
+}
+
+// factory builds the scheduler factory of a spec policy for a scenario's
+// network.
+func (e *experiment) factory(policy string, sc *scenario) (inasched.Factory, error) {
+	return e.policies[policy].Factory(sc)
 }
 
 // Compile implements experiments.Kind.
@@ -170,7 +157,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]func(*scenario) inasched.Factory{}, scale: spec.Scale}
+	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
 	var firstTop *topologies.Topology
 	var packet []experiments.Entry
 	for _, sc := range spec.Scenarios {
@@ -194,21 +181,30 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 	}
 	needPS := false
+	reg := Policies()
 	for _, pe := range spec.Policies {
-		var pp PolicyParams
-		if err := spec.DecodeEntry(pe, &pp); err != nil {
-			return nil, err
+		system := pe.Name
+		if v, ok := experiments.EntryScalar(pe, "system"); ok {
+			system = v
 		}
-		if pp.System == "" {
-			pp.System = pe.Name
-		}
-		f, err := policyFactory(spec, pe, pp)
+		pol, err := reg.Lookup(system)
 		if err != nil {
+			return nil, experiments.EntryError(spec, pe, "system", "%v", err)
+		}
+		params := pol.Params()
+		if err := spec.DecodeEntryWithout(pe, params, "system"); err != nil {
 			return nil, err
 		}
-		e.policies[pe.Name] = f
+		if err := params.Check(); err != nil {
+			var pe2 *inasched.ParamError
+			if errors.As(err, &pe2) {
+				return nil, experiments.EntryError(spec, pe, pe2.Field, "%v", pe2.Err)
+			}
+			return nil, experiments.EntryError(spec, pe, "system", "%v", err)
+		}
+		e.policies[pe.Name], e.systems[pe.Name] = params, system
 		e.order = append(e.order, pe.Name)
-		if pp.System == "atp" {
+		if system == "atp" {
 			needPS = true
 		}
 	}
@@ -324,8 +320,11 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	net := Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
 		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold}
 	if err := net.Check(); err != nil {
-		key := strings.Fields(err.Error())[0]
-		return nil, bad(key, "%v", err)
+		var ne *NetError
+		if errors.As(err, &ne) {
+			return nil, bad(ne.Field, "%v", err)
+		}
+		return nil, err
 	}
 	if !(p.Load > 0 && p.Load <= 100) {
 		return nil, bad("load", "%v; want more than 0, at most 100", p.Load)
@@ -421,8 +420,11 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	g.GPUTime = [2]time.Duration{time.Duration(p.GPUTime[0]), time.Duration(p.GPUTime[1])}
 	g.MeanInterarrival = time.Second
 	if err := g.Check(); err != nil {
-		key := strings.TrimSuffix(strings.Fields(err.Error())[0], ":")
-		return nil, bad(key, "%v", err)
+		var fe *jobtrace.FieldError
+		if errors.As(err, &fe) {
+			return nil, bad(fe.Field, "%v", err)
+		}
+		return nil, err
 	}
 	s.gen = g
 	return s, nil
@@ -436,52 +438,6 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
-}
-
-func policyFactory(spec *experiments.Spec, pe experiments.Entry, pp PolicyParams) (func(*scenario) inasched.Factory, error) {
-	same := func(f inasched.Factory) func(*scenario) inasched.Factory {
-		return func(*scenario) inasched.Factory { return f }
-	}
-	bad := func(key, format string, args ...any) error {
-		return experiments.EntryError(spec, pe, key, format, args...)
-	}
-	switch pp.System {
-	case "noina":
-		return same(noina.New), nil
-	case "atp":
-		return same(atp.New), nil
-	case "switchml":
-		if pp.Partition < 0 {
-			return nil, bad("partition", "%d; want a positive number of aggregators, or 0 for a job's line-rate demand", pp.Partition)
-		}
-		return func(sc *scenario) inasched.Factory {
-			part := pp.Partition
-			if part == 0 {
-				part = LineRateDemand(sc.top, sc.net)
-			}
-			return switchml.Factory(switchml.Params{Partition: part})
-		}, nil
-	case "dynaina":
-		p := dynaina.DefaultParams
-		if pp.MaxOverlap != nil {
-			p.MaxOverlap = *pp.MaxOverlap
-		}
-		if pp.MaxPoolLoad != nil {
-			p.MaxPoolLoad = *pp.MaxPoolLoad
-		}
-		if pp.Share != nil {
-			p.Share = *pp.Share
-		}
-		if pp.Priority != "" {
-			p.Priority = pp.Priority
-		}
-		if err := p.Check(); err != nil {
-			key := strings.Fields(err.Error())[0]
-			return nil, bad(key, "%v", err)
-		}
-		return same(dynaina.Factory(p)), nil
-	}
-	return nil, bad("system", "%q is not an INA policy; want one of %s", pp.System, strings.Join(Systems, ", "))
 }
 
 // Metric names (fixed in results.json; DESIGN.md §5).
@@ -566,7 +522,11 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if err != nil {
 		return nil, err
 	}
-	o, err := Simulate(ctx, Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: e.policies[r.Policy](sc), Binder: binder, Seed: uint64(r.Seed), Bins: sc.p.Bins, Progress: r.Progress})
+	policy, err := e.factory(r.Policy, sc)
+	if err != nil {
+		return nil, err
+	}
+	o, err := Simulate(ctx, Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: policy, Binder: binder, Seed: uint64(r.Seed), Bins: sc.p.Bins, Progress: r.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -684,6 +644,10 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 		newTB = experiments.SimTestbed
 	}
 	scaled := sc.scaled
+	policy, err := e.factory(r.Policy, sc.scaledScenario())
+	if err != nil {
+		return nil, err
+	}
 	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: "ina", Seed: uint64(r.Seed)})
 	if err != nil {
 		return nil, err
@@ -692,7 +656,7 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	o, err := RunPacket(ctx, PacketSetup{
 		Testbed: sc.hostModel(tb, uint64(r.Seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
 		Net: scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, scaled.Factor),
-		Policy: e.policies[r.Policy](sc.scaledScenario()), Seed: uint64(r.Seed),
+		Policy: policy, Seed: uint64(r.Seed),
 		Timeout: sc.timeout, RingTimeout: sc.ringTimeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample),
 		Bins: sc.p.Bins, Progress: r.Progress,
 	})

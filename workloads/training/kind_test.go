@@ -12,6 +12,7 @@ import (
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/traces/jobs"
 )
 
@@ -77,8 +78,11 @@ func TestSpecErrors(t *testing.T) {
 		name, body, want string
 	}{
 		{"unknown policy", head + "policies: [noina, {name: fancy}]\n", "s.yaml:3:19: policies[1].system: \"fancy\" is not an INA policy"},
-		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: max_overlap 2"},
+		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: 2: want 0 to 1"},
 		{"bad partition", head + "policies: [{name: switchml, partition: -5}]\n", "policies[0].partition: -5"},
+		{"bad priority", head + "policies: [{name: dyn-x, system: dynaina, priority: size}]\n", "policies[0].priority: \"size\": want intensity, benefit, arrival"},
+		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina"},
+		{"param of another policy", head + "policies: [{name: atp, partition: 4}]\n", "policies[0].partition"},
 		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
 		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
 		{"bad load", head + "policies: [noina]\nscenarios: [{name: a, load: 0}]\n", "scenarios[0].load: 0"},
@@ -249,7 +253,7 @@ func BenchmarkFlowRun(b *testing.B) {
 	var events uint64
 	b.ResetTimer()
 	for range b.N {
-		o, err := Simulate(context.Background(), Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: e.policies["dynaina"](sc), Seed: 1})
+		o, err := Simulate(context.Background(), Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: mustFactory(b, e, "dynaina", sc), Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -267,4 +271,14 @@ func cpuSeconds() float64 {
 	}
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// mustFactory builds a spec policy's scheduler factory for a scenario.
+func mustFactory(t testing.TB, e *experiment, policy string, sc *scenario) inasched.Factory {
+	t.Helper()
+	f, err := e.factory(policy, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -61,7 +61,7 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	s := PacketSetup{
 		Testbed: sc.hostModel(tb, uint64(seed)), Workers: sc.scaled.Workers, Controller: sc.scaled.Controller, PS: sc.scaled.PS,
 		Net: sc.scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, sc.scaled.Factor),
-		Policy: e.policies[policy](sc.scaledScenario()), Seed: uint64(seed),
+		Policy: mustFactory(t, e, policy, sc.scaledScenario()), Seed: uint64(seed),
 		Timeout: sc.timeout, RingTimeout: sc.ringTimeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample), Bins: sc.p.Bins,
 	}
 	if verbose {
