@@ -32,12 +32,12 @@ import (
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	pfarmem "github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/systems/fastswap"
 	"github.com/tracebed/tracebed/systems/glitter"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem/apps"
-	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/workloads/farmem/paging"
 )
 
