@@ -23,9 +23,14 @@ type Job struct {
 	ID      int
 	Model   string
 	Workers int
-	// Switch is the aggregation switch: the lowest switch every worker
-	// reaches (the ToR for a rack-local job).
-	Switch  string
+	// Switch is the aggregation switch: the ToR for a rack-local job; for
+	// a job across racks the switch where the partial sums of its racks
+	// meet (a spine). Lower lists the switches below it that aggregate a
+	// rack's contributions first (two-level aggregation; empty for a
+	// rack-local job). A binding holds the same aggregator range on every
+	// switch of the job.
+	Switch string
+	Lower  []string
 	Arrival time.Duration
 	// Compute is the compute time of one iteration.
 	Compute time.Duration
@@ -40,6 +45,15 @@ type Job struct {
 	// per slot). Useful is the fewest aggregators with which INA is
 	// faster than the host ring; below it a pool is worse than none.
 	Demand, Useful int
+}
+
+// Switches returns every switch the job aggregates on: Switch, then
+// Lower.
+func (j Job) Switches() []string {
+	if len(j.Lower) == 0 {
+		return []string{j.Switch}
+	}
+	return append([]string{j.Switch}, j.Lower...)
 }
 
 // Period is the length of one iteration at full INA rate.

@@ -1,7 +1,6 @@
 package training
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -206,9 +205,7 @@ type run struct {
 	// Current all-reduce.
 	b         inasched.Binding
 	haveB     bool // b is the binding of this iteration
-	holder    bool // holds its pool range (pool mode)
-	waiting   bool // queued for its pool
-	asked     float64
+	holder    bool // holds its pool range (pool mode; mirrors the admission)
 	granted   float64
 	lastDone  float64 // when the slowest worker finishes computing
 	computed  bool
@@ -290,10 +287,12 @@ type engine struct {
 	s       Setup
 	cl      *Cluster
 	ctl     *inasched.Controller
+	adm     *inasched.Admission[float64]
 	now     float64
 	seq     uint64
 	q       eventQueue
 	runs    []*run
+	byID    map[int]*run
 	pending []*run    // arrived, waiting for hosts, in arrival order
 	active  []*run    // started and not done, by index
 	links   []float64 // capacity of each directed link, wire bytes/s
@@ -328,7 +327,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 	if s.Bins <= 0 {
 		s.Bins = 200
 	}
-	e := &engine{s: s, cl: NewCluster(s.Top), mem: map[string]int{}, inUse: map[string]float64{}}
+	e := &engine{s: s, cl: NewCluster(s.Top), mem: map[string]int{}, inUse: map[string]float64{}, byID: map[int]*run{}}
 	e.sws = s.Top.Switches()
 	for _, sw := range e.sws {
 		e.mem[sw.Name] = sw.Aggregators
@@ -339,6 +338,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 		return nil, err
 	}
 	e.ctl = inasched.NewController(sched, s.Binder)
+	e.adm = inasched.NewAdmission[float64](e.ctl)
 	for _, l := range s.Top.Links {
 		c := float64(l.Rate) / 8
 		e.links = append(e.links, c, c) // A→B, B→A
@@ -356,10 +356,14 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 		if j.Workers > hosts {
 			return nil, fmt.Errorf("job %d needs %d workers; the topology has %d hosts", j.ID, j.Workers, hosts)
 		}
+		if e.byID[j.ID] != nil {
+			return nil, fmt.Errorf("job id %d is used twice", j.ID)
+		}
 		r := &run{idx: i, spec: j, prof: prof, compute: prof.Compute.Seconds() * s.Net.ComputeScale,
 			rng: rand.New(rand.NewPCG(s.Seed, uint64(j.ID)<<1|1))}
 		r.res = JobResult{ID: j.ID, Workers: j.Workers, Iterations: j.Iterations, Model: prof.Name, Arrival: j.Arrival.Seconds()}
 		e.runs = append(e.runs, r)
+		e.byID[j.ID] = r
 		e.first = min(e.first, r.res.Arrival)
 		e.push(r.res.Arrival, evArrive, i, 0)
 	}
@@ -508,10 +512,32 @@ func (e *engine) start(r *run, hosts []int) error {
 	e.derive(r)
 	e.active = append(e.active, r)
 	slices.SortFunc(e.active, func(a, b *run) int { return a.idx - b.idx })
-	e.ctl.Admit(time.Duration(e.now*1e9), r.sj, e.workerAddrs(r))
-	e.rebindWaiters(sw.Name)
+	acts, err := e.adm.Admit(e.clock(), e.now, r.sj, e.workerAddrs(r))
+	if err != nil {
+		return err
+	}
+	e.apply(acts)
 	e.computeStart(r)
 	return nil
+}
+
+// clock is the model's time as the controller sees it.
+func (e *engine) clock() time.Duration { return time.Duration(e.now * 1e9) }
+
+// apply carries out the admission's decisions about waiting jobs.
+func (e *engine) apply(acts []inasched.Action) {
+	for _, a := range acts {
+		r := e.byID[a.Job]
+		r.b = a.Binding
+		switch a.Verdict {
+		case inasched.Grant:
+			e.grant(r, a.Handoff)
+		case inasched.Proceed:
+			if r.computed {
+				e.tryStart(r)
+			}
+		}
+	}
 }
 
 func (e *engine) workerAddrs(r *run) []string {
@@ -552,42 +578,23 @@ func (e *engine) computeStart(r *run) {
 // mode its early workers start claiming aggregators.
 func (e *engine) firstDone(r *run) error {
 	r.phase = skew
-	b, err := e.ctl.Begin(time.Duration(e.now*1e9), r.sj.ID)
+	act, err := e.adm.Begin(e.clock(), e.now, r.sj.ID)
 	if err != nil {
 		return err
 	}
-	r.b, r.haveB = b, true
+	r.b, r.haveB = act.Binding, true
 	switch {
-	case b.Mode == inasched.Pool && b.INA():
-		e.request(r)
-	case b.Mode == inasched.Shared && b.INA():
+	case act.Verdict == inasched.Grant:
+		e.grant(r, false)
+	case act.Verdict == inasched.Proceed && r.b.Mode == inasched.Shared && r.b.INA():
 		e.setUse(r.sw.Name, float64(r.wATP))
 		e.dirty = true
 	}
 	return nil
 }
 
-// request queues r for its pool range, or grants it at once.
-func (e *engine) request(r *run) {
-	r.asked = e.now
-	if e.rangeFree(r) {
-		e.grant(r, false)
-		return
-	}
-	r.waiting = true
-}
-
-func (e *engine) rangeFree(r *run) bool {
-	for _, o := range e.active {
-		if o != r && o.holder && o.sw == r.sw && o.b.Overlaps(r.b) {
-			return false
-		}
-	}
-	return true
-}
-
+// grant: r holds its pool range; it all-reduces once every worker is done.
 func (e *engine) grant(r *run, handoff bool) {
-	r.waiting = false
 	r.holder = true
 	r.granted = e.now
 	if handoff {
@@ -635,7 +642,7 @@ func (e *engine) endIteration(r *run) error {
 	if r.holder {
 		r.holder = false
 		e.setUse(r.sw.Name, -float64(r.b.Size))
-		e.grantWaiters(r.sw)
+		e.apply(e.adm.End(r.sj.ID))
 	}
 	if r.haveB && r.b.Mode == inasched.Shared && r.b.INA() {
 		e.dirty = true
@@ -650,70 +657,16 @@ func (e *engine) endIteration(r *run) error {
 	e.last = max(e.last, e.now)
 	e.active = slices.DeleteFunc(e.active, func(o *run) bool { return o == r })
 	e.cl.Release(r.hosts)
-	if err := e.ctl.Depart(time.Duration(e.now*1e9), r.sj.ID); err != nil {
+	acts, err := e.adm.Depart(e.clock(), e.now, r.sj.ID)
+	if err != nil {
 		return err
 	}
 	e.done++
 	if e.s.Progress != nil {
 		e.s.Progress(float64(e.done) / float64(len(e.runs)))
 	}
-	e.rebindWaiters(r.sw.Name)
-	e.grantWaiters(r.sw)
+	e.apply(acts)
 	return e.admit()
-}
-
-// waiters returns the jobs queued for a pool on sw, by priority then by
-// the time they asked.
-func (e *engine) waiters(sw *topologies.Node) []*run {
-	var ws []*run
-	for _, o := range e.active {
-		if o.waiting && o.sw == sw {
-			ws = append(ws, o)
-		}
-	}
-	slices.SortFunc(ws, func(a, b *run) int {
-		return waitOrder(e.ctl, a.sj.ID, b.sj.ID, a.asked, b.asked)
-	})
-	return ws
-}
-
-// waitOrder orders two jobs waiting for a switch's memory, on the flow and
-// the packet level alike: higher controller priority first, then the one
-// that asked first, then the lower job id.
-func waitOrder[T cmp.Ordered](ctl *inasched.Controller, a, b int, askedA, askedB T) int {
-	if c := cmp.Compare(ctl.Priority(b), ctl.Priority(a)); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(askedA, askedB); c != 0 {
-		return c
-	}
-	return a - b
-}
-
-func (e *engine) grantWaiters(sw *topologies.Node) {
-	for _, w := range e.waiters(sw) {
-		if e.rangeFree(w) {
-			e.grant(w, true)
-		}
-	}
-}
-
-// rebindWaiters gives jobs waiting for a pool the binding of the current
-// plan (a new plan may have moved them or sent them to the ring).
-func (e *engine) rebindWaiters(sw string) {
-	for _, w := range e.waiters(e.s.Top.Node(sw)) {
-		b, err := e.ctl.Begin(time.Duration(e.now*1e9), w.sj.ID)
-		if err != nil || b == w.b {
-			continue
-		}
-		w.b = b
-		w.waiting = false
-		if b.Mode == inasched.Pool && b.INA() {
-			e.request(w)
-		} else if w.computed {
-			e.tryStart(w)
-		}
-	}
 }
 
 // reallocate recomputes every streaming job's rate: collision

@@ -146,8 +146,7 @@ type prun struct {
 
 	b            inasched.Binding
 	holder       bool
-	waiting      bool
-	asked        time.Duration
+	waiting      bool // for its pool range (logs)
 	psSwJob      int // switch job id the PS aggregates for; -1 none
 	psPending    bool
 	poolRounds   int
@@ -169,6 +168,7 @@ type controller struct {
 	cl      *Cluster
 	eng     *engine
 	ctl     *inasched.Controller
+	adm     *inasched.Admission[time.Duration]
 	binder  *inasched.P4RT
 	clients map[string]p4rt.Client
 	names   map[string]*p4rt.Names
@@ -317,8 +317,11 @@ func (c *controller) start(p *prun, hosts []int) error {
 		r.res.Bound += slowest.Seconds() + r.boundComm
 	}
 	c.logf("job %d starts on %v (switch %s, PS %q): demand %d, useful %d, comm INA %v ring %v", r.spec.ID, p.hosts, sw.Name, p.ps, r.sj.Demand, r.sj.Useful, r.sj.CommINA, r.sj.CommRing)
-	c.ctl.Admit(c.now(), r.sj, p.hosts)
-	c.rebindWaiters(sw.Name)
+	acts, err := c.adm.Admit(c.now(), c.now(), r.sj, p.hosts)
+	if err != nil {
+		return err
+	}
+	c.apply(acts)
 	l := launchBody{
 		K: ina.DefaultK, Iterations: uint32(r.spec.Iterations), Elements: uint32(r.prof.GradientBytes / 4),
 		Compute: secs(r.compute), Jitter: c.s.Net.Jitter, Seed: c.s.Seed,
@@ -445,13 +448,13 @@ func (c *controller) begin(p *prun) {
 	clear(p.doneBy)
 	p.doneN, p.doneAt = 0, 0
 	t := c.now()
-	b, err := c.ctl.Begin(c.now(), p.r.sj.ID)
+	act, err := c.adm.Begin(c.now(), c.now(), p.r.sj.ID)
 	if err != nil {
 		c.fail(err)
 		return
 	}
-	p.b = b
-	if b.INA() {
+	p.b = act.Binding
+	if p.b.INA() {
 		// A move made at an earlier boundary leaves the old binding for
 		// the rounds before it; every worker has now finished those.
 		if _, err := c.binder.Retire(context.Background(), p.r.sw.Name, p.r.sj.ID); err != nil {
@@ -459,42 +462,60 @@ func (c *controller) begin(p *prun) {
 			return
 		}
 	}
-	c.logf("job %d round %d begins: %v (decided in %v)", p.r.spec.ID, p.cur, b, c.now()-t)
-	c.proceed(p)
+	c.logf("job %d round %d begins: %v (decided in %v)", p.r.spec.ID, p.cur, p.b, c.now()-t)
+	c.act(p, act)
 }
 
-// proceed acts on p's binding for the round it is about to all-reduce.
-func (c *controller) proceed(p *prun) {
-	switch {
-	case p.b.Mode == inasched.Pool && p.b.INA():
-		p.asked = c.now()
-		if c.rangeFree(p) {
-			c.grant(p)
-		} else {
-			p.waiting = true
+// apply carries out the admission's decisions about waiting jobs.
+func (c *controller) apply(acts []inasched.Action) {
+	for _, a := range acts {
+		p := c.byID[uint32(a.Job)]
+		if a.Binding != p.b {
+			c.logf("job %d rebound while waiting: %v → %v", a.Job, p.b, a.Binding)
 		}
-	case p.b.Mode == inasched.Shared && p.b.INA():
-		sw, ok := c.binder.SwitchJob(p.r.sw.Name, p.r.sj.ID)
-		if !ok {
-			c.fail(fmt.Errorf("job %d: shared binding without a switch job id", p.r.spec.ID))
-			return
-		}
-		if p.psSwJob == int(sw) {
-			c.grant(p)
-			return
-		}
-		if !p.psAddr.IsValid() {
-			c.fail(fmt.Errorf("job %d: no parameter-server host left on %s for a shared binding", p.r.spec.ID, p.r.sw.Name))
-			return
-		}
-		p.psPending = true
-		c.request(p.psAddr, &ctlMsg{Type: msgPSAdd, Job: uint32(p.r.spec.ID), PS: psBody{
-			SwJob: sw, Elements: uint32(p.r.prof.GradientBytes / 4), K: ina.DefaultK, Multicast: p.target, Workers: p.addrs,
-		}}, [3]uint32{uint32(msgPSAdd), uint32(p.r.spec.ID), uint32(sw)})
-		p.psSwJob = int(sw)
-	default:
-		c.grant(p)
+		p.b = a.Binding
+		c.act(p, a)
 	}
+}
+
+// act carries out the admission's verdict on p's current round.
+func (c *controller) act(p *prun, a inasched.Action) {
+	switch a.Verdict {
+	case inasched.Grant:
+		c.grant(p)
+	case inasched.Wait:
+		p.waiting = true
+	case inasched.Proceed:
+		c.proceed(p)
+	}
+}
+
+// proceed starts an all-reduce that needs no turn: shared mode (after its
+// parameter server is told about the job) or the ring.
+func (c *controller) proceed(p *prun) {
+	p.waiting = false
+	if !(p.b.Mode == inasched.Shared && p.b.INA()) {
+		c.grant(p)
+		return
+	}
+	sw, ok := c.binder.SwitchJob(p.r.sw.Name, p.r.sj.ID)
+	if !ok {
+		c.fail(fmt.Errorf("job %d: shared binding without a switch job id", p.r.spec.ID))
+		return
+	}
+	if p.psSwJob == int(sw) {
+		c.grant(p)
+		return
+	}
+	if !p.psAddr.IsValid() {
+		c.fail(fmt.Errorf("job %d: no parameter-server host left on %s for a shared binding", p.r.spec.ID, p.r.sw.Name))
+		return
+	}
+	p.psPending = true
+	c.request(p.psAddr, &ctlMsg{Type: msgPSAdd, Job: uint32(p.r.spec.ID), PS: psBody{
+		SwJob: sw, Elements: uint32(p.r.prof.GradientBytes / 4), K: ina.DefaultK, Multicast: p.target, Workers: p.addrs,
+	}}, [3]uint32{uint32(msgPSAdd), uint32(p.r.spec.ID), uint32(sw)})
+	p.psSwJob = int(sw)
 }
 
 func (c *controller) onPSAck(p *prun, m ctlMsg) {
@@ -513,7 +534,7 @@ func (c *controller) onPSAck(p *prun, m ctlMsg) {
 
 // grant lets p's workers all-reduce the current round.
 func (c *controller) grant(p *prun) {
-	c.logf("job %d round %d granted %v (asked %.3fms)", p.r.spec.ID, p.cur, p.b, float64(p.asked)/1e6)
+	c.logf("job %d round %d granted %v", p.r.spec.ID, p.cur, p.b)
 	p.granted, p.waiting = true, false
 	p.grantAt = c.now()
 	switch {
@@ -584,7 +605,7 @@ func (c *controller) endIteration(p *prun) {
 	if p.holder {
 		p.holder = false
 		c.spans = append(c.spans, memSpan{from: p.grantAt, to: max(p.doneAt, p.grantAt), n: float64(p.b.Size)})
-		c.grantWaiters(p.r.sw.Name)
+		c.apply(c.adm.End(p.r.sj.ID))
 	}
 	if p.cur == p.r.spec.Iterations-1 {
 		c.jobDone(p)
@@ -605,7 +626,8 @@ func (c *controller) jobDone(p *prun) {
 	c.last = max(c.last, fin)
 	c.active = slices.DeleteFunc(c.active, func(o *prun) bool { return o == p })
 	c.cl.Release(p.r.hosts)
-	if err := c.ctl.Depart(c.now(), p.r.sj.ID); err != nil {
+	acts, err := c.adm.Depart(c.now(), c.now(), p.r.sj.ID)
+	if err != nil {
 		c.fail(err)
 		return
 	}
@@ -617,62 +639,11 @@ func (c *controller) jobDone(p *prun) {
 		c.psFree[p.r.sw.Name] = append(c.psFree[p.r.sw.Name], p.ps)
 	}
 	c.done++
-	c.rebindWaiters(p.r.sw.Name)
-	c.grantWaiters(p.r.sw.Name)
+	c.apply(acts)
 	c.admit()
 	if c.done == len(c.runs) {
 		c.stopSampling()
 		c.finished = true
-	}
-}
-
-func (c *controller) rangeFree(p *prun) bool {
-	for _, o := range c.active {
-		if o != p && o.holder && o.r.sw == p.r.sw && o.b.Overlaps(p.b) {
-			return false
-		}
-	}
-	return true
-}
-
-// waiters returns the jobs queued for a pool on sw, by priority then by
-// the time they asked (as the flow model).
-func (c *controller) waiters(sw string) []*prun {
-	var ws []*prun
-	for _, o := range c.active {
-		if o.waiting && o.r.sw.Name == sw {
-			ws = append(ws, o)
-		}
-	}
-	slices.SortFunc(ws, func(a, b *prun) int {
-		return waitOrder(c.ctl, a.r.sj.ID, b.r.sj.ID, a.asked, b.asked)
-	})
-	return ws
-}
-
-func (c *controller) grantWaiters(sw string) {
-	for _, w := range c.waiters(sw) {
-		if c.rangeFree(w) {
-			c.grant(w)
-		}
-	}
-}
-
-// rebindWaiters gives jobs waiting for a pool the binding of the current
-// plan.
-func (c *controller) rebindWaiters(sw string) {
-	for _, w := range c.waiters(sw) {
-		b, err := c.ctl.Begin(c.now(), w.r.sj.ID)
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		if b == w.b {
-			continue
-		}
-		c.logf("job %d rebound while waiting: %v → %v", w.r.spec.ID, w.b, b)
-		w.b, w.waiting = b, false
-		c.proceed(w)
 	}
 }
 
@@ -844,6 +815,7 @@ func RunPacket(ctx context.Context, s PacketSetup) (*PacketOutcome, error) {
 		return nil, err
 	}
 	c.ctl = inasched.NewController(sched, binder)
+	c.adm = inasched.NewAdmission[time.Duration](c.ctl)
 	for i, j := range s.Jobs {
 		prof, ok := s.Lookup(j.Model)
 		if !ok {
