@@ -29,8 +29,8 @@ type Job struct {
 	// rack's contributions first (two-level aggregation; empty for a
 	// rack-local job). A binding holds the same aggregator range on every
 	// switch of the job.
-	Switch string
-	Lower  []string
+	Switch  string
+	Lower   []string
 	Arrival time.Duration
 	// Compute is the compute time of one iteration.
 	Compute time.Duration

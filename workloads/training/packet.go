@@ -147,7 +147,7 @@ type prun struct {
 	b            inasched.Binding
 	holder       bool
 	waiting      bool // for its pool range (logs)
-	psSwJob      int // switch job id the PS aggregates for; -1 none
+	psSwJob      int  // switch job id the PS aggregates for; -1 none
 	psPending    bool
 	poolRounds   int
 	sharedRounds int
