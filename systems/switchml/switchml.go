@@ -59,12 +59,12 @@ type Scheduler struct {
 	p        Params
 	switches map[string]*swState
 	jobs     map[int]*jobState
+	waiting  []int // job ids without a partition, in start order
 }
 
 type swState struct {
-	size    int   // aggregators per partition
-	owner   []int // job id per partition, -1 free
-	waiting []int // job ids without a partition, in start order
+	size  int   // aggregators per partition
+	owner []int // job id per partition, -1 free
 }
 
 type jobState struct {
@@ -112,42 +112,78 @@ func (s *Scheduler) Partitions(sw string) (n, size int) {
 	return len(st.owner), st.size
 }
 
-// Admit implements inasched.Scheduler.
+// free returns the lowest partition index free on every switch of j whose
+// range on j's top switch lies inside that partition on every other
+// switch, or -1.
+func (s *Scheduler) free(j inasched.Job) int {
+	top := s.switches[j.Switch]
+	if top == nil {
+		return -1
+	}
+next:
+	for i, o := range top.owner {
+		if o != -1 {
+			continue
+		}
+		lo, hi := i*top.size, (i+1)*top.size
+		for _, sw := range j.Lower {
+			st := s.switches[sw]
+			if st == nil || i >= len(st.owner) || st.owner[i] != -1 || lo < i*st.size || hi > (i+1)*st.size {
+				continue next
+			}
+		}
+		return i
+	}
+	return -1
+}
+
+// take gives partition i to job js on every switch of its tree.
+func (s *Scheduler) take(js *jobState, i int) {
+	js.partition = i
+	for _, sw := range js.job.Switches() {
+		s.switches[sw].owner[i] = js.job.ID
+	}
+}
+
+// Admit implements inasched.Scheduler. A job for which a partition would
+// not beat the host ring (the estimate: a partition below its Useful
+// size) stays on the ring and never waits for one.
 func (s *Scheduler) Admit(_ time.Duration, j inasched.Job) {
 	js := &jobState{job: j, partition: -1}
 	s.jobs[j.ID] = js
 	st := s.switches[j.Switch]
-	if !j.Distributed() || st == nil {
+	if !j.Distributed() || st == nil || st.size == 0 || !j.PoolUseful(st.size) {
 		return
 	}
-	if i := slices.Index(st.owner, -1); i >= 0 {
-		st.owner[i], js.partition = j.ID, i
+	if i := s.free(j); i >= 0 {
+		s.take(js, i)
 		return
 	}
-	st.waiting = append(st.waiting, j.ID)
+	s.waiting = append(s.waiting, j.ID)
 }
 
-// Depart implements inasched.Scheduler.
+// Depart implements inasched.Scheduler: the job's partition goes to the
+// longest-waiting job that can use it.
 func (s *Scheduler) Depart(_ time.Duration, id int) {
 	js := s.jobs[id]
 	if js == nil {
 		return
 	}
 	delete(s.jobs, id)
-	st := s.switches[js.job.Switch]
-	if st == nil {
-		return
-	}
-	st.waiting = slices.DeleteFunc(st.waiting, func(w int) bool { return w == id })
+	s.waiting = slices.DeleteFunc(s.waiting, func(w int) bool { return w == id })
 	if js.partition < 0 {
 		return
 	}
-	st.owner[js.partition] = -1
-	if len(st.waiting) > 0 {
-		next := st.waiting[0]
-		st.waiting = st.waiting[1:]
-		st.owner[js.partition] = next
-		s.jobs[next].partition = js.partition
+	for _, sw := range js.job.Switches() {
+		s.switches[sw].owner[js.partition] = -1
+	}
+	for k := 0; k < len(s.waiting); k++ {
+		w := s.jobs[s.waiting[k]]
+		if i := s.free(w.job); i >= 0 {
+			s.take(w, i)
+			s.waiting = slices.Delete(s.waiting, k, k+1)
+			k--
+		}
 	}
 }
 

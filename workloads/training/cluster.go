@@ -12,10 +12,15 @@ import (
 type Cluster struct {
 	Top   *topologies.Topology
 	Hosts []*topologies.Node
-	free  []bool
-	rack  []int   // index into racks of each host
-	racks [][]int // host indices attached to each switch with hosts, in topology order
-	dist  map[*topologies.Node][]int
+	// TwoLevel lets jobs across racks aggregate in two levels: each rack's
+	// ToR sums its workers' contributions, the top switch sums the racks'
+	// (Tree). Without it they aggregate at the top switch alone.
+	TwoLevel bool
+	free     []bool
+	rack     []int   // index into racks of each host
+	racks    [][]int // host indices attached to each switch with hosts, in topology order
+	dist     map[*topologies.Node][]int
+	tops     map[*topologies.Node]int // jobs aggregating at each top switch
 }
 
 // NewCluster returns a cluster with every host of top free.
@@ -26,7 +31,7 @@ func NewCluster(top *topologies.Topology) *Cluster {
 // newCluster returns a cluster of the given hosts of top (the others run
 // services: a controller, parameter servers).
 func newCluster(top *topologies.Topology, hosts []*topologies.Node) *Cluster {
-	c := &Cluster{Top: top, Hosts: hosts, dist: map[*topologies.Node][]int{}}
+	c := &Cluster{Top: top, Hosts: hosts, dist: map[*topologies.Node][]int{}, tops: map[*topologies.Node]int{}}
 	c.free = make([]bool, len(c.Hosts))
 	c.rack = make([]int, len(c.Hosts))
 	rackOf := map[*topologies.Node]int{}
@@ -140,11 +145,31 @@ func (c *Cluster) distances(dst *topologies.Node) []int {
 	return d
 }
 
-// AggregationSwitch returns the switch where a job on hosts aggregates: the
-// switch closest to all of them (fewest hops to the farthest worker, then
-// fewest hops in all, then the most aggregators, then the first in the
-// topology). For a rack-local job it is the rack's ToR.
-func (c *Cluster) AggregationSwitch(hosts []int) (*topologies.Node, error) {
+// Tree is where a job aggregates: Top, and for a job across racks that
+// aggregates in two levels the racks' ToRs (Lower, in the order of the
+// job's workers), each summing its rack's contributions before Top sums
+// the racks'. Rack gives each worker's index in Lower (-1: none).
+type Tree struct {
+	Top   *topologies.Node
+	Lower []*topologies.Node
+	Rack  []int
+}
+
+// Switches returns the tree's switches: Top, then Lower.
+func (t Tree) Switches() []*topologies.Node {
+	return append([]*topologies.Node{t.Top}, t.Lower...)
+}
+
+// Tree returns where a job on hosts aggregates, with the fabric in view.
+// The top switch is one closest to all the workers (fewest hops to the
+// farthest, then fewest in all): the ToR for a rack-local job. Among
+// equally close switches — the spines of a leaf-spine — it takes the one
+// fewest running jobs aggregate at (Hold), then the one with the most
+// aggregators, then the first in the topology, so that jobs spread over
+// the spines instead of all meeting at the first. A job across racks
+// aggregates in two levels (TwoLevel) when its top and every rack's ToR
+// have aggregators. The caller holds the top with Hold while the job runs.
+func (c *Cluster) Tree(hosts []int) (Tree, error) {
 	var (
 		best           *topologies.Node
 		bestMax, bestS int
@@ -163,14 +188,61 @@ func (c *Cluster) AggregationSwitch(hosts []int) (*topologies.Node, error) {
 		if !ok {
 			continue
 		}
-		if best == nil || mx < bestMax || mx == bestMax && (sum < bestS || sum == bestS && sw.Aggregators > best.Aggregators) {
+		better := best == nil || mx < bestMax || mx == bestMax && sum < bestS
+		if !better && mx == bestMax && sum == bestS {
+			if l, lb := c.tops[sw], c.tops[best]; l != lb {
+				better = l < lb
+			} else {
+				better = sw.Aggregators > best.Aggregators
+			}
+		}
+		if better {
 			best, bestMax, bestS = sw, mx, sum
 		}
 	}
 	if best == nil {
-		return nil, fmt.Errorf("no switch reaches every worker of the job")
+		return Tree{}, fmt.Errorf("no switch reaches every worker of the job")
 	}
-	return best, nil
+	t := Tree{Top: best, Rack: make([]int, len(hosts))}
+	for i := range t.Rack {
+		t.Rack[i] = -1
+	}
+	if !c.TwoLevel || best.Aggregators <= 0 {
+		return t, nil
+	}
+	for i, h := range hosts {
+		tor := c.Hosts[h].Uplink().Node
+		if tor == best {
+			return Tree{Top: best, Rack: t.Rack}, nil // rack-local, or a worker under the top
+		}
+		if tor.Aggregators <= 0 {
+			return Tree{Top: best, Rack: t.Rack}, nil
+		}
+		k := slices.Index(t.Lower, tor)
+		if k < 0 {
+			k = len(t.Lower)
+			t.Lower = append(t.Lower, tor)
+		}
+		t.Rack[i] = k
+	}
+	return t, nil
+}
+
+// AggregationSwitch returns the top switch of the job's tree.
+func (c *Cluster) AggregationSwitch(hosts []int) (*topologies.Node, error) {
+	t, err := c.Tree(hosts)
+	return t.Top, err
+}
+
+// Hold counts a job aggregating at top until Unhold: Tree spreads jobs
+// over equally close top switches by this count.
+func (c *Cluster) Hold(top *topologies.Node) { c.tops[top]++ }
+
+// Unhold ends a Hold.
+func (c *Cluster) Unhold(top *topologies.Node) {
+	if c.tops[top]--; c.tops[top] <= 0 {
+		delete(c.tops, top)
+	}
 }
 
 // hop is one directed link traversal: the link and whether it goes from
@@ -181,21 +253,37 @@ type hop struct {
 	from    *topologies.Node
 }
 
-// path returns the hops of one shortest path from src to dst (lowest port
-// first at each branch, as topologies.Path).
+// path returns the hops of one shortest path from src to dst. Between
+// hosts, where a fabric offers several equal-cost next hops, the choice
+// is a hash of the two hosts, as ECMP spreads flows; towards a switch
+// there is one way up in the topologies at hand (the lowest port first).
 func (c *Cluster) path(src, dst *topologies.Node) []hop {
 	d := c.distances(dst)
 	var out []hop
+	var cands []*topologies.Port
+	h := uint32(2166136261)
+	if dst.IsHost() {
+		for _, b := range []byte(src.Name + ">" + dst.Name) {
+			h = (h ^ uint32(b)) * 16777619
+		}
+	}
 	for n := src; n != dst; {
-		var next *topologies.Port
+		cands = cands[:0]
 		for _, p := range n.Ports {
 			if m := p.Peer.Node; d[m.Index] == d[n.Index]-1 && (!m.IsHost() || m == dst) {
-				next = p
-				break
+				cands = append(cands, p)
+				if !dst.IsHost() {
+					break
+				}
 			}
 		}
-		if next == nil {
+		if len(cands) == 0 {
 			return nil
+		}
+		next := cands[0]
+		if len(cands) > 1 {
+			next = cands[h%uint32(len(cands))]
+			h = h*16777619 + 1
 		}
 		out = append(out, hop{link: next.Link, forward: next.Link.A == next, from: n})
 		n = next.Peer.Node

@@ -40,7 +40,27 @@ func minRate(hops []hop) float64 {
 	return r
 }
 
-// derive computes a placed job's network constants and its scheduler view.
+// linkCount counts a job's flows on each directed link.
+type linkCount map[int]int
+
+// bottleneck is the rate, bits/s, each of the flows gets when the job
+// runs alone: the slowest link's rate divided by the job's flows on it.
+func (c linkCount) bottleneck(links []*topologies.Link) float64 {
+	r := math.Inf(1)
+	for l, n := range c {
+		r = min(r, float64(links[l/2].Rate)/float64(n))
+	}
+	return r
+}
+
+// derive computes a placed job's network constants and its scheduler
+// view: the estimate every policy and both levels use (docs/dynaina.md,
+// "Estimates from the topology"). For each worker: the path to the job's
+// tree and back; in two-level aggregation a rack's workers share one
+// partial stream between their ToR and the top switch. The bottleneck
+// rate counts the job's own flows on every link (k workers behind one
+// uplink share it); the round trip is the slowest worker's; the window is
+// the bandwidth-delay product; the INA all-reduce time follows.
 func (e *engine) derive(r *run) {
 	net := e.s.Net
 	P, F := float64(net.Payload), float64(net.Frame)
@@ -51,29 +71,48 @@ func (e *engine) derive(r *run) {
 	upMin = math.Inf(1)
 	rate := math.Inf(1)
 	r.ina = r.ina[:0]
-	for _, h := range r.hosts {
+	inaCount := linkCount{}
+	add := func(x hop) {
+		r.ina = append(r.ina, coef{dirLink(x), f})
+		inaCount[dirLink(x)]++
+	}
+	racks := make([]bool, len(r.tree.Lower))
+	for i, h := range r.hosts {
 		host := e.cl.Hosts[h]
 		up, down := e.cl.path(host, sw), e.cl.path(sw, host)
 		lu, ld := pathLatency(up, net.Frame, sw), pathLatency(down, net.Frame, sw)
 		upMax, upMin, downMax = max(upMax, lu), min(upMin, lu), max(downMax, ld)
 		rate = min(rate, minRate(up), minRate(down))
-		for _, x := range up {
-			r.ina = append(r.ina, coef{dirLink(x), f})
+		k := -1
+		if i < len(r.tree.Rack) {
+			k = r.tree.Rack[i]
 		}
-		for _, x := range down {
-			r.ina = append(r.ina, coef{dirLink(x), f})
+		shared := k >= 0 && racks[k] // the rack's partial stream is counted
+		for j, x := range up {
+			if j == 0 || !shared {
+				add(x)
+			}
+		}
+		for j, x := range down {
+			if j == len(down)-1 || !shared {
+				add(x)
+			}
+		}
+		if k >= 0 {
+			racks[k] = true
 		}
 	}
 	r.ina = mergeCoefs(r.ina)
 	turn := net.Turnaround.Seconds()
 	r.rtt = upMax + sw.Latency.Seconds() + downMax + turn
-	r.line = rate / 8 / f
+	lineRaw := inaCount.bottleneck(e.s.Top.Links)
+	r.line = lineRaw / 8 / f
 	r.hold = upMax - upMin
 
 	// Host ring: worker i sends 2(N−1)/N of the gradient to worker i+1.
 	r.ring = r.ring[:0]
+	ringCount := linkCount{}
 	var ringLat float64
-	ringRate := math.Inf(1)
 	for i, h := range r.hosts {
 		next := r.hosts[(i+1)%n]
 		if n == 1 {
@@ -81,13 +120,14 @@ func (e *engine) derive(r *run) {
 		}
 		p := e.cl.path(e.cl.Hosts[h], e.cl.Hosts[next])
 		ringLat = max(ringLat, pathLatency(p, net.Frame, nil))
-		ringRate = min(ringRate, minRate(p))
 		for _, x := range p {
 			r.ring = append(r.ring, coef{dirLink(x), 2 * float64(n-1) / float64(n) * f})
+			ringCount[dirLink(x)]++
 		}
 	}
 	r.ring = mergeCoefs(r.ring)
 	r.tauRing = 2 * float64(n-1) * (ringLat + turn)
+	ringRate := ringCount.bottleneck(e.s.Top.Links)
 
 	// Shared mode: results and collisions go through the job's parameter
 	// server, a dedicated host attached to the aggregation switch with a
@@ -107,21 +147,44 @@ func (e *engine) derive(r *run) {
 
 	G := float64(r.prof.GradientBytes)
 	demand := int(math.Ceil(r.line * r.rtt / P))
-	useful := demand
-	if n > 1 {
-		useful = min(demand, int(math.Floor(float64(demand)*float64(n)/float64(2*(n-1))))+1)
-	}
+	commINA := G/r.line + r.rtt
 	commRing := 0.0
 	if n > 1 {
 		commRing = 2*float64(n-1)/float64(n)*G*f/(ringRate/8) + r.tauRing
 	}
+	// Useful: the fewest aggregators with which INA beats the ring. Below
+	// the window an all-reduce slows in proportion; the ring moves
+	// 2(N−1)/N of the gradient at its own bottleneck rate. A job for which
+	// INA at its full window is no faster than the ring never gets memory
+	// (Useful > Demand).
+	useful := demand
+	if n > 1 {
+		x := float64(demand) * float64(n) / float64(2*(n-1))
+		if ringRate != lineRaw {
+			x *= ringRate / lineRaw
+		}
+		useful = min(demand, int(math.Floor(x))+1)
+		if commINA >= commRing {
+			useful = demand + 1
+		}
+	}
+	lower := make([]string, len(r.tree.Lower))
+	for i, t := range r.tree.Lower {
+		lower[i] = t.Name
+	}
+	if len(lower) == 0 {
+		lower = nil
+	}
+	commPS := G/min(r.line, float64(r.wATP)*P/r.rttATP) + r.rttATP
 	r.sj = inasched.Job{
-		ID: r.spec.ID, Model: r.prof.Name, Workers: n, Switch: sw.Name, Arrival: r.spec.Arrival,
+		ID: r.spec.ID, Model: r.prof.Name, Workers: n, Switch: sw.Name, Lower: lower, Arrival: r.spec.Arrival,
 		Compute:  secs(r.compute),
 		Gradient: r.prof.GradientBytes,
-		CommINA:  secs(G/r.line + r.rtt),
+		CommINA:  secs(commINA),
 		CommRing: secs(commRing),
 		Demand:   demand, Useful: useful,
+		Latency:  secs(r.rtt),
+		CommPS:   secs(commPS), DemandPS: r.wATP, LatencyPS: secs(r.rttATP),
 	}
 	r.boundComm = 0
 	if n > 1 {
@@ -183,11 +246,11 @@ func psRoundTrip(top *topologies.Topology, hosts []string, net Net, n int) (floa
 	for i := range n {
 		r.hosts = append(r.hosts, i)
 	}
-	sw, err := cl.AggregationSwitch(r.hosts)
+	t, err := cl.Tree(r.hosts)
 	if err != nil {
 		return 0, 1
 	}
-	r.sw = sw
+	r.sw, r.tree = t.Top, t
 	e.derive(r)
 	return r.rttATP, r.wATP
 }

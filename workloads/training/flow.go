@@ -184,7 +184,8 @@ type run struct {
 	prof    models.Profile
 	sj      inasched.Job
 	hosts   []int
-	sw      *topologies.Node
+	sw      *topologies.Node // the top of tree
+	tree    Tree
 	rng     *rand.Rand
 	iter    int
 	phase   phase
@@ -327,7 +328,9 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 	if s.Bins <= 0 {
 		s.Bins = 200
 	}
-	e := &engine{s: s, cl: NewCluster(s.Top), mem: map[string]int{}, inUse: map[string]float64{}, byID: map[int]*run{}}
+	cl := NewCluster(s.Top)
+	cl.TwoLevel = true
+	e := &engine{s: s, cl: cl, mem: map[string]int{}, inUse: map[string]float64{}, byID: map[int]*run{}}
 	e.sws = s.Top.Switches()
 	for _, sw := range e.sws {
 		e.mem[sw.Name] = sw.Aggregators
@@ -424,6 +427,15 @@ func (e *engine) advance(t float64) {
 	e.now = t
 }
 
+// use records a change of the aggregators r uses on every switch of its
+// tree (a binding holds the same range on each).
+func (e *engine) use(r *run, delta float64) {
+	e.setUse(r.sw.Name, delta)
+	for _, t := range r.tree.Lower {
+		e.setUse(t.Name, delta)
+	}
+}
+
 // setUse records a change of the aggregators in use on a switch.
 func (e *engine) setUse(sw string, delta float64) {
 	if delta == 0 {
@@ -502,12 +514,13 @@ func (e *engine) index(r *run) int { return r.idx }
 // start places r on hosts and begins its first iteration.
 func (e *engine) start(r *run, hosts []int) error {
 	r.hosts = hosts
-	sw, err := e.cl.AggregationSwitch(hosts)
+	t, err := e.cl.Tree(hosts)
 	if err != nil {
 		return fmt.Errorf("job %d: %w", r.spec.ID, err)
 	}
-	r.sw = sw
-	r.res.Switch = sw.Name
+	e.cl.Hold(t.Top)
+	r.sw, r.tree = t.Top, t
+	r.res.Switch = t.Top.Name
 	r.res.Start = e.now
 	e.derive(r)
 	e.active = append(e.active, r)
@@ -587,7 +600,7 @@ func (e *engine) firstDone(r *run) error {
 	case act.Verdict == inasched.Grant:
 		e.grant(r, false)
 	case act.Verdict == inasched.Proceed && r.b.Mode == inasched.Shared && r.b.INA():
-		e.setUse(r.sw.Name, float64(r.wATP))
+		e.use(r, float64(r.wATP))
 		e.dirty = true
 	}
 	return nil
@@ -600,7 +613,7 @@ func (e *engine) grant(r *run, handoff bool) {
 	if handoff {
 		r.granted += e.s.Net.Control.Seconds()
 	}
-	e.setUse(r.sw.Name, float64(r.b.Size))
+	e.use(r, float64(r.b.Size))
 	if r.computed {
 		e.tryStart(r)
 	}
@@ -641,7 +654,7 @@ func (e *engine) setTau(r *run) {
 func (e *engine) endIteration(r *run) error {
 	if r.holder {
 		r.holder = false
-		e.setUse(r.sw.Name, -float64(r.b.Size))
+		e.use(r, -float64(r.b.Size))
 		e.apply(e.adm.End(r.sj.ID))
 	}
 	if r.haveB && r.b.Mode == inasched.Shared && r.b.INA() {
@@ -657,6 +670,7 @@ func (e *engine) endIteration(r *run) error {
 	e.last = max(e.last, e.now)
 	e.active = slices.DeleteFunc(e.active, func(o *run) bool { return o == r })
 	e.cl.Release(r.hosts)
+	e.cl.Unhold(r.sw)
 	acts, err := e.adm.Depart(e.clock(), e.now, r.sj.ID)
 	if err != nil {
 		return err
@@ -683,12 +697,12 @@ func (e *engine) reallocate() {
 	clear(e.want)
 	for _, r := range e.active {
 		if r.holder {
-			e.want[r.sw.Index] += float64(r.b.Size)
+			r.addTo(e.want, float64(r.b.Size))
 		}
 		if r.sharing() {
 			o := r.occupancy()
-			e.occ[r.sw.Index] += o
-			e.want[r.sw.Index] += o
+			r.addTo(e.occ, o)
+			r.addTo(e.want, o)
 		}
 	}
 	flows := e.flows[:0]
@@ -710,15 +724,21 @@ func (e *engine) reallocate() {
 			clear(e.occ)
 			for _, r := range e.active {
 				if r.sharing() {
-					e.occ[r.sw.Index] += r.occupancy()
+					r.addTo(e.occ, r.occupancy())
 				}
 			}
 		}
 		moved := 0.0
 		for _, r := range flows {
 			if r.b.Mode == inasched.Shared && r.b.INA() {
-				others := e.occ[r.sw.Index] - r.occupancy()
-				p := min(1, max(0, others)/float64(r.b.Size))
+				// A chunk collides at a level where other jobs' chunks
+				// hold its aggregator (a share of the pool).
+				own := r.occupancy()
+				p := min(1, max(0, e.occ[r.sw.Index]-own)/float64(r.b.Size))
+				for _, t := range r.tree.Lower {
+					q := min(1, max(0, e.occ[t.Index]-own)/float64(r.b.Size))
+					p = 1 - (1-p)*(1-q)
+				}
 				moved = max(moved, math.Abs(p-r.p))
 				r.p = p
 			}
@@ -731,10 +751,10 @@ func (e *engine) reallocate() {
 		clear(e.want)
 		for _, r := range e.active {
 			if r.holder {
-				e.want[r.sw.Index] += float64(r.b.Size)
+				r.addTo(e.want, float64(r.b.Size))
 			}
 			if r.sharing() {
-				e.want[r.sw.Index] += r.occupancy()
+				r.addTo(e.want, r.occupancy())
 			}
 		}
 	}
@@ -764,6 +784,14 @@ func (e *engine) reallocate() {
 		if d := e.want[sw.Index] - e.inUse[sw.Name]; math.Abs(d) > 1e-9 {
 			e.setUse(sw.Name, d)
 		}
+	}
+}
+
+// addTo adds v to the entries of per-node values of r's tree switches.
+func (r *run) addTo(per []float64, v float64) {
+	per[r.sw.Index] += v
+	for _, t := range r.tree.Lower {
+		per[t.Index] += v
 	}
 }
 

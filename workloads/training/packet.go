@@ -273,11 +273,13 @@ func (c *controller) admit() {
 func (c *controller) start(p *prun, hosts []int) error {
 	r := p.r
 	r.hosts = hosts
-	sw, err := c.cl.AggregationSwitch(hosts)
+	t, err := c.cl.Tree(hosts)
 	if err != nil {
 		return fmt.Errorf("job %d: %w", r.spec.ID, err)
 	}
-	r.sw = sw
+	c.cl.Hold(t.Top)
+	sw := t.Top
+	r.sw, r.tree = sw, t
 	r.res.Switch = sw.Name
 	r.res.Start = c.now().Seconds()
 	c.eng.derive(r)
@@ -626,6 +628,7 @@ func (c *controller) jobDone(p *prun) {
 	c.last = max(c.last, fin)
 	c.active = slices.DeleteFunc(c.active, func(o *prun) bool { return o == p })
 	c.cl.Release(p.r.hosts)
+	c.cl.Unhold(p.r.sw)
 	acts, err := c.adm.Depart(c.now(), c.now(), p.r.sj.ID)
 	if err != nil {
 		c.fail(err)

@@ -140,7 +140,9 @@ func TestFlowMatchesPacketLevel(t *testing.T) {
 	cases := []valCase{
 		{name: "pool at line rate", hosts: 4, rate: "10Gbps", aggregators: 64, policy: switchml.Factory(switchml.Params{Partition: 64}),
 			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeINA, size: 64, window: 64}}},
-		{name: "pool window-limited", hosts: 4, rate: "10Gbps", aggregators: 4, policy: switchml.Factory(switchml.Params{Partition: 4}),
+		// A pool below the job's Useful size: no policy would choose it
+		// (the ring is faster), so a fixed binding forces it.
+		{name: "pool window-limited", hosts: 4, rate: "10Gbps", aggregators: 4, policy: func(inasched.Memory, int) (inasched.Scheduler, error) { return onePool{size: 4}, nil },
 			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeINA, size: 4, window: 4}}},
 		{name: "ring", hosts: 4, rate: "10Gbps", aggregators: 0, policy: noina.New,
 			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeRing}}},
