@@ -85,7 +85,9 @@ func (j Job) SharedTime(size int) time.Duration {
 
 // PoolUseful reports whether a pool of size aggregators makes the job's
 // all-reduce faster than the ring (size at least Useful).
-func (j Job) PoolUseful(size int) bool { return j.Distributed() && j.Useful <= j.Demand && size >= j.Useful }
+func (j Job) PoolUseful(size int) bool {
+	return j.Distributed() && j.Useful <= j.Demand && size >= j.Useful
+}
 
 // SharedUseful reports whether shared mode over size aggregators makes the
 // job's all-reduce no slower than the ring, collisions aside.

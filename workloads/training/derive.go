@@ -183,8 +183,8 @@ func (e *engine) derive(r *run) {
 		CommINA:  secs(commINA),
 		CommRing: secs(commRing),
 		Demand:   demand, Useful: useful,
-		Latency:  secs(r.rtt),
-		CommPS:   secs(commPS), DemandPS: r.wATP, LatencyPS: secs(r.rttATP),
+		Latency: secs(r.rtt),
+		CommPS:  secs(commPS), DemandPS: r.wATP, LatencyPS: secs(r.rttATP),
 	}
 	r.boundComm = 0
 	if n > 1 {
