@@ -179,8 +179,14 @@ scenarios:
 		t.Errorf("series info %v", res.SeriesInfo)
 	}
 	tables := experiments.Tables(exp, res)
-	if len(tables) != 3 || !strings.Contains(tables[2].Title, "dynaina against each baseline") || len(tables[2].Rows) != 2*3+3 {
+	if len(tables) != 3 || !strings.Contains(tables[2].Title, "dynaina against each other policy (paired over seeds)") || len(tables[2].Rows) != 2*3+3 {
 		t.Fatalf("tables: %d, last %q with %d rows", len(tables), tables[len(tables)-1].Title, len(tables[len(tables)-1].Rows))
+	}
+	// Two seeds: each row has a confidence interval and a verdict.
+	for _, row := range tables[2].Rows[:6] {
+		if !strings.HasPrefix(row[3], "[") || (row[4] != "yes" && row[4] != "no") {
+			t.Errorf("row %v: want a 95%% CI and a verdict", row)
+		}
 	}
 	// Same spec and seeds: byte-identical results.
 	again, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{Parallel: 1})
