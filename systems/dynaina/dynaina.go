@@ -61,7 +61,7 @@ var Priorities = []string{"intensity", "benefit", "arrival"}
 
 // DefaultParams are the values the experiments use unless a spec sets
 // others.
-var DefaultParams = Params{MaxOverlap: 0.1, MaxPoolLoad: 0.9, Share: true, Priority: "intensity"}
+var DefaultParams = Params{MaxOverlap: 0.1, MaxPoolLoad: 0.9, Share: true, Priority: "benefit"}
 
 // Check validates p; errors name the field (inasched.ParamError).
 func (p *Params) Check() error {

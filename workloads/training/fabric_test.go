@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
@@ -159,3 +160,54 @@ func (s *spyOn) Admit(now time.Duration, j inasched.Job) {
 }
 
 func nearDur(a, b time.Duration, rel float64) bool { return near(a.Seconds(), b.Seconds(), rel) }
+
+// TestATPCollisions checks the two collision models of shared mode: with
+// a hash per chunk a chunk collides with the share of the pool other jobs
+// hold; with ATP's remapping of collided slots only the windows' excess
+// over the pool keeps colliding.
+func TestATPCollisions(t *testing.T) {
+	tests := []struct {
+		mode             string
+		total, own, size float64
+		want             float64
+	}{
+		{CollideHash, 300, 100, 1000, 0.2},
+		{CollideHash, 3000, 100, 1000, 1},
+		{CollideRemap, 300, 100, 1000, 0},
+		{CollideRemap, 1000, 500, 1000, 0},
+		{CollideRemap, 4000, 1000, 1000, 0.75},
+	}
+	for _, tt := range tests {
+		e := &engine{s: Setup{Net: Net{ATPCollisions: tt.mode}}}
+		if got := e.collide(tt.total, tt.own, tt.size); !near(got, tt.want, 1e-12) && got != tt.want {
+			t.Errorf("%s: collide(%v, %v, %v) = %v, want %v", tt.mode, tt.total, tt.own, tt.size, got, tt.want)
+		}
+	}
+}
+
+// TestATPDefaults: the ina kind runs ATP as published on the flow model
+// and as the data plane does at packet level; the data plane's rules are
+// refused at packet level only when set the other way.
+func TestATPDefaults(t *testing.T) {
+	head := "kind: ina\ntopology: {generate: star, hosts: 8, aggregators: 256}\npolicies: [atp]\n"
+	for _, tt := range []struct {
+		body, hold, collisions string
+	}{
+		{"", HoldReturn, CollideRemap},
+		{"workload: {granularity: packet}\n", HoldCompletion, CollideHash},
+		{"workload: {atp_hold: completion, atp_collisions: hash}\n", HoldCompletion, CollideHash},
+	} {
+		spec, err := experiments.ParseSpec("s.yaml", []byte(head+tt.body), embedded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := Kind{}.Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := exp.(*experiment).scenarios["default"].net
+		if n.ATPHold != tt.hold || n.ATPCollisions != tt.collisions {
+			t.Errorf("%q: hold %s, collisions %s; want %s, %s", tt.body, n.ATPHold, n.ATPCollisions, tt.hold, tt.collisions)
+		}
+	}
+}

@@ -38,23 +38,44 @@ type Net struct {
 	// than the reference: < 1).
 	ComputeScale float64
 	// ATPHold is how long a shared-mode (ATP) aggregator stays held:
-	// "completion" — from a chunk's first to its last contribution, as
-	// p4/ina does (the default, validated against it) — or "return" —
-	// until the result comes back from the parameter server through the
-	// switch, as the ATP paper releases it (a sensitivity setting the
-	// packet-level twin does not implement).
+	// "return" — until the result comes back from the parameter server
+	// through the switch, the ATP paper's release rule (its switch clears
+	// an aggregator when the parameter packet of the same job and sequence
+	// passes back; docs/dynaina.md, "ATP as published") — or
+	// "completion" — from a chunk's first to its last contribution, what
+	// p4/ina does (validated against it).
 	ATPHold string
+	// ATPCollisions is what a collision does to the colliding window slot:
+	// "remap" — ATP moves the slot to another aggregator (its parameter
+	// server picks one no job of its own uses and the workers adopt it),
+	// so slots that collide settle on free aggregators and only the part
+	// of the jobs' windows the pool cannot hold keeps colliding — or
+	// "hash" — every chunk hashes anew (by job and chunk offset, what
+	// p4/ina does), so a chunk collides with the share of the pool other
+	// jobs hold.
+	ATPCollisions string
 }
 
-// ATP hold settings.
+// ATP hold and collision settings.
 const (
 	HoldCompletion = "completion"
 	HoldReturn     = "return"
+	CollideRemap   = "remap"
+	CollideHash    = "hash"
 )
 
 // DefaultNet are the parameters of the experiments unless a spec says
-// otherwise.
-var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1, ATPHold: HoldCompletion}
+// otherwise: ATP as published (release on return, remapping collided
+// slots).
+var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1, ATPHold: HoldReturn, ATPCollisions: CollideRemap}
+
+// DataPlaneATP returns n with ATP as the p4/ina data plane runs it
+// (release at completion, a hash per chunk): what packet-level runs do,
+// and what the flow model is validated against.
+func (n Net) DataPlaneATP() Net {
+	n.ATPHold, n.ATPCollisions = HoldCompletion, CollideHash
+	return n
+}
 
 // Check validates n. Its errors are *NetError, naming the spec's key.
 func (n Net) Check() error {
@@ -72,7 +93,9 @@ func (n Net) Check() error {
 	case !(n.ComputeScale > 0 && n.ComputeScale <= 100):
 		return netErrorf("compute_scale", "compute_scale %v: want more than 0, at most 100", n.ComputeScale)
 	case n.ATPHold != "" && n.ATPHold != HoldCompletion && n.ATPHold != HoldReturn:
-		return netErrorf("atp_hold", "atp_hold %q: want %s or %s", n.ATPHold, HoldCompletion, HoldReturn)
+		return netErrorf("atp_hold", "atp_hold %q: want %s or %s", n.ATPHold, HoldReturn, HoldCompletion)
+	case n.ATPCollisions != "" && n.ATPCollisions != CollideRemap && n.ATPCollisions != CollideHash:
+		return netErrorf("atp_collisions", "atp_collisions %q: want %s or %s", n.ATPCollisions, CollideRemap, CollideHash)
 	}
 	return nil
 }
@@ -716,7 +739,7 @@ func (e *engine) reallocate() {
 	// hold. Occupancy depends on p when chunks hold aggregators until the
 	// result returns, so iterate to the fixed point.
 	passes := 1
-	if e.s.Net.ATPHold == HoldReturn {
+	if e.s.Net.ATPHold == HoldReturn || e.s.Net.ATPCollisions != CollideHash {
 		passes = 8
 	}
 	for pass := range passes {
@@ -734,9 +757,9 @@ func (e *engine) reallocate() {
 				// A chunk collides at a level where other jobs' chunks
 				// hold its aggregator (a share of the pool).
 				own := r.occupancy()
-				p := min(1, max(0, e.occ[r.sw.Index]-own)/float64(r.b.Size))
+				p := e.collide(e.occ[r.sw.Index], own, float64(r.b.Size))
 				for _, t := range r.tree.Lower {
-					q := min(1, max(0, e.occ[t.Index]-own)/float64(r.b.Size))
+					q := e.collide(e.occ[t.Index], own, float64(r.b.Size))
 					p = 1 - (1-p)*(1-q)
 				}
 				moved = max(moved, math.Abs(p-r.p))
@@ -785,6 +808,21 @@ func (e *engine) reallocate() {
 			e.setUse(sw.Name, d)
 		}
 	}
+}
+
+// collide is the probability that a chunk of a shared-mode job collides
+// at a switch where the jobs' chunks hold total aggregators of a pool of
+// size, own of them the job's (Net.ATPCollisions).
+func (e *engine) collide(total, own, size float64) float64 {
+	if e.s.Net.ATPCollisions == CollideHash {
+		return min(1, max(0, total-own)/size)
+	}
+	// Remapped slots settle on free aggregators; the windows' excess over
+	// the pool keeps colliding, shared in proportion to what each holds.
+	if total <= size || total <= 0 {
+		return 0
+	}
+	return (total - size) / total
 }
 
 // addTo adds v to the entries of per-node values of r's tree switches.

@@ -328,10 +328,16 @@ func TestContention(t *testing.T) {
 	if out["dynaina"].INAFraction <= out["switchml"].INAFraction {
 		t.Errorf("dynaina ina_fraction %v not above switchml's %v: sharing pools should keep more jobs off the ring", out["dynaina"].INAFraction, out["switchml"].INAFraction)
 	}
-	for _, pol := range policyNames[1:] {
+	// ATP as published may lose to the ring here: its collided chunks
+	// overload the parameter servers' links (docs/dynaina.md, "ATP as
+	// published"); the pool policies may not, and DynaINA beats ATP.
+	for _, pol := range []string{"switchml", "dynaina"} {
 		if out[pol].AvgJCT() >= out["noina"].AvgJCT() {
 			t.Errorf("%s avg JCT %.2f not below noina's %.2f", pol, out[pol].AvgJCT(), out["noina"].AvgJCT())
 		}
+	}
+	if out["dynaina"].AvgJCT() >= out["atp"].AvgJCT() {
+		t.Errorf("dynaina avg JCT %.2f not below atp's %.2f under contention", out["dynaina"].AvgJCT(), out["atp"].AvgJCT())
 	}
 }
 

@@ -71,7 +71,8 @@ type Params struct {
 	Control      units.Duration `yaml:"control"`
 	Jitter       float64        `yaml:"jitter"`
 	ComputeScale float64        `yaml:"compute_scale"`
-	ATPHold      string         `yaml:"atp_hold"`
+	ATPHold       string         `yaml:"atp_hold"`
+	ATPCollisions string         `yaml:"atp_collisions"`
 	// Bins is the number of points of the mem_util series.
 	Bins int `yaml:"bins"`
 	// JobList is an inline trace: the jobs, in paper units.
@@ -124,7 +125,7 @@ var DefaultParams = Params{
 	GPUTime: []units.Duration{units.Duration(2 * time.Minute), units.Duration(20 * time.Minute)},
 	Payload: units.Bytes(DefaultNet.Payload), Frame: units.Bytes(DefaultNet.Frame),
 	Turnaround: units.Duration(DefaultNet.Turnaround), Control: units.Duration(DefaultNet.Control),
-	Jitter: DefaultNet.Jitter, ComputeScale: 1, ATPHold: HoldCompletion, Bins: 200,
+	Jitter: DefaultNet.Jitter, ComputeScale: 1, Bins: 200,
 	Granularity: GranularityFlow, Sample: units.Duration(50 * time.Millisecond), HostLatencySigma: 1.4,
 }
 
@@ -239,6 +240,8 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		return bad("frame", "%d; an INA frame of the data plane is %d bytes", s.net.Frame, 42+ina.HeaderLen+4*ina.DefaultK)
 	case s.net.ATPHold == HoldReturn:
 		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", HoldReturn, HoldCompletion)
+	case s.net.ATPCollisions == CollideRemap:
+		return bad("atp_collisions", "%q is a flow-model setting; the data plane hashes every chunk anew (use %s)", CollideRemap, CollideHash)
 	case p.HostTurnaround < 0 || p.Timeout < 0 || p.RingTimeout < 0 || p.Sample < 0:
 		return bad("timeout", "host_turnaround, timeout, ring_timeout and sample must not be negative")
 	case p.RingWindow < 0 || p.RingWindow > 1<<16:
@@ -350,7 +353,19 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 		return nil, spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, len(top.Hosts()))
 	}
 	net := Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
-		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold}
+		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold, ATPCollisions: p.ATPCollisions}
+	// ATP as published on the flow model; as the data plane runs it at
+	// packet level (docs/dynaina.md, "ATP as published").
+	def := DefaultNet
+	if p.Granularity == GranularityPacket {
+		def = def.DataPlaneATP()
+	}
+	if net.ATPHold == "" {
+		net.ATPHold = def.ATPHold
+	}
+	if net.ATPCollisions == "" {
+		net.ATPCollisions = def.ATPCollisions
+	}
 	if err := net.Check(); err != nil {
 		var ne *NetError
 		if errors.As(err, &ne) {

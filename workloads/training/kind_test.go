@@ -25,7 +25,7 @@ func embedded(path string) ([]byte, error) {
 	return nil, fs.ErrNotExist
 }
 
-var suite = []string{"dynaina-100g", "dynaina-tiresias", "dynaina-sweep", "dynaina-sensitivity"}
+var suite = []string{"dynaina-100g", "dynaina-tiresias", "dynaina-sweep", "dynaina-sensitivity", "dynaina-fabric"}
 
 func TestReadySpecs(t *testing.T) {
 	// Run from a directory without traces/ so the embedded copy is used.
@@ -93,6 +93,9 @@ func TestSpecErrors(t *testing.T) {
 		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: netns: scenario \"default\" runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet"},
 		{"granularity", head + "policies: [noina]\nworkload: {granularity: packets}\n", "workload.granularity: \"packets\"; want flow"},
 		{"packet atp_hold", head + "policies: [noina]\nworkload: {granularity: packet, atp_hold: return}\n", "atp_hold: \"return\" is a flow-model setting"},
+		{"packet atp_collisions", head + "policies: [noina]\nworkload: {granularity: packet, atp_collisions: remap}\n", "atp_collisions: \"remap\" is a flow-model setting"},
+		{"bad atp_collisions", head + "policies: [noina]\nworkload: {atp_collisions: often}\n", "workload.atp_collisions: atp_collisions \"often\""},
+		{"bad fabric_rate", head + "policies: [noina]\nworkload: {fabric_rate: 100Gbps}\n", "workload.fabric_rate: topology star has no link between two switches"},
 		{"packet payload", head + "policies: [noina]\nworkload: {granularity: packet, payload: 512B, frame: 600B}\n", "payload: 512; packet-level runs carry 256 bytes"},
 		{"packet loss", head + "policies: [noina]\nworkload: {granularity: packet, loss: 1}\n", "loss: 1; want a probability below 1"},
 		{"packet scale", head + "scale: 1e9\npolicies: [noina]\nworkload: {granularity: packet}\n", "scale: "},
@@ -167,7 +170,7 @@ scenarios:
 		if r.Scenario == "b" {
 			wantAgg, wantLoad = 512, 2
 		}
-		if r.Params["aggregators"] != wantAgg || r.Params["load"] != wantLoad || r.Params["compute_scale"] != 1 || r.Params["atp_hold_return"] != 0 {
+		if r.Params["aggregators"] != wantAgg || r.Params["load"] != wantLoad || r.Params["compute_scale"] != 1 || r.Params["atp_hold_return"] != 1 {
 			t.Errorf("%s: params %v", r.Scenario, r.Params)
 		}
 	}

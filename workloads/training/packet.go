@@ -964,8 +964,8 @@ func (s *PacketSetup) check() error {
 		return errors.New("packet level: no testbed")
 	case s.Net.Payload != 4*ina.DefaultK || s.Net.Frame != ina.HeaderLen+4*ina.DefaultK+42:
 		return fmt.Errorf("packet level: payload %d and frame %d; the INA data plane carries %d-byte payloads in %d-byte frames", s.Net.Payload, s.Net.Frame, 4*ina.DefaultK, ina.HeaderLen+4*ina.DefaultK+42)
-	case s.Net.ATPHold == HoldReturn:
-		return fmt.Errorf("packet level: atp_hold %q is a flow-model sensitivity setting; the data plane frees an aggregator at completion", HoldReturn)
+	case s.Net.ATPHold == HoldReturn || s.Net.ATPCollisions == CollideRemap:
+		return fmt.Errorf("packet level: atp_hold %q and atp_collisions %q are flow-model settings; the data plane frees an aggregator at completion and hashes every chunk (Net.DataPlaneATP)", s.Net.ATPHold, s.Net.ATPCollisions)
 	case s.Timeout <= 0 || s.RingTimeout <= 0:
 		return errors.New("packet level: the retransmission timeouts must be positive")
 	case s.RingWindow < 1:

@@ -114,7 +114,7 @@ func TestScaleTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	net := DefaultNet
+	net := DefaultNet.DataPlaneATP()
 	sc, err := ScaleTopology(top, net, ScaleParams{Factor: 10000, HostTurnaround: 2e-3, Loss: 0.01, PSPerSwitch: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestPacketSetupChecks(t *testing.T) {
 	f, _ := topologies.Generate(topologies.Params{Generate: "star", Hosts: 2, Aggregators: 8})
 	top, _ := f.Build("t")
 	tb, _ := testbed.NewSim(testbed.Config{Topology: top, Program: "ina"})
-	ok := PacketSetup{Testbed: tb, Workers: []string{"h1"}, Controller: "h2", Net: DefaultNet,
+	ok := PacketSetup{Testbed: tb, Workers: []string{"h1"}, Controller: "h2", Net: DefaultNet.DataPlaneATP(),
 		Jobs: []jobtrace.Job{{Model: "vgg16", Workers: 1, Iterations: 1}}, Lookup: nil, Timeout: time.Millisecond, RingTimeout: time.Millisecond, RingWindow: 1}
 	for name, mod := range map[string]func(*PacketSetup){
 		"no lookup":   func(s *PacketSetup) {},

@@ -109,7 +109,7 @@ func flowLevel(t *testing.T, c valCase) []float64 {
 		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
 		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
 	}
-	net := DefaultNet
+	net := DefaultNet.DataPlaneATP() // as the data plane it is checked against
 	net.Turnaround, net.Control, net.Jitter = 0, 0, 0
 	o, err := Simulate(context.Background(), Setup{
 		Top: top, Net: net, Jobs: trace, Policy: c.policy, Seed: 1,
@@ -338,7 +338,7 @@ func TestTurnTakingMatchesPacketLevel(t *testing.T) {
 		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
 		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
 	}
-	n := DefaultNet
+	n := DefaultNet.DataPlaneATP()
 	n.Turnaround, n.Jitter, n.Control = 0, 0, control
 	o := simulate(t, Setup{Top: flowTop, Net: n, Jobs: trace, Policy: func(inasched.Memory, int) (inasched.Scheduler, error) { return onePool{32}, nil },
 		Lookup: func(name string) (models.Profile, bool) { p, ok := profiles[name]; return p, ok }})
@@ -447,7 +447,7 @@ func sharedRun(t *testing.T, jitter float64) (pk, fl []float64, collisions uint6
 		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
 		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
 	}
-	n := DefaultNet
+	n := DefaultNet.DataPlaneATP()
 	n.Turnaround, n.Control, n.Jitter = 0, 0, jitter
 	o := simulate(t, Setup{Top: valTopology(t, 6, "10Gbps", aggs), Net: n, Jobs: trace, Policy: atp.New, Seed: seed,
 		Lookup: func(name string) (models.Profile, bool) { p, ok := profiles[name]; return p, ok }})
