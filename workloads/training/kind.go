@@ -65,12 +65,12 @@ type Params struct {
 	// (hosts per leaf × host rate ÷ (spines × fabric rate)).
 	FabricRate units.Rate `yaml:"fabric_rate"`
 	// Protocol and host parameters (Net).
-	Payload      units.Bytes    `yaml:"payload"`
-	Frame        units.Bytes    `yaml:"frame"`
-	Turnaround   units.Duration `yaml:"turnaround"`
-	Control      units.Duration `yaml:"control"`
-	Jitter       float64        `yaml:"jitter"`
-	ComputeScale float64        `yaml:"compute_scale"`
+	Payload       units.Bytes    `yaml:"payload"`
+	Frame         units.Bytes    `yaml:"frame"`
+	Turnaround    units.Duration `yaml:"turnaround"`
+	Control       units.Duration `yaml:"control"`
+	Jitter        float64        `yaml:"jitter"`
+	ComputeScale  float64        `yaml:"compute_scale"`
 	ATPHold       string         `yaml:"atp_hold"`
 	ATPCollisions string         `yaml:"atp_collisions"`
 	// Bins is the number of points of the mem_util series.
