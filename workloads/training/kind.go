@@ -1,3 +1,9 @@
+// Package training is the multi-tenant INA experiment kind ("ina"): it
+// compiles a spec (jobs, topology, policies, scenarios), runs each policy
+// with the flow-level model (package flow) or with packets on a testbed
+// (package packet), both from the same estimates of the fabric (package
+// fabric), and reports and summarizes the results. The policies are
+// assembled in policies.go (docs/dynaina.md).
 package training
 
 import (
@@ -20,6 +26,9 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
+	"github.com/tracebed/tracebed/workloads/training/flow"
+	"github.com/tracebed/tracebed/workloads/training/packet"
 )
 
 // Kind is the multi-tenant INA experiment kind ("ina"): jobs from a trace
@@ -123,21 +132,21 @@ var DefaultParams = Params{
 	Jobs: 24, Mix: "mixed", Load: 1,
 	Workers: map[string]float64{"2": 1, "4": 2, "8": 1},
 	GPUTime: []units.Duration{units.Duration(2 * time.Minute), units.Duration(20 * time.Minute)},
-	Payload: units.Bytes(DefaultNet.Payload), Frame: units.Bytes(DefaultNet.Frame),
-	Turnaround: units.Duration(DefaultNet.Turnaround), Control: units.Duration(DefaultNet.Control),
-	Jitter: DefaultNet.Jitter, ComputeScale: 1, Bins: 200,
+	Payload: units.Bytes(fabric.DefaultNet.Payload), Frame: units.Bytes(fabric.DefaultNet.Frame),
+	Turnaround: units.Duration(fabric.DefaultNet.Turnaround), Control: units.Duration(fabric.DefaultNet.Control),
+	Jitter: fabric.DefaultNet.Jitter, ComputeScale: 1, Bins: 200,
 	Granularity: GranularityFlow, Sample: units.Duration(50 * time.Millisecond), HostLatencySigma: 1.4,
 }
 
 type scenario struct {
 	p    Params
 	top  *topologies.Topology
-	net  Net
+	net  fabric.Net
 	jobs []jobtrace.Job // a replayed trace (nil: generate per seed)
 	gen  jobtrace.GenParams
 
 	// Packet level: the scaled topology and run parameters.
-	scaled      *Scaled
+	scaled      *packet.Scaled
 	timeout     time.Duration
 	ringTimeout time.Duration
 	ringWindow  int
@@ -238,10 +247,10 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		return bad("payload", "%d; packet-level runs carry %d bytes (k = %d values) per INA packet", s.net.Payload, 4*ina.DefaultK, ina.DefaultK)
 	case s.net.Frame != 42+ina.HeaderLen+4*ina.DefaultK:
 		return bad("frame", "%d; an INA frame of the data plane is %d bytes", s.net.Frame, 42+ina.HeaderLen+4*ina.DefaultK)
-	case s.net.ATPHold == HoldReturn:
-		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", HoldReturn, HoldCompletion)
-	case s.net.ATPCollisions == CollideRemap:
-		return bad("atp_collisions", "%q is a flow-model setting; the data plane hashes every chunk anew (use %s)", CollideRemap, CollideHash)
+	case s.net.ATPHold == fabric.HoldReturn:
+		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", fabric.HoldReturn, fabric.HoldCompletion)
+	case s.net.ATPCollisions == fabric.CollideRemap:
+		return bad("atp_collisions", "%q is a flow-model setting; the data plane hashes every chunk anew (use %s)", fabric.CollideRemap, fabric.CollideHash)
 	case p.HostTurnaround < 0 || p.Timeout < 0 || p.RingTimeout < 0 || p.Sample < 0:
 		return bad("timeout", "host_turnaround, timeout, ring_timeout and sample must not be negative")
 	case p.RingWindow < 0 || p.RingWindow > 1<<16:
@@ -263,10 +272,10 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		hosts := len(s.top.Hosts())
 		perSwitch = hosts / 2
 		if s.jobs != nil {
-			perSwitch = maxDistributed(s.jobs, hosts)
+			perSwitch = packet.MaxDistributed(s.jobs, hosts)
 		}
 	}
-	scaled, err := ScaleTopology(s.top, s.net, ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch})
+	scaled, err := packet.ScaleTopology(s.top, s.net, packet.ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch})
 	if err != nil {
 		return spec.Errorf("scale", "%v", err)
 	}
@@ -288,12 +297,12 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		// In shared mode every worker of a job may have its whole window
 		// of packets collide and queue at the parameter server's link.
 		n := s.maxWorkers()
-		rtt, w := psRoundTrip(scaled.Top, scaled.Workers, scaled.Net, n)
-		s.timeout = secs(max(2e-3, 1.5*(rtt+float64((n+1)*w)*frame)))
+		rtt, w := fabric.PSRoundTrip(scaled.Top, scaled.Workers, scaled.Net, n)
+		s.timeout = fabric.Secs(max(2e-3, 1.5*(rtt+float64((n+1)*w)*frame)))
 	}
 	s.ringTimeout = time.Duration(p.RingTimeout)
 	if s.ringTimeout == 0 {
-		s.ringTimeout = secs(max(2e-3, 5*float64(s.ringWindow)*frame))
+		s.ringTimeout = fabric.Secs(max(2e-3, 5*float64(s.ringWindow)*frame))
 	}
 	return nil
 }
@@ -352,11 +361,11 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	if len(top.Hosts()) < 2 {
 		return nil, spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, len(top.Hosts()))
 	}
-	net := Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
+	net := fabric.Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
 		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold, ATPCollisions: p.ATPCollisions}
 	// ATP as published on the flow model; as the data plane runs it at
 	// packet level (docs/dynaina.md, "ATP as published").
-	def := DefaultNet
+	def := fabric.DefaultNet
 	if p.Granularity == GranularityPacket {
 		def = def.DataPlaneATP()
 	}
@@ -367,7 +376,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 		net.ATPCollisions = def.ATPCollisions
 	}
 	if err := net.Check(); err != nil {
-		var ne *NetError
+		var ne *fabric.NetError
 		if errors.As(err, &ne) {
 			return nil, bad(ne.Field, "%v", err)
 		}
@@ -565,7 +574,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if sc.p.Granularity == GranularityPacket {
 		return e.runPacket(ctx, r, sc, js)
 	}
-	binder, _, err := SimBinder(sc.top)
+	binder, _, err := flow.SimBinder(sc.top)
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +582,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if err != nil {
 		return nil, err
 	}
-	o, err := Simulate(ctx, Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: policy, Binder: binder, Seed: uint64(r.Seed), Bins: sc.p.Bins, Progress: r.Progress})
+	o, err := flow.Simulate(ctx, flow.Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: policy, Binder: binder, Seed: uint64(r.Seed), Bins: sc.p.Bins, Progress: r.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -585,7 +594,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 		run.Params["oversubscription"] = oversubscription(sc.top)
 	}
 	run.Params["atp_hold_return"] = 0
-	if sc.net.ATPHold == HoldReturn {
+	if sc.net.ATPHold == fabric.HoldReturn {
 		run.Params["atp_hold_return"] = 1
 	}
 	return run, nil
@@ -601,7 +610,7 @@ func aggregatorsParam(top *topologies.Topology) float64 {
 }
 
 // Report turns an outcome into a run's metrics, series and params.
-func Report(o *Outcome, load, aggregators float64) *analysis.Run {
+func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 	jcts := make([]float64, len(o.Jobs))
 	for i, j := range o.Jobs {
 		jcts[i] = j.JCT()
@@ -720,9 +729,9 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 		return nil, err
 	}
 	defer tb.Close()
-	o, err := RunPacket(ctx, PacketSetup{
+	o, err := packet.Run(ctx, packet.Setup{
 		Testbed: sc.hostModel(tb, uint64(r.Seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
-		Net: scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, scaled.Factor),
+		Net: scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, scaled.Factor),
 		Policy: policy, Seed: uint64(r.Seed),
 		Timeout: sc.timeout, RingTimeout: sc.ringTimeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample),
 		Bins: sc.p.Bins, Progress: r.Progress,

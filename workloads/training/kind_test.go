@@ -2,6 +2,8 @@ package training
 
 import (
 	"context"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
+	"github.com/tracebed/tracebed/workloads/training/flow"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -262,7 +264,7 @@ func BenchmarkFlowRun(b *testing.B) {
 	var events uint64
 	b.ResetTimer()
 	for range b.N {
-		o, err := Simulate(context.Background(), Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: mustFactory(b, e, "dynaina", sc), Seed: 1})
+		o, err := flow.Simulate(context.Background(), flow.Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: mustFactory(b, e, "dynaina", sc), Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -290,4 +292,31 @@ func mustFactory(t testing.TB, e *experiment, policy string, sc *scenario) inasc
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestATPDefaults: the ina kind runs ATP as published on the flow model
+// and as the data plane does at packet level; the data plane's rules are
+// refused at packet level only when set the other way.
+func TestATPDefaults(t *testing.T) {
+	head := "kind: ina\ntopology: {generate: star, hosts: 8, aggregators: 256}\npolicies: [atp]\n"
+	for _, tt := range []struct {
+		body, hold, collisions string
+	}{
+		{"", fabric.HoldReturn, fabric.CollideRemap},
+		{"workload: {granularity: packet}\n", fabric.HoldCompletion, fabric.CollideHash},
+		{"workload: {atp_hold: completion, atp_collisions: hash}\n", fabric.HoldCompletion, fabric.CollideHash},
+	} {
+		spec, err := experiments.ParseSpec("s.yaml", []byte(head+tt.body), embedded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := Kind{}.Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := exp.(*experiment).scenarios["default"].net
+		if n.ATPHold != tt.hold || n.ATPCollisions != tt.collisions {
+			t.Errorf("%q: hold %s, collisions %s; want %s, %s", tt.body, n.ATPHold, n.ATPCollisions, tt.hold, tt.collisions)
+		}
+	}
 }

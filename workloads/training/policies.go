@@ -6,6 +6,7 @@ import (
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/systems/noina"
 	"github.com/tracebed/tracebed/systems/switchml"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
 
 // Policies returns the INA policies an ina spec may name. This is the one
@@ -23,4 +24,4 @@ func Policies() *inasched.Registry {
 
 // Window implements inasched.Network: the line-rate window of the
 // scenario's network.
-func (s *scenario) Window() int { return LineRateDemand(s.top, s.net) }
+func (s *scenario) Window() int { return fabric.LineRateDemand(s.top, s.net) }

@@ -1,4 +1,12 @@
-package training
+// Package flow is the flow-level model of multi-tenant INA training
+// (docs/dynaina.md §4): an event-driven simulation whose events are job
+// arrivals, compute phases, all-reduce starts and ends and plan changes,
+// with every all-reduce a flow whose rate max-min fair sharing of the
+// links and the job's window set. It runs the policies of systems/
+// through inasched's controller and admission state machine at paper
+// scale, from the estimates of package fabric; SimBinder writes every
+// binding to the switches' P4 pipelines.
+package flow
 
 import (
 	"context"
@@ -13,111 +21,13 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
-
-// Net holds the protocol and host parameters of the INA model beyond the
-// topology (docs/dynaina.md lists their defaults and sources).
-type Net struct {
-	// Payload is the gradient bytes one INA packet carries (k × 4; 256 for
-	// k = 64, as SwitchML and p4/ina).
-	Payload int
-	// Frame is the bytes an INA or ring packet occupies on the wire
-	// (322 for k = 64: Ethernet, IPv4, UDP, the 24-byte INA header).
-	Frame int
-	// Turnaround is a worker's (and a parameter server's) time from
-	// receiving a result to sending the slot's next packet.
-	Turnaround time.Duration
-	// Control is the latency of a pool turn handoff: the controller tells
-	// a waiting job's workers that the pool is theirs.
-	Control time.Duration
-	// Jitter is the coefficient of variation of each worker's compute
-	// time per iteration (normal, truncated at ±3σ); the all-reduce starts
-	// when the slowest worker is done.
-	Jitter float64
-	// ComputeScale multiplies every model's compute time (a faster GPU
-	// than the reference: < 1).
-	ComputeScale float64
-	// ATPHold is how long a shared-mode (ATP) aggregator stays held:
-	// "return" — until the result comes back from the parameter server
-	// through the switch, the ATP paper's release rule (its switch clears
-	// an aggregator when the parameter packet of the same job and sequence
-	// passes back; docs/dynaina.md, "ATP as published") — or
-	// "completion" — from a chunk's first to its last contribution, what
-	// p4/ina does (validated against it).
-	ATPHold string
-	// ATPCollisions is what a collision does to the colliding window slot:
-	// "remap" — ATP moves the slot to another aggregator (its parameter
-	// server picks one no job of its own uses and the workers adopt it),
-	// so slots that collide settle on free aggregators and only the part
-	// of the jobs' windows the pool cannot hold keeps colliding — or
-	// "hash" — every chunk hashes anew (by job and chunk offset, what
-	// p4/ina does), so a chunk collides with the share of the pool other
-	// jobs hold.
-	ATPCollisions string
-}
-
-// ATP hold and collision settings.
-const (
-	HoldCompletion = "completion"
-	HoldReturn     = "return"
-	CollideRemap   = "remap"
-	CollideHash    = "hash"
-)
-
-// DefaultNet are the parameters of the experiments unless a spec says
-// otherwise: ATP as published (release on return, remapping collided
-// slots).
-var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1, ATPHold: HoldReturn, ATPCollisions: CollideRemap}
-
-// DataPlaneATP returns n with ATP as the p4/ina data plane runs it
-// (release at completion, a hash per chunk): what packet-level runs do,
-// and what the flow model is validated against.
-func (n Net) DataPlaneATP() Net {
-	n.ATPHold, n.ATPCollisions = HoldCompletion, CollideHash
-	return n
-}
-
-// Check validates n. Its errors are *NetError, naming the spec's key.
-func (n Net) Check() error {
-	switch {
-	case n.Payload < 4 || n.Payload > 9000:
-		return netErrorf("payload", "payload %d: want 4 to 9000 bytes", n.Payload)
-	case n.Frame < n.Payload || n.Frame > 9216:
-		return netErrorf("frame", "frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
-	case n.Turnaround < 0:
-		return netErrorf("turnaround", "turnaround and control latency must not be negative")
-	case n.Control < 0:
-		return netErrorf("control", "turnaround and control latency must not be negative")
-	case !(n.Jitter >= 0 && n.Jitter <= 0.3):
-		return netErrorf("jitter", "jitter %v: want 0 to 0.3", n.Jitter)
-	case !(n.ComputeScale > 0 && n.ComputeScale <= 100):
-		return netErrorf("compute_scale", "compute_scale %v: want more than 0, at most 100", n.ComputeScale)
-	case n.ATPHold != "" && n.ATPHold != HoldCompletion && n.ATPHold != HoldReturn:
-		return netErrorf("atp_hold", "atp_hold %q: want %s or %s", n.ATPHold, HoldReturn, HoldCompletion)
-	case n.ATPCollisions != "" && n.ATPCollisions != CollideRemap && n.ATPCollisions != CollideHash:
-		return netErrorf("atp_collisions", "atp_collisions %q: want %s or %s", n.ATPCollisions, CollideRemap, CollideHash)
-	}
-	return nil
-}
-
-// NetError is an invalid Net field; Field is the spec's key.
-type NetError struct {
-	Field string
-	Err   error
-}
-
-func (e *NetError) Error() string { return e.Err.Error() }
-
-func (e *NetError) Unwrap() error { return e.Err }
-
-func netErrorf(field, format string, args ...any) error {
-	return &NetError{Field: field, Err: fmt.Errorf(format, args...)}
-}
 
 // Setup is one flow-level run.
 type Setup struct {
 	Top    *topologies.Topology
-	Net    Net
+	Net    fabric.Net
 	Jobs   []jobtrace.Job
 	Policy inasched.Factory
 	// Binder, if not nil, receives every binding the controller makes
@@ -195,10 +105,7 @@ const (
 	done
 )
 
-type coef struct {
-	link int
-	a    float64 // wire bytes on the link per payload byte of progress
-}
+type coef = fabric.Coef
 
 // run is a job in the model.
 type run struct {
@@ -208,23 +115,18 @@ type run struct {
 	sj      inasched.Job
 	hosts   []int
 	sw      *topologies.Node // the top of tree
-	tree    Tree
+	tree    fabric.Tree
 	rng     *rand.Rand
 	iter    int
 	phase   phase
 	ver     uint64
 	compute float64 // seconds per iteration before jitter
 
-	// Network constants.
-	line        float64 // payload bytes/s at the workers' line rate
-	rtt, rttATP float64 // INA slot round trip; through the PS in shared mode
-	tauRing     float64 // ring all-reduce latency term
-	hold        float64 // spread of a chunk's packets at the switch (shared mode)
-	wATP        int     // ATP window, slots
-	ina, ring   []coef  // link coefficients per mode
-	shared      []coef  // shared mode: ina plus the PS links (scaled by p)
-	psLinks     [2]int  // virtual PS links: switch→PS, PS→switch
-	boundComm   float64 // gradient bits ÷ line rate, seconds per iteration
+	// Network constants: the fabric's estimate, and the job's virtual
+	// parameter-server links (directed link indices in engine.links).
+	est     fabric.Estimate
+	psLinks [2]int
+	shared  []coef // shared mode: the INA links plus the PS links (scaled by p)
 
 	// Current all-reduce.
 	b         inasched.Binding
@@ -309,7 +211,7 @@ func (q *eventQueue) pop() event {
 // engine is the flow-level model.
 type engine struct {
 	s       Setup
-	cl      *Cluster
+	cl      *fabric.Cluster
 	ctl     *inasched.Controller
 	adm     *inasched.Admission[float64]
 	now     float64
@@ -351,7 +253,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 	if s.Bins <= 0 {
 		s.Bins = 200
 	}
-	cl := NewCluster(s.Top)
+	cl := fabric.NewCluster(s.Top)
 	cl.TwoLevel = true
 	e := &engine{s: s, cl: cl, mem: map[string]int{}, inUse: map[string]float64{}, byID: map[int]*run{}}
 	e.sws = s.Top.Switches()
@@ -545,10 +447,12 @@ func (e *engine) start(r *run, hosts []int) error {
 	r.sw, r.tree = t.Top, t
 	r.res.Switch = t.Top.Name
 	r.res.Start = e.now
-	e.derive(r)
+	r.est = e.cl.Estimate(e.s.Net, r.spec, r.prof, r.compute, hosts, t)
+	r.psLinks = [2]int{len(e.links), len(e.links) + 1}
+	e.links = append(e.links, r.est.PSRate, r.est.PSRate)
 	e.active = append(e.active, r)
 	slices.SortFunc(e.active, func(a, b *run) int { return a.idx - b.idx })
-	acts, err := e.adm.Admit(e.clock(), e.now, r.sj, e.workerAddrs(r))
+	acts, err := e.adm.Admit(e.clock(), e.now, r.est.Job, e.workerAddrs(r))
 	if err != nil {
 		return err
 	}
@@ -597,7 +501,7 @@ func (e *engine) computeStart(r *run) {
 		c := r.compute * max(f, 0.01)
 		lo, hi = min(lo, c), max(hi, c)
 	}
-	r.res.Bound += hi + r.boundComm
+	r.res.Bound += hi + r.est.BoundComm
 	if len(r.hosts) == 1 {
 		r.ver++
 		e.push(e.now+hi, evDrainEnd, e.index(r), r.ver) // nothing to all-reduce
@@ -614,7 +518,7 @@ func (e *engine) computeStart(r *run) {
 // mode its early workers start claiming aggregators.
 func (e *engine) firstDone(r *run) error {
 	r.phase = skew
-	act, err := e.adm.Begin(e.clock(), e.now, r.sj.ID)
+	act, err := e.adm.Begin(e.clock(), e.now, r.est.Job.ID)
 	if err != nil {
 		return err
 	}
@@ -623,7 +527,7 @@ func (e *engine) firstDone(r *run) error {
 	case act.Verdict == inasched.Grant:
 		e.grant(r, false)
 	case act.Verdict == inasched.Proceed && r.b.Mode == inasched.Shared && r.b.INA():
-		e.use(r, float64(r.wATP))
+		e.use(r, float64(r.est.WindowPS))
 		e.dirty = true
 	}
 	return nil
@@ -665,11 +569,11 @@ func (e *engine) tryStart(r *run) {
 func (e *engine) setTau(r *run) {
 	switch {
 	case r.b.Mode == inasched.Pool && r.b.INA():
-		r.tau = r.rtt
+		r.tau = r.est.RTT
 	case r.b.Mode == inasched.Shared && r.b.INA():
-		r.tau = r.rttATP
+		r.tau = r.est.RTTPS
 	default:
-		r.tau = r.tauRing
+		r.tau = r.est.TauRing
 	}
 }
 
@@ -678,7 +582,7 @@ func (e *engine) endIteration(r *run) error {
 	if r.holder {
 		r.holder = false
 		e.use(r, -float64(r.b.Size))
-		e.apply(e.adm.End(r.sj.ID))
+		e.apply(e.adm.End(r.est.Job.ID))
 	}
 	if r.haveB && r.b.Mode == inasched.Shared && r.b.INA() {
 		e.dirty = true
@@ -694,7 +598,7 @@ func (e *engine) endIteration(r *run) error {
 	e.active = slices.DeleteFunc(e.active, func(o *run) bool { return o == r })
 	e.cl.Release(r.hosts)
 	e.cl.Unhold(r.sw)
-	acts, err := e.adm.Depart(e.clock(), e.now, r.sj.ID)
+	acts, err := e.adm.Depart(e.clock(), e.now, r.est.Job.ID)
 	if err != nil {
 		return err
 	}
@@ -739,7 +643,7 @@ func (e *engine) reallocate() {
 	// hold. Occupancy depends on p when chunks hold aggregators until the
 	// result returns, so iterate to the fixed point.
 	passes := 1
-	if e.s.Net.ATPHold == HoldReturn || e.s.Net.ATPCollisions != CollideHash {
+	if e.s.Net.ATPHold == fabric.HoldReturn || e.s.Net.ATPCollisions != fabric.CollideHash {
 		passes = 8
 	}
 	for pass := range passes {
@@ -814,7 +718,7 @@ func (e *engine) reallocate() {
 // at a switch where the jobs' chunks hold total aggregators of a pool of
 // size, own of them the job's (Net.ATPCollisions).
 func (e *engine) collide(total, own, size float64) float64 {
-	if e.s.Net.ATPCollisions == CollideHash {
+	if e.s.Net.ATPCollisions == fabric.CollideHash {
 		return min(1, max(0, total-own)/size)
 	}
 	// Remapped slots settle on free aggregators; the windows' excess over
@@ -843,9 +747,9 @@ func (r *run) sharing() bool {
 // between first and last contribution.
 func (r *run) occupancy() float64 {
 	if r.phase == skew {
-		return float64(min(r.wATP, r.b.Size))
+		return float64(min(r.est.WindowPS, r.b.Size))
 	}
-	return float64(min(r.wATP, r.b.Size)) * (1 - r.p) * min(1, r.hold/r.rttATP)
+	return float64(min(r.est.WindowPS, r.b.Size)) * (1 - r.p) * min(1, r.est.Hold/r.est.RTTPS)
 }
 
 // demand returns the link coefficients and the window cap of a streaming
@@ -853,19 +757,19 @@ func (r *run) occupancy() float64 {
 func (e *engine) demand(r *run) ([]coef, float64) {
 	switch {
 	case r.b.Mode == inasched.Pool && r.b.INA():
-		return r.ina, float64(r.b.Size) * float64(e.s.Net.Payload) / r.rtt
+		return r.est.INA, float64(r.b.Size) * float64(e.s.Net.Payload) / r.est.RTT
 	case r.b.Mode == inasched.Shared && r.b.INA():
 		if len(r.shared) == 0 {
-			r.shared = append(append(r.shared, r.ina...), coef{link: r.psLinks[0]}, coef{link: r.psLinks[1]})
+			r.shared = append(append(r.shared, r.est.INA...), coef{Link: r.psLinks[0]}, coef{Link: r.psLinks[1]})
 		}
 		f := float64(e.s.Net.Frame) / float64(e.s.Net.Payload)
 		n := float64(len(r.hosts))
-		r.shared[len(r.shared)-2].a = f * (1 - r.p + n*r.p)
-		r.shared[len(r.shared)-1].a = f
-		w := float64(min(r.wATP, r.b.Size))
-		return r.shared, w * float64(e.s.Net.Payload) / r.rttATP
+		r.shared[len(r.shared)-2].A = f * (1 - r.p + n*r.p)
+		r.shared[len(r.shared)-1].A = f
+		w := float64(min(r.est.WindowPS, r.b.Size))
+		return r.shared, w * float64(e.s.Net.Payload) / r.est.RTTPS
 	}
-	return r.ring, math.Inf(1)
+	return r.est.Ring, math.Inf(1)
 }
 
 // solver holds maxMin's scratch space, indexed by directed link.
@@ -913,10 +817,10 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 	sv.touched = sv.touched[:0]
 	for _, cs := range coefs {
 		for _, c := range cs {
-			if !sv.seen[c.link] {
-				sv.seen[c.link] = true
-				sv.touched = append(sv.touched, c.link)
-				sv.residual[c.link] = capacity[c.link]
+			if !sv.seen[c.Link] {
+				sv.seen[c.Link] = true
+				sv.touched = append(sv.touched, c.Link)
+				sv.residual[c.Link] = capacity[c.Link]
 			}
 		}
 	}
@@ -935,7 +839,7 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 		for i, cs := range coefs {
 			if !frozen[i] {
 				for _, c := range cs {
-					sv.load[c.link] += c.a
+					sv.load[c.Link] += c.A
 				}
 			}
 		}
@@ -968,7 +872,7 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 			}
 			stop := rates[i] >= caps[i]*(1-1e-12)
 			for _, c := range cs {
-				if sv.residual[c.link] <= capacity[c.link]*1e-12 {
+				if sv.residual[c.Link] <= capacity[c.Link]*1e-12 {
 					stop = true
 				}
 			}
@@ -1034,6 +938,22 @@ func binSteps(steps []analysis.Point, from, to float64, n int) []analysis.Point 
 		}
 		area += cur * (hi - t)
 		out[i] = analysis.Point{X: (lo + hi) / 2, Y: area / w}
+	}
+	return out
+}
+
+// Draws returns the compute times the model draws for the workers of a
+// job (id job, seed seed) over its iterations, per worker: what a
+// packet-level worker replays to see the same phases.
+func Draws(seed uint64, job, workers, iterations int, compute time.Duration, jitter float64) [][]time.Duration {
+	r := rand.New(rand.NewPCG(seed, uint64(job)<<1|1))
+	out := make([][]time.Duration, workers)
+	for range iterations {
+		for w := range workers {
+			f := 1 + jitter*max(-3, min(3, r.NormFloat64()))
+			c := compute.Seconds() * max(f, 0.01)
+			out[w] = append(out[w], time.Duration(c*1e9))
+		}
 	}
 	return out
 }

@@ -1,4 +1,13 @@
-package training
+// Package fabric is what the INA experiments know of the network: the
+// cluster of GPU hosts and where jobs are placed (rack-local first), where
+// a job aggregates (its tree: the racks' ToRs and a top switch, chosen
+// with the other jobs in view), and the estimate every policy and both
+// levels of simulation use — the bottleneck rate on every worker's path
+// (a job's own flows sharing a link share its rate), the round trips,
+// the windows and the all-reduce times in pool mode, in shared mode and
+// on the host ring (docs/dynaina.md, "Estimates from the topology"). Net
+// holds the protocol and host parameters the estimates depend on.
+package fabric
 
 import (
 	"fmt"
@@ -25,12 +34,12 @@ type Cluster struct {
 
 // NewCluster returns a cluster with every host of top free.
 func NewCluster(top *topologies.Topology) *Cluster {
-	return newCluster(top, top.Hosts())
+	return NewClusterOf(top, top.Hosts())
 }
 
-// newCluster returns a cluster of the given hosts of top (the others run
-// services: a controller, parameter servers).
-func newCluster(top *topologies.Topology, hosts []*topologies.Node) *Cluster {
+// NewClusterOf returns a cluster of the given hosts of top (the others
+// run services: a controller, parameter servers).
+func NewClusterOf(top *topologies.Topology, hosts []*topologies.Node) *Cluster {
 	c := &Cluster{Top: top, Hosts: hosts, dist: map[*topologies.Node][]int{}, tops: map[*topologies.Node]int{}}
 	c.free = make([]bool, len(c.Hosts))
 	c.rack = make([]int, len(c.Hosts))

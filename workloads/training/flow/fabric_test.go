@@ -1,12 +1,12 @@
-package training
+package flow
 
 import (
 	"fmt"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
@@ -16,7 +16,7 @@ import (
 
 // fabric generates a leaf-spine whose racks' uplinks are oversubscribed
 // by oversub (hosts' bandwidth over the rack's uplinks').
-func fabric(t testing.TB, spines, leaves, perLeaf int, oversub float64, aggregators int) *topologies.Topology {
+func leafSpine(t testing.TB, spines, leaves, perLeaf int, oversub float64, aggregators int) *topologies.Topology {
 	t.Helper()
 	rate := 100 * units.Gbps
 	fab := units.Rate(float64(rate) * float64(perLeaf) / float64(spines) / oversub)
@@ -77,7 +77,7 @@ func TestNoPolicyPicksASlowerINA(t *testing.T) {
 		spines, leaves, perLeaf := 1+r.IntN(4), 2+r.IntN(3), 2+r.IntN(7)
 		oversub := []float64{1, 2, 4, 8}[r.IntN(4)]
 		aggs := []int{64, 256, 1024, 4096}[r.IntN(4)]
-		top := fabric(t, spines, leaves, perLeaf, oversub, aggs)
+		top := leafSpine(t, spines, leaves, perLeaf, oversub, aggs)
 		trace := randomTrace(uint64(i+1), 10, min(32, leaves*perLeaf))
 		for _, pol := range policyNames {
 			t.Run(fmt.Sprintf("%s/%d/%s", top.Name, aggs, pol), func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestNoPolicyPicksASlowerINA(t *testing.T) {
 					s, err := policies()[pol](mem, slot)
 					return &checker{Scheduler: s, t: t, jobs: map[int]inasched.Job{}, ina: &ina}, err
 				}
-				simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: f, Seed: uint64(i)})
+				simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: f, Seed: uint64(i)})
 				t.Logf("%d INA bindings", ina)
 			})
 		}
@@ -103,7 +103,7 @@ func TestEstimateMatchesModel(t *testing.T) {
 	prof := models.Profile{Name: "m", GradientBytes: 64 << 20, Compute: 20 * time.Millisecond}
 	for _, oversub := range []float64{1, 2, 4} {
 		for _, torMemory := range []bool{true, false} {
-			top := fabric(t, 2, 2, 4, oversub, 4096)
+			top := leafSpine(t, 2, 2, 4, oversub, 4096)
 			if !torMemory {
 				for _, sw := range top.Switches() {
 					if sw.Name != "spine1" && sw.Name != "spine2" {
@@ -112,7 +112,7 @@ func TestEstimateMatchesModel(t *testing.T) {
 				}
 			}
 			t.Run(fmt.Sprintf("%g:1/tor-memory=%v", oversub, torMemory), func(t *testing.T) {
-				net := DefaultNet
+				net := fabric.DefaultNet
 				net.Jitter = 0
 				trace := []jobtrace.Job{{ID: 1, Model: "m", Workers: 8, Iterations: 4}}
 				var est inasched.Job
@@ -125,7 +125,7 @@ func TestEstimateMatchesModel(t *testing.T) {
 				ring := simulate(t, Setup{Top: top, Net: net, Jobs: trace, Policy: spy(policies()["noina"]), Lookup: custom(prof)})
 				pool := simulate(t, Setup{Top: top, Net: net, Jobs: trace, Policy: spy(policies()["dynaina"]), Lookup: custom(prof)})
 				per := func(o *Outcome) time.Duration {
-					return secs(o.Jobs[0].JCT()/4 - prof.Compute.Seconds())
+					return fabric.Secs(o.Jobs[0].JCT()/4 - prof.Compute.Seconds())
 				}
 				t.Logf("two-level %v: ring %v (estimate %v), INA %v (estimate %v); window %d, useful %d",
 					len(est.Lower) > 0, per(ring), est.CommRing, per(pool), est.INATime(est.Demand), est.Demand, est.Useful)
@@ -171,43 +171,16 @@ func TestATPCollisions(t *testing.T) {
 		total, own, size float64
 		want             float64
 	}{
-		{CollideHash, 300, 100, 1000, 0.2},
-		{CollideHash, 3000, 100, 1000, 1},
-		{CollideRemap, 300, 100, 1000, 0},
-		{CollideRemap, 1000, 500, 1000, 0},
-		{CollideRemap, 4000, 1000, 1000, 0.75},
+		{fabric.CollideHash, 300, 100, 1000, 0.2},
+		{fabric.CollideHash, 3000, 100, 1000, 1},
+		{fabric.CollideRemap, 300, 100, 1000, 0},
+		{fabric.CollideRemap, 1000, 500, 1000, 0},
+		{fabric.CollideRemap, 4000, 1000, 1000, 0.75},
 	}
 	for _, tt := range tests {
-		e := &engine{s: Setup{Net: Net{ATPCollisions: tt.mode}}}
+		e := &engine{s: Setup{Net: fabric.Net{ATPCollisions: tt.mode}}}
 		if got := e.collide(tt.total, tt.own, tt.size); !near(got, tt.want, 1e-12) && got != tt.want {
 			t.Errorf("%s: collide(%v, %v, %v) = %v, want %v", tt.mode, tt.total, tt.own, tt.size, got, tt.want)
-		}
-	}
-}
-
-// TestATPDefaults: the ina kind runs ATP as published on the flow model
-// and as the data plane does at packet level; the data plane's rules are
-// refused at packet level only when set the other way.
-func TestATPDefaults(t *testing.T) {
-	head := "kind: ina\ntopology: {generate: star, hosts: 8, aggregators: 256}\npolicies: [atp]\n"
-	for _, tt := range []struct {
-		body, hold, collisions string
-	}{
-		{"", HoldReturn, CollideRemap},
-		{"workload: {granularity: packet}\n", HoldCompletion, CollideHash},
-		{"workload: {atp_hold: completion, atp_collisions: hash}\n", HoldCompletion, CollideHash},
-	} {
-		spec, err := experiments.ParseSpec("s.yaml", []byte(head+tt.body), embedded)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exp, err := Kind{}.Compile(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := exp.(*experiment).scenarios["default"].net
-		if n.ATPHold != tt.hold || n.ATPCollisions != tt.collisions {
-			t.Errorf("%q: hold %s, collisions %s; want %s, %s", tt.body, n.ATPHold, n.ATPCollisions, tt.hold, tt.collisions)
 		}
 	}
 }
