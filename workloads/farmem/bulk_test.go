@@ -32,14 +32,7 @@ func (b lateBulk) Start(env emulator.Env) { b.bulk.Start(lateEnv{env, b.late}) }
 // rate here — and that timers firing late do not lower it: the ON/OFF
 // schedule is kept in absolute times.
 func TestBulkLoad(t *testing.T) {
-	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 2, Rate: 10 * units.Gbps, Delay: units.Duration(time.Microsecond), Buffer: 64 * units.MiB})
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := f.Build("star")
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := bulkStar(t, 2)
 	const horizon = 200 * time.Millisecond
 	offered := func(late time.Duration) float64 {
 		s := sim.New()
@@ -146,14 +139,7 @@ func TestPickerFollowsWeights(t *testing.T) {
 // TestBulkLoadSpreads runs one bulk sender against two sinks at load 0.5
 // of each sink's link: each gets about half its rate (docs/farmem.md).
 func TestBulkLoadSpreads(t *testing.T) {
-	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 3, Rate: 10 * units.Gbps, Delay: units.Duration(time.Microsecond), Buffer: 64 * units.MiB})
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := f.Build("star")
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := bulkStar(t, 3)
 	p, err := spreadBulk(0.5, []float64{10e9, 10e9}, []float64{10e9})
 	if err != nil {
 		t.Fatal(err)
@@ -184,4 +170,18 @@ func TestBulkLoadSpreads(t *testing.T) {
 			t.Errorf("sink %d got %.3f of its link, want 0.5", i, got)
 		}
 	}
+}
+
+// bulkStar is a star of 10 Gbps hosts with deep buffers.
+func bulkStar(t *testing.T, hosts int) *topologies.Topology {
+	t.Helper()
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: hosts, Rate: 10 * units.Gbps, Delay: units.Duration(time.Microsecond), Buffer: 64 * units.MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
 }

@@ -590,8 +590,10 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	// The sensitivity settings, so that plots group runs that differ in
 	// them apart from the memory and load sweeps.
 	run.Params["compute_scale"] = sc.net.ComputeScale
-	if sc.p.FabricRate > 0 {
+	if sc.p.FabricRate > 0 || sc.p.RackAggregators != nil {
+		// Fabric scenarios: plots keep the ToRs' memory apart.
 		run.Params["oversubscription"] = oversubscription(sc.top)
+		run.Params["rack_aggregators"] = float64(sc.top.Hosts()[0].Uplink().Node.Aggregators)
 	}
 	run.Params["atp_hold_return"] = 0
 	if sc.net.ATPHold == fabric.HoldReturn {
