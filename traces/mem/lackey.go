@@ -76,18 +76,18 @@ func ImportLackey(name string, r io.Reader, opts LackeyOptions) (Header, []Acces
 // Source; Header's Pages is known only at the end (Pages of the header
 // returned before then is 0, "unknown").
 type LackeyReader struct {
-	lr       *lineReader
-	opts     LackeyOptions
-	shift    uint
-	psPer    int64 // picoseconds per instruction
-	dense    map[uint64]uint64
+	lr    *lineReader
+	opts  LackeyOptions
+	shift uint
+	psPer int64 // picoseconds per instruction
+	dense map[uint64]uint64
 	// recent caches recent renumberings in front of the map: slot
 	// p%len holds raw page p+1 (0: empty) and its number.
-	recent [1024][2]uint64
-	instrs   int64 // instructions since the last emitted page access
-	carryPs  int64 // sub-nanosecond remainder carried between gaps
-	cur      Access
-	haveCur  bool
+	recent  [1024][2]uint64
+	instrs  int64 // instructions since the last emitted page access
+	carryPs int64 // sub-nanosecond remainder carried between gaps
+	cur     Access
+	haveCur bool
 	// out holds accesses closed but not yet returned: at most the pages
 	// one line touches (an access of up to 1 MiB).
 	out      []Access
