@@ -185,11 +185,11 @@ func TestCompareFormats(t *testing.T) {
 		t.Fatalf("json: exit %d, %v, %+v", code, err, out)
 	}
 	code, stdout, _ = run(t, "compare", "--format", "csv", "--all", farmemResults, farmemResults)
-	if code != 0 || strings.Count(stdout, "\n") != 97 || !strings.HasPrefix(stdout, "table,scenario,policy,metric") {
+	if code != 0 || strings.Count(stdout, "\n") != 97 || !strings.HasPrefix(stdout, "table,scenario,policy,metric,unit,better,baseline,new") {
 		t.Errorf("csv: exit %d\n%s", code, stdout)
 	}
 	code, stdout, _ = run(t, "compare", "--format", "markdown", farmemResults, regressed)
-	if code != 1 || !strings.Contains(stdout, "| local-0.5 | glitter | throughput_ops (ops/s) | higher |") {
+	if code != 1 || !strings.Contains(stdout, "| local-0.5 | glitter | throughput_ops | higher | 72.50 k ops/s | 65.25 k ops/s | -10.0% | REGRESSION |") {
 		t.Errorf("markdown: exit %d\n%s", code, stdout)
 	}
 }
