@@ -34,6 +34,11 @@ type ConvertResult struct {
 // which grows with the footprint). name gives the format by its extension
 // and appears in errors.
 func Convert(w io.Writer, name string, r io.Reader, lackey LackeyOptions) (*ConvertResult, error) {
+	return ConvertTo(w, Binary, name, r, lackey)
+}
+
+// ConvertTo is Convert to the binary or the text form.
+func ConvertTo(w io.Writer, to Format, name string, r io.Reader, lackey LackeyOptions) (*ConvertResult, error) {
 	h, src, err := OpenReaderWith(name, r, lackey)
 	if err != nil {
 		return nil, err
@@ -47,17 +52,27 @@ func Convert(w io.Writer, name string, r io.Reader, lackey LackeyOptions) (*Conv
 	case *LackeyReader:
 		res.Format = Lackey
 	}
-	tw, err := NewWriter(w, h)
-	if err != nil {
-		return nil, err
+	var out interface {
+		Write(...Access) error
+		Close() error
+	}
+	switch to {
+	case Binary:
+		if out, err = NewWriter(w, h); err != nil {
+			return nil, err
+		}
+	case Text:
+		out = NewTextWriter(w, h)
+	default:
+		return nil, fmt.Errorf("convert %s: cannot write the %s format (want binary or text)", name, to)
 	}
 	var c statsCounter
 	buf := make([]Access, 4096)
 	for {
 		n, rerr := src.Read(buf)
 		c.add(buf[:n])
-		if err := tw.Write(buf[:n]...); err != nil {
-			return nil, fmt.Errorf("%s: write the binary form: %w", name, err)
+		if err := out.Write(buf[:n]...); err != nil {
+			return nil, fmt.Errorf("%s: write the %s form: %w", name, to, err)
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
@@ -66,8 +81,8 @@ func Convert(w io.Writer, name string, r io.Reader, lackey LackeyOptions) (*Conv
 			return nil, rerr
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("%s: write the binary form: %w", name, err)
+	if err := out.Close(); err != nil {
+		return nil, fmt.Errorf("%s: write the %s form: %w", name, to, err)
 	}
 	res.Stats = c.stats()
 	if l, ok := src.(*LackeyReader); ok {
