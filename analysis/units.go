@@ -106,7 +106,7 @@ func (d Display) Format(v float64) string {
 	a := math.Abs(v)
 	switch {
 	case a >= 1e4 && a < 1e15:
-		return groupThousands(v)
+		return groupThousands(math.Round(v))
 	case v == math.Trunc(v) && a < 1e15:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 1 && a < 1e4:
@@ -135,7 +135,8 @@ func (d Display) Header(name string) string {
 }
 
 // groupThousands writes v with commas between groups of three digits and
-// one decimal unless it is whole ("1,234,567", "12,345.6").
+// one decimal unless it is whole ("1,234,567", "12,345.6"); Format gives it
+// whole numbers.
 func groupThousands(v float64) string {
 	s := strconv.FormatFloat(math.Abs(v), 'f', 1, 64)
 	if strings.HasSuffix(s, ".0") {

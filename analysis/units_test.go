@@ -17,7 +17,7 @@ func TestDisplayFor(t *testing.T) {
 		{"B", []float64{0}, "0 B", "fallback_bytes (B)", "fallback_bytes"},
 		{"s", []float64{0.0123, 0.5}, "12.30 ms", "blocking_time_s (ms)", "blocking_time_s"},
 		{"s", []float64{1234.5678}, "1235 s", "avg_jct_s", "avg_jct_s"},
-		{"s", []float64{98765.4}, "98,765.4 s", "makespan_s", "makespan_s"},
+		{"s", []float64{98765.4}, "98,765 s", "makespan_s", "makespan_s"},
 		{"us", []float64{12.5, 900}, "12.50 µs", "fault_p99_us", "fault_p99_us"},
 		{"us", []float64{2500}, "2.500 ms", "fault_p99_us (ms)", "fault_p99_us"},
 		{"ops/s", []float64{682223}, "682.2 k ops/s", "throughput_ops (k ops/s)", "throughput_ops"},

@@ -85,7 +85,7 @@ scenarios:
 	res, _ := executeFile(t, path)
 	for _, tc := range []struct {
 		scenario, host, trace string
-		accesses, pages      float64
+		accesses, pages       float64
 	}{
 		{"list", "h1", "small.memtxt", 120, 40},
 		{"list", "h2", "large.memtxt", 240, 120},
@@ -154,9 +154,9 @@ func TestHostBreakdown(t *testing.T) {
 // overflow, is refused with the field named, before anything runs.
 func TestTraceLimits(t *testing.T) {
 	dir := writeTraces(t, map[string]string{
-		"hours.memtxt": "W 0 1h\nW 1 1h\nR 0 1h\n",
-		"ok.memtxt":    scanTrace(8, 2, 100),
-		"bad.memtxt":   "W 0\nW 0b101\nR x\n",
+		"hours.memtxt":  "W 0 1h\nW 1 1h\nR 0 1h\n",
+		"ok.memtxt":     scanTrace(8, 2, 100),
+		"bad.memtxt":    "W 0\nW 0b101\nR x\n",
 		"sparse.memtxt": "W 0\nW 0x10000000\n",
 	})
 	for _, tc := range []struct{ name, yaml, want string }{
@@ -222,5 +222,3 @@ func TestLackeyTraceUsesScenarioPageSize(t *testing.T) {
 		}
 	}
 }
-
-
