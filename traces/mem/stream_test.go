@@ -347,4 +347,3 @@ func ExampleInspect() {
 	// 5 accesses (2 writes) to 3 pages, 50ns of compute
 	// cold 3 by distance [0 1 1]
 }
-
