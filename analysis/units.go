@@ -51,10 +51,12 @@ type Display struct {
 	Div  float64
 }
 
-// DisplayFor chooses how to show values of a metric in unit: the largest
-// display unit in which the largest magnitude among values is at least 1
-// (so 0.02 s shows as 20 ms, 3.6e12 B as 3.6 TB). Units without a family
-// are shown as they are.
+// DisplayFor chooses how to show values of a metric in unit. Values whose
+// largest magnitude lies in [1, 10,000) in the metric's own unit stay in it
+// (its name usually says it: completion_us); others take the largest unit
+// of the family in which the largest magnitude is at least 1, so 0.02 s
+// shows as 20 ms and 3.6e12 B as 3.6 TB. Units without a family are shown
+// as they are.
 func DisplayFor(unit string, values ...float64) Display {
 	var top float64
 	for _, v := range values {
@@ -63,7 +65,7 @@ func DisplayFor(unit string, values ...float64) Display {
 		}
 	}
 	if f, ok := families[unit]; ok {
-		if top == 0 {
+		if top == 0 || top >= 1 && top < 1e4 {
 			return Display{Unit: displayName(unit), Div: 1}
 		}
 		best := f.steps[0]
@@ -74,7 +76,7 @@ func DisplayFor(unit string, values ...float64) Display {
 		}
 		return Display{Unit: best.name, Div: best.factor / f.base}
 	}
-	if per, ok := strings.CutSuffix(unit, "/s"); ok && per != "" {
+	if per, ok := strings.CutSuffix(unit, "/s"); ok && per != "" && top >= 1e4 {
 		best := rateSteps[0]
 		for _, s := range rateSteps {
 			if top >= s.factor {
@@ -128,7 +130,8 @@ func (d Display) With(v float64) string {
 // Header labels a column of metric name: "name (unit)", or the name alone
 // when it has no unit or already ends with it ("avg_jct_s").
 func (d Display) Header(name string) string {
-	if d.Unit == "" || strings.HasSuffix(name, "_"+d.Unit) || (d.Unit == "µs" && strings.HasSuffix(name, "_us")) {
+	lower, unit := strings.ToLower(name), strings.ToLower(d.Unit)
+	if d.Unit == "" || strings.HasSuffix(lower, "_"+unit) || (d.Unit == "µs" && strings.HasSuffix(lower, "_us")) {
 		return name
 	}
 	return name + " (" + d.Unit + ")"

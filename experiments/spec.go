@@ -110,12 +110,7 @@ type RefFile struct {
 // absolute), then among the files built into tracebed. It opens nothing:
 // the caller reads it, as a stream, with the result's Open.
 func (s *Spec) Find(path string) (RefFile, error) {
-	var tried []string
-	if !filepath.IsAbs(path) && s.File != "" {
-		tried = append(tried, filepath.Join(filepath.Dir(s.File), path))
-	}
-	tried = append(tried, path)
-	for _, p := range tried {
+	for _, p := range s.candidates(path) {
 		fi, err := os.Stat(p)
 		if err == nil && !fi.IsDir() {
 			p := p
@@ -139,16 +134,20 @@ func (s *Spec) Find(path string) (RefFile, error) {
 	return RefFile{}, fmt.Errorf("%s: no such file (looked %s and in the files built into tracebed)", path, where)
 }
 
+// candidates are where a relative path of the spec's may be on disk: next
+// to the spec, then as given.
+func (s *Spec) candidates(path string) []string {
+	if filepath.IsAbs(path) || s.File == "" {
+		return []string{path}
+	}
+	return []string{filepath.Join(filepath.Dir(s.File), path), path}
+}
+
 // Glob returns the files on disk that match a pattern (path.Match syntax,
 // such as "recordings/*.lackey"), sorted: relative to the spec's directory
 // if anything matches there, else relative to the working directory.
 func (s *Spec) Glob(pattern string) ([]string, error) {
-	var bases []string
-	if !filepath.IsAbs(pattern) && s.File != "" {
-		bases = append(bases, filepath.Join(filepath.Dir(s.File), pattern))
-	}
-	bases = append(bases, pattern)
-	for _, p := range bases {
+	for _, p := range s.candidates(pattern) {
 		m, err := filepath.Glob(p)
 		if err != nil {
 			return nil, fmt.Errorf("pattern %q: %v", pattern, err)

@@ -244,14 +244,7 @@ func (l *LackeyReader) fast(buf []Access) bool {
 			l.instrs++
 			continue
 		}
-		l.data++
-		write := op == 'S' || op == 'M'
-		for p, end := addr>>l.shift, (addr+size-1)>>l.shift; ; p++ {
-			l.touch(p, write)
-			if p == end {
-				break
-			}
-		}
+		l.access(addr, size, op == 'S' || op == 'M')
 		if len(l.out) > 0 {
 			return true
 		}
@@ -322,15 +315,20 @@ func (l *LackeyReader) line(b []byte) error {
 	if addr > math.MaxUint64-size {
 		return fmt.Errorf("access %#x+%d wraps the address space", addr, size)
 	}
+	l.access(addr, size, op == 'S' || op == 'M')
+	return nil
+}
+
+// access records a data access of size bytes at addr: a touch of every
+// page it spans.
+func (l *LackeyReader) access(addr, size uint64, write bool) {
 	l.data++
-	write := op == 'S' || op == 'M'
 	for p, end := addr>>l.shift, (addr+size-1)>>l.shift; ; p++ {
 		l.touch(p, write)
 		if p == end {
 			break
 		}
 	}
-	return nil
 }
 
 // touch records an access to raw page p: it merges into the current access

@@ -61,20 +61,22 @@ func compileFile(t testing.TB, path string) (*experiments.Spec, experiments.Expe
 // executeFile runs a spec file on disk.
 func executeFile(t testing.TB, path string) (*analysis.Results, experiments.Experiment) {
 	t.Helper()
-	spec, exp, err := compileFile(t, path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{Parallel: 2, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, exp
+	return executeAs(t, path, string(data))
 }
 
 func execute(t testing.TB, yaml string) (*analysis.Results, experiments.Experiment) {
 	t.Helper()
-	spec, exp, err := compile(t, "small.yaml", yaml)
+	return executeAs(t, "small.yaml", yaml)
+}
+
+// executeAs compiles yaml as the spec file named file and runs it.
+func executeAs(t testing.TB, file, yaml string) (*analysis.Results, experiments.Experiment) {
+	t.Helper()
+	spec, exp, err := compile(t, file, yaml)
 	if err != nil {
 		t.Fatal(err)
 	}
