@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/frame"
@@ -227,7 +229,7 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		return nil, err
 	}
 	if spec.Scale > maxScale {
-		return nil, spec.Errorf("scale", "%g: a far-memory run may take %v of paper time, %v at this scale, beyond the simulation clock's %v; want a scale of at most %d", spec.Scale, runLimit, time.Duration(float64(runLimit)*min(spec.Scale, 1e9)), clockRange, maxScale)
+		return nil, spec.Errorf("scale", "%g: a far-memory run may take %v of paper time, %.3g s at this scale, beyond the simulation clock's %.3g s; want a scale of at most %d", spec.Scale, runLimit, runLimit.Seconds()*spec.Scale, clockRange.Seconds(), maxScale)
 	}
 	e := &experiment{spec: spec, scenarios: map[string]*scenario{}, policies: map[string]Policy{}}
 	prepared := map[string]*memtrace.Prepared{}
@@ -394,6 +396,10 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 func (s *scenario) hostTraces(spec *experiments.Spec, sc experiments.Entry, prepare prepareFunc) ([]*memtrace.Prepared, error) {
 	p := s.p
 	bad := func(key, format string, args ...any) error {
+		if key == "trace" && spec.At.Has("trace") && !sets(sc.Node, "trace") && !sets(spec.Workload, "trace") {
+			// The spec's top-level trace.
+			return spec.Errorf(key, format, args...)
+		}
 		return experiments.EntryError(spec, sc, key, format, args...)
 	}
 	out := make([]*memtrace.Prepared, len(s.apps))
@@ -470,6 +476,19 @@ func (s *scenario) hostTraces(spec *experiments.Spec, sc experiments.Entry, prep
 		}
 	}
 	return out, nil
+}
+
+// sets reports whether mapping n has key.
+func sets(n *yaml.Node, key string) bool {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 // checkTrace refuses a trace the scenario cannot replay: pages of another
