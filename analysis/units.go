@@ -131,7 +131,7 @@ func (d Display) With(v float64) string {
 // when it has no unit or already ends with it ("avg_jct_s").
 func (d Display) Header(name string) string {
 	lower, unit := strings.ToLower(name), strings.ToLower(d.Unit)
-	if d.Unit == "" || strings.HasSuffix(lower, "_"+unit) || (d.Unit == "µs" && strings.HasSuffix(lower, "_us")) {
+	if d.Unit == "" || lower == unit || strings.HasSuffix(lower, "_"+unit) || (d.Unit == "µs" && strings.HasSuffix(lower, "_us")) {
 		return name
 	}
 	return name + " (" + d.Unit + ")"
