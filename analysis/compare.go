@@ -362,7 +362,7 @@ func (d Diff) Describe(groupName, itemName string) string {
 	}
 	return fmt.Sprintf("%s of %s %s in %s %s %s %s: %s → %s (%s is better; tolerance %s)",
 		d.Metric, itemName, d.Item, groupName, d.Group, verb, change,
-		FormatValue(d.Old.Mean), FormatValue(d.New.Mean), d.Better, formatTolerance(d.Tolerance))
+		DisplayFor(d.Unit, d.Old.Mean, d.New.Mean).With(d.Old.Mean), DisplayFor(d.Unit, d.Old.Mean, d.New.Mean).With(d.New.Mean), d.Better, formatTolerance(d.Tolerance))
 }
 
 func formatTolerance(t float64) string {
@@ -375,6 +375,8 @@ func (c *Comparison) Table(all bool) Table {
 	t := Table{
 		Title:  fmt.Sprintf("%s: baseline vs. new", c.Base.Name),
 		Header: []string{c.Base.GroupName, c.Base.ItemName, "metric", "better", "baseline", "new", "change", "status"},
+		// The CSV form: exact values in the metric's own unit.
+		CSVHeader: []string{c.Base.GroupName, c.Base.ItemName, "metric", "unit", "better", "baseline", "new", "change", "status"},
 	}
 	if c.Base.Name != c.New.Name {
 		t.Title = fmt.Sprintf("%s (baseline) vs. %s (new)", c.Base.Name, c.New.Name)
@@ -391,11 +393,13 @@ func (c *Comparison) Table(all bool) Table {
 			continue
 		}
 		old, new, change := "–", "–", "–"
+		exactOld, exactNew := "", ""
+		disp := DisplayFor(d.Unit, d.Old.Mean, d.New.Mean)
 		if d.HasOld {
-			old = formatSummary(d.Old)
+			old, exactOld = formatSummary(disp, d.Old), exactNumber(d.Old.Mean)
 		}
 		if d.HasNew {
-			new = formatSummary(d.New)
+			new, exactNew = formatSummary(disp, d.New), exactNumber(d.New.Mean)
 		}
 		if d.HasOld && d.HasNew {
 			change = FormatChange(d.Change)
@@ -404,11 +408,8 @@ func (c *Comparison) Table(all bool) Table {
 		if better == "" {
 			better = "–"
 		}
-		metric := d.Metric
-		if d.Unit != "" && !strings.HasSuffix(d.Metric, "_"+d.Unit) {
-			metric += " (" + d.Unit + ")"
-		}
-		t.Rows = append(t.Rows, []string{d.Group, d.Item, metric, better, old, new, change, d.Status})
+		t.Rows = append(t.Rows, []string{d.Group, d.Item, d.Metric, better, old, new, change, d.Status})
+		t.CSVRows = append(t.CSVRows, []string{d.Group, d.Item, d.Metric, d.Unit, better, exactOld, exactNew, change, d.Status})
 	}
 	n := c.Counts()
 	var parts []string
@@ -435,11 +436,12 @@ func statusRank(s string) int {
 	return 2
 }
 
-func formatSummary(s Summary) string {
+// formatSummary shows a mean (± its standard deviation) with its unit.
+func formatSummary(d Display, s Summary) string {
 	if s.N > 1 && s.Std > 0 {
-		return FormatValue(s.Mean) + " ± " + FormatValue(s.Std)
+		return d.Format(s.Mean) + " ± " + d.With(s.Std)
 	}
-	return FormatValue(s.Mean)
+	return d.With(s.Mean)
 }
 
 // ParseTolerance reads a tolerance: "5%" or a fraction "0.05".

@@ -78,6 +78,9 @@ type Run struct {
 	// Params are the scenario's numeric parameters (local memory ratio,
 	// aggregators, load, …), the x axis of sweep plots.
 	Params map[string]float64 `json:"params,omitempty"`
+	// Tables are per-entity breakdowns of the run (a row per host, per
+	// job), each named uniquely.
+	Tables []EntityTable `json:"tables,omitempty"`
 }
 
 // Point is one (x, y) sample of a Series; it is written as [x, y].
@@ -157,6 +160,15 @@ func (r *Results) Validate() error {
 		for name, v := range run.Params {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("runs[%d] (%s/%s/seed %d): param %s is %v", i, run.Policy, run.Scenario, run.Seed, name, v)
+			}
+		}
+		for k := range run.Tables {
+			t := &run.Tables[k]
+			if err := t.Validate(); err != nil {
+				return fmt.Errorf("runs[%d] (%s/%s/seed %d): %v", i, run.Policy, run.Scenario, run.Seed, err)
+			}
+			if run.Table(t.Name) != t {
+				return fmt.Errorf("runs[%d] (%s/%s/seed %d): two tables are named %s", i, run.Policy, run.Scenario, run.Seed, t.Name)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
@@ -18,44 +20,72 @@ type Table struct {
 	Header []string   `json:"header"`
 	Rows   [][]string `json:"rows"`
 	Notes  []string   `json:"notes,omitempty"` // printed under the table
+	// CSVHeader and CSVRows, when set, are what WriteCSV writes instead of
+	// Header and Rows: exact numbers in each metric's own unit, where
+	// Rows hold them in human units for reading.
+	CSVHeader []string   `json:"-"`
+	CSVRows   [][]string `json:"-"`
 }
 
 // Comparison returns one table per scenario: a row per policy, a column per
 // metric (mean over seeds, with ± the standard deviation when seeds > 1).
+// Each column shows its values in one human unit, named in its header
+// (DisplayFor); the CSV form keeps the exact values.
 func (r *Results) Comparison() []Table {
 	var tables []Table
 	for _, sc := range r.Scenarios {
 		t := Table{Title: fmt.Sprintf("%s — scenario %s (%s, %d seed(s))", r.Experiment, sc, r.Substrate, len(r.Seeds))}
-		t.Header = append(t.Header, "policy")
-		for _, m := range r.Metrics {
-			h := m.Name
-			if m.Unit != "" && !strings.HasSuffix(m.Name, "_"+m.Unit) {
-				h += " (" + m.Unit + ")"
-			}
-			t.Header = append(t.Header, h)
-		}
+		var aggs []map[string]Summary
+		var policies []string
 		for _, p := range r.Policies {
-			agg := r.Aggregate(sc, p)
-			if len(agg) == 0 {
-				continue
+			if agg := r.Aggregate(sc, p); len(agg) > 0 {
+				aggs, policies = append(aggs, agg), append(policies, p)
 			}
-			row := []string{p}
-			for _, m := range r.Metrics {
+		}
+		t.Header = append(t.Header, "policy")
+		t.CSVHeader = append(t.CSVHeader, "policy")
+		displays := make([]Display, len(r.Metrics))
+		for i, m := range r.Metrics {
+			var vals []float64
+			for _, agg := range aggs {
+				if s, ok := agg[m.Name]; ok {
+					vals = append(vals, s.Mean)
+				}
+			}
+			displays[i] = DisplayFor(m.Unit, vals...)
+			t.Header = append(t.Header, displays[i].Header(m.Name))
+			t.CSVHeader = append(t.CSVHeader, m.Name, m.Name+"_std")
+		}
+		for k, agg := range aggs {
+			row, exact := []string{policies[k]}, []string{policies[k]}
+			for i, m := range r.Metrics {
 				s, ok := agg[m.Name]
 				switch {
 				case !ok:
 					row = append(row, "–")
+					exact = append(exact, "", "")
+					continue
 				case s.N > 1 && s.Std > 0:
-					row = append(row, FormatValue(s.Mean)+" ± "+FormatValue(s.Std))
+					row = append(row, displays[i].Format(s.Mean)+" ± "+displays[i].Format(s.Std))
 				default:
-					row = append(row, FormatValue(s.Mean))
+					row = append(row, displays[i].Format(s.Mean))
 				}
+				exact = append(exact, exactNumber(s.Mean), exactNumber(s.Std))
 			}
 			t.Rows = append(t.Rows, row)
+			t.CSVRows = append(t.CSVRows, exact)
 		}
 		tables = append(tables, t)
 	}
 	return tables
+}
+
+// exactNumber writes v so that parsing it gives v back.
+func exactNumber(v float64) string {
+	if a := math.Abs(v); a >= 1e-6 && a < 1e21 || v == 0 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // WriteText renders t for a terminal with box-drawing borders.
@@ -145,7 +175,7 @@ func (r *Results) CSV() ([]byte, error) {
 // WriteCSV writes tables as CSV: each table's header and rows with the
 // table's title as a first column, so that rows of several tables (one per
 // scenario, say) stay distinguishable; tables are separated by an empty
-// line. Notes are left out.
+// line. Notes are left out. Tables with exact values (CSVRows) give those.
 func WriteCSV(w io.Writer, tables []Table) error {
 	for i, t := range tables {
 		if i > 0 {
@@ -153,11 +183,15 @@ func WriteCSV(w io.Writer, tables []Table) error {
 				return err
 			}
 		}
+		header, rows := t.Header, t.Rows
+		if t.CSVRows != nil {
+			header, rows = t.CSVHeader, t.CSVRows
+		}
 		cw := csv.NewWriter(w)
-		if err := cw.Write(append([]string{"table"}, t.Header...)); err != nil {
+		if err := cw.Write(append([]string{"table"}, header...)); err != nil {
 			return err
 		}
-		for _, r := range t.Rows {
+		for _, r := range rows {
 			if err := cw.Write(append([]string{t.Title}, r...)); err != nil {
 				return err
 			}

@@ -9,10 +9,12 @@
 package experiments
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -77,25 +79,91 @@ func (s *Spec) Errorf(key, format string, args ...any) error {
 	return s.At.Errorf(key, format, args...)
 }
 
-// ReadFile reads a file the spec refers to (a trace, say): as given, then
-// relative to the spec's directory, then from the files embedded in the
-// binary.
+// ReadFile reads a file the spec refers to (a trace, say), found as Find
+// finds it.
 func (s *Spec) ReadFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return data, err
+	f, err := s.Find(path)
+	if err != nil {
+		return nil, err
 	}
-	if !filepath.IsAbs(path) {
-		if data, err := os.ReadFile(filepath.Join(filepath.Dir(s.File), path)); err == nil {
-			return data, nil
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// RefFile is a file a spec refers to, as Find found it.
+type RefFile struct {
+	// Name is where it was found: a path on disk, or the path as written
+	// for a file built into tracebed. Error messages use it.
+	Name string
+	// Size is its length in bytes.
+	Size int64
+	// Open reads it from the start; it may be called more than once.
+	Open func() (io.ReadCloser, error)
+}
+
+// Find looks a file the spec refers to up: relative to the spec's
+// directory first, then as given (relative to the working directory, or
+// absolute), then among the files built into tracebed. It opens nothing:
+// the caller reads it, as a stream, with the result's Open.
+func (s *Spec) Find(path string) (RefFile, error) {
+	for _, p := range s.candidates(path) {
+		fi, err := os.Stat(p)
+		if err == nil && !fi.IsDir() {
+			p := p
+			return RefFile{Name: p, Size: fi.Size(), Open: func() (io.ReadCloser, error) { return os.Open(p) }}, nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return RefFile{}, fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	if s.readFile != nil {
 		if data, err := s.readFile(path); err == nil {
-			return data, nil
+			return RefFile{Name: path, Size: int64(len(data)), Open: func() (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader(data)), nil
+			}}, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: no such file (looked in the working directory, next to %s and in the files built into tracebed)", path, s.File)
+	where := "next to " + s.File + ", in the working directory"
+	if filepath.IsAbs(path) || s.File == "" {
+		where = "on disk"
+	}
+	return RefFile{}, fmt.Errorf("%s: no such file (looked %s and in the files built into tracebed)", path, where)
+}
+
+// candidates are where a relative path of the spec's may be on disk: next
+// to the spec, then as given.
+func (s *Spec) candidates(path string) []string {
+	if filepath.IsAbs(path) || s.File == "" {
+		return []string{path}
+	}
+	return []string{filepath.Join(filepath.Dir(s.File), path), path}
+}
+
+// Glob returns the files on disk that match a pattern (path.Match syntax,
+// such as "recordings/*.lackey"), sorted: relative to the spec's directory
+// if anything matches there, else relative to the working directory.
+func (s *Spec) Glob(pattern string) ([]string, error) {
+	for _, p := range s.candidates(pattern) {
+		m, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("pattern %q: %v", pattern, err)
+		}
+		var files []string
+		for _, f := range m {
+			if fi, err := os.Stat(f); err == nil && !fi.IsDir() {
+				files = append(files, f)
+			}
+		}
+		if len(files) > 0 {
+			slices.Sort(files)
+			return files, nil
+		}
+	}
+	return nil, fmt.Errorf("pattern %q matches no file (looked next to %s and in the working directory)", pattern, s.File)
 }
 
 type rawSpec struct {
@@ -134,48 +202,62 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 		TopologyNode: raw.Topology, Trace: raw.Trace, Workload: raw.Workload,
 		File: file, Hash: hex.EncodeToString(sum[:]), At: raw.At, readFile: readFile,
 	}
+	// Every section is checked, and every problem reported (errors.Join).
+	var errs []error
 	if s.Name == "" {
 		s.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
 	if !nameOK(s.Name) {
-		return nil, s.Errorf("name", "%q: want letters, digits, '_', '.' or '-' (it names the results directory)", s.Name)
+		errs = append(errs, s.Errorf("name", "%q: want letters, digits, '_', '.' or '-' (it names the results directory)", truncateName(s.Name)))
 	}
 	if s.Substrate == "" {
 		s.Substrate = "sim"
 	}
 	if !slices.Contains(Substrates, s.Substrate) {
-		return nil, s.Errorf("substrate", "%q is not a substrate; want one of %s", s.Substrate, strings.Join(Substrates, ", "))
+		errs = append(errs, s.Errorf("substrate", "%q is not a substrate; want one of %s", truncateName(s.Substrate), strings.Join(Substrates, ", ")))
 	}
 	if len(s.Seeds) == 0 {
 		s.Seeds = []int64{1}
 	}
 	for i, seed := range s.Seeds {
 		if slices.Contains(s.Seeds[:i], seed) {
-			return nil, s.Errorf("seeds", "seed %d is listed twice", seed)
+			errs = append(errs, s.Errorf("seeds", "seed %d is listed twice", seed))
+			break
 		}
 	}
 	if s.Scale < 1 {
-		return nil, s.Errorf("scale", "%g; the scale factor divides rates, volumes and memory and must be 1 or more", s.Scale)
+		errs = append(errs, s.Errorf("scale", "%g; the scale factor divides rates, volumes and memory and must be 1 or more", s.Scale))
 	}
 	if raw.Topology != nil {
 		top, err := LoadTopology(file, raw.Topology, "topology")
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 		s.Topology = top
 	}
 	if s.Policies, err = entries(file, raw.Policies, "policies"); err != nil {
-		return nil, err
-	}
-	if len(s.Policies) == 0 {
-		return nil, s.Errorf("policies", "empty; list the policies to compare")
+		errs = append(errs, err)
+	} else if len(s.Policies) == 0 {
+		errs = append(errs, s.Errorf("policies", "empty; list the policies to compare"))
 	}
 	if raw.Scenarios == nil {
 		s.Scenarios = []Entry{{Name: "default", Pos: s.At.Pos, Path: "scenarios"}}
 	} else if s.Scenarios, err = entries(file, raw.Scenarios, "scenarios"); err != nil {
-		return nil, err
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return s, nil
+}
+
+// truncateName shortens a name for an error message: a spec may hold a
+// megabyte where a name belongs.
+func truncateName(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
 }
 
 // LoadTopology reads a topology section of a spec: a file path or ready name
@@ -228,6 +310,8 @@ func entries(file string, n *yaml.Node, path string) ([]Entry, error) {
 		return nil, yamlx.Errorf(yamlx.NodePos(file, n), path, "want a list")
 	}
 	var out []Entry
+	var errs []error
+	seen := make(map[string]Entry, len(n.Content))
 	for i, c := range n.Content {
 		e := Entry{Pos: yamlx.NodePos(file, c), Path: fmt.Sprintf("%s[%d]", path, i)}
 		switch c.Kind {
@@ -236,7 +320,8 @@ func entries(file string, n *yaml.Node, path string) ([]Entry, error) {
 		case yaml.MappingNode:
 			pairs, err := yamlx.Pairs(file, c, e.Path)
 			if err != nil {
-				return nil, err
+				errs = append(errs, err)
+				continue
 			}
 			for _, p := range pairs {
 				if p.Key == "name" {
@@ -245,22 +330,25 @@ func entries(file string, n *yaml.Node, path string) ([]Entry, error) {
 			}
 			e.Node = c
 		default:
-			return nil, yamlx.Errorf(e.Pos, e.Path, "want a name or a mapping with a name")
+			errs = append(errs, yamlx.Errorf(e.Pos, e.Path, "want a name or a mapping with a name"))
+			continue
 		}
 		if e.Name == "" {
-			return nil, yamlx.Errorf(e.Pos, e.Path+".name", "missing")
+			errs = append(errs, yamlx.Errorf(e.Pos, e.Path+".name", "missing"))
+			continue
 		}
 		if !nameOK(e.Name) {
-			return nil, yamlx.Errorf(e.Pos, e.Path+".name", "%q: want letters, digits, '_', '.' or '-'", e.Name)
+			errs = append(errs, yamlx.Errorf(e.Pos, e.Path+".name", "%q: want letters, digits, '_', '.' or '-'", truncateName(e.Name)))
+			continue
 		}
-		for _, prev := range out {
-			if prev.Name == e.Name {
-				return nil, yamlx.Errorf(e.Pos, e.Path+".name", "%q is listed twice (first at line %d)", e.Name, prev.Pos.Line)
-			}
+		if prev, dup := seen[e.Name]; dup {
+			errs = append(errs, yamlx.Errorf(e.Pos, e.Path+".name", "%q is listed twice (first at line %d)", e.Name, prev.Pos.Line))
+			continue
 		}
+		seen[e.Name] = e
 		out = append(out, e)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 func nameOK(s string) bool {

@@ -3,6 +3,10 @@ package experiments
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -226,5 +230,83 @@ func TestSuites(t *testing.T) {
 		if s.Substrate != "netns" {
 			t.Errorf("netns suite holds %s on %s", s.Name, s.Substrate)
 		}
+	}
+}
+
+func TestParseSpecReportsEveryProblem(t *testing.T) {
+	spec := "name: 'bad name'\nkind: fake\nsubstrate: moon\nseeds: [1, 1]\nscale: 0.5\npolicies: [a, a, '']\nscenarios: [x, {value: 1}, x]\n"
+	_, err := ParseSpec("p.yaml", []byte(spec), nil)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"p.yaml:1:7: name:", "p.yaml:3:12: substrate:", "p.yaml:4:8: seeds: seed 1 is listed twice", "p.yaml:5:8: scale:",
+		"p.yaml:6:15: policies[1].name: \"a\" is listed twice", "policies[2].name: missing",
+		"scenarios[1].name: missing", "scenarios[2].name: \"x\" is listed twice",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if !yamlx.IsInputError(err) {
+		t.Error("not an input error")
+	}
+	// A name of a megabyte is not echoed whole.
+	_, err = ParseSpec("p.yaml", []byte("name: '"+strings.Repeat("é", 1<<19)+"'\nkind: fake\npolicies: [a]\n"), nil)
+	if err == nil || len(err.Error()) > 300 {
+		t.Errorf("long name: error of %d bytes", len(err.Error()))
+	}
+}
+
+func TestManyScenariosValidateQuickly(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("kind: fake\npolicies: [a]\nscenarios:\n")
+	for i := range 50000 {
+		fmt.Fprintf(&b, "  - s%d\n", i)
+	}
+	s, err := ParseSpec("many.yaml", []byte(b.String()), nil)
+	if err != nil || len(s.Scenarios) != 50000 {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestFindLooksNextToTheSpecFirst(t *testing.T) {
+	specDir, work := t.TempDir(), t.TempDir()
+	for dir, content := range map[string]string{specDir: "next to the spec", work: "in the working directory"} {
+		if err := os.WriteFile(filepath.Join(dir, "t.csv"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(work, "only.csv"), []byte("only here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	s := &Spec{File: filepath.Join(specDir, "s.yaml"), readFile: func(p string) ([]byte, error) {
+		if p == "built/in.csv" {
+			return []byte("built in"), nil
+		}
+		return nil, fs.ErrNotExist
+	}}
+	for path, want := range map[string]string{"t.csv": "next to the spec", "only.csv": "only here", "built/in.csv": "built in"} {
+		got, err := s.ReadFile(path)
+		if err != nil || string(got) != want {
+			t.Errorf("ReadFile(%s) = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if _, err := s.Find("nowhere.csv"); err == nil || !strings.Contains(err.Error(), "next to "+s.File) {
+		t.Errorf("missing file: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(specDir, "b.lackey"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(specDir, "a.lackey"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Glob("*.lackey")
+	if err != nil || len(got) != 2 || filepath.Base(got[0]) != "a.lackey" || filepath.Dir(got[0]) != specDir {
+		t.Errorf("Glob = %v, %v", got, err)
+	}
+	if _, err := s.Glob("*.none"); err == nil {
+		t.Error("a pattern matching nothing is accepted")
 	}
 }

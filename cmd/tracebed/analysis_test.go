@@ -185,11 +185,11 @@ func TestCompareFormats(t *testing.T) {
 		t.Fatalf("json: exit %d, %v, %+v", code, err, out)
 	}
 	code, stdout, _ = run(t, "compare", "--format", "csv", "--all", farmemResults, farmemResults)
-	if code != 0 || strings.Count(stdout, "\n") != 97 || !strings.HasPrefix(stdout, "table,scenario,policy,metric") {
+	if code != 0 || strings.Count(stdout, "\n") != 97 || !strings.HasPrefix(stdout, "table,scenario,policy,metric,unit,better,baseline,new") {
 		t.Errorf("csv: exit %d\n%s", code, stdout)
 	}
 	code, stdout, _ = run(t, "compare", "--format", "markdown", farmemResults, regressed)
-	if code != 1 || !strings.Contains(stdout, "| local-0.5 | glitter | throughput_ops (ops/s) | higher |") {
+	if code != 1 || !strings.Contains(stdout, "| local-0.5 | glitter | throughput_ops | higher | 72.50 k ops/s | 65.25 k ops/s | -10.0% | REGRESSION |") {
 		t.Errorf("markdown: exit %d\n%s", code, stdout)
 	}
 }
@@ -330,6 +330,7 @@ func TestHeadline(t *testing.T) {
 			{Package: "emulator/switch", Name: "BenchmarkSwitchVsBridge", Runs: 1, Metrics: map[string]float64{"bridge_pps": 1e5, "switch_pps": 1.2e5}},
 			{Package: "p4/ina", Name: "BenchmarkPipeline/pool", Runs: 1, Metrics: map[string]float64{"ns/op": 900, "packets/s": 1.1e6}},
 			{Package: "workloads/incast", Name: "BenchmarkIncastMillion", Runs: 1, Metrics: map[string]float64{"ns/op": 3e9, "frames/op": 1e6}},
+			{Package: "traces/mem", Name: "BenchmarkLackeyImport", Runs: 1, Metrics: map[string]float64{"M_accesses/s": 5.5, "M_accesses/cpu-s": 11.5}},
 		},
 		Notes: []analysis.BenchNote{{Package: "p4/farmem", Benchmark: "BenchmarkPipeline", Status: analysis.StatusSkipped, Message: "needs bmv2"}},
 	}
@@ -341,6 +342,7 @@ func TestHeadline(t *testing.T) {
 		"p4/fwd":             {rel: "p4/fwd"},
 		"workloads/incast":   {rel: "workloads/incast", benchmarks: []string{"BenchmarkIncastMillion"}},
 		"workloads/training": {rel: "workloads/training", benchmarks: []string{"BenchmarkSuite"}},
+		"traces/mem":         {rel: "traces/mem", benchmarks: []string{"BenchmarkLackeyImport"}},
 	}
 	want := map[string]string{
 		"simulation event rate (frames through 8 forwarding switches)": "ok BenchmarkLinkHop 5e+06 events/s",
@@ -352,6 +354,8 @@ func TestHeadline(t *testing.T) {
 		"Go switch packet rate (netns, needs root)":                    "ok BenchmarkSwitchVsBridge 120000 switch_pps",
 		"INA flow-level simulation":                                    "missing BenchmarkFlowRun 0  package workloads/training has no BenchmarkFlowRun (it has BenchmarkSuite)",
 		"INA workers: all-reduce":                                      "missing  0  package workloads/allreduce does not exist yet (or was not selected by --packages)",
+		"lackey import (data accesses per CPU-second)":                 "ok BenchmarkLackeyImport 11.5 M_accesses/cpu-s",
+		"1 GB lackey recording: peak memory of convert + replay":       "missing BenchmarkReplayLackey1GB 0  package workloads/farmem does not exist yet (or was not selected by --packages)",
 	}
 	for _, h := range headlineOf(b, pkgs, true) {
 		got := strings.TrimSpace(fmt.Sprintf("%s %s %v %s %s", h.Status, h.Benchmark, h.Value, h.Unit, h.Note))

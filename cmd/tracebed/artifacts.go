@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
@@ -16,10 +18,11 @@ type runInfo struct {
 	parallel int
 }
 
-// writeArtifacts writes, next to results.json in dir, the figures (PNG,
-// SVG and figures.json) unless plots is false, and provenance.json (the
-// command line, the machine, the wall time). Neither touches results.json,
-// which stays byte-identical for the same spec and seeds.
+// writeArtifacts writes, next to results.json in dir, the per-entity tables
+// of the runs (hosts.csv, …), the figures (PNG, SVG and figures.json)
+// unless plots is false, and provenance.json (the command line, the
+// machine, the wall time). None touches results.json, which stays
+// byte-identical for the same spec and seeds.
 func (a *app) writeArtifacts(dir string, res *analysis.Results, info runInfo, plots bool) error {
 	return writeArtifacts(dir, res, a.provenance(res, info), plots)
 }
@@ -27,6 +30,15 @@ func (a *app) writeArtifacts(dir string, res *analysis.Results, info runInfo, pl
 // writeArtifacts writes the figures of res (unless plots is false) and
 // prov to dir.
 func writeArtifacts(dir string, res *analysis.Results, prov analysis.Provenance, plots bool) error {
+	for _, name := range res.EntityTables() {
+		data, err := res.EntityCSV(name)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".csv"), data, 0o644); err != nil {
+			return err
+		}
+	}
 	if plots {
 		if _, err := analysis.WriteFigures(dir, analysis.Figures(res)); err != nil {
 			return fmt.Errorf("plots of %s: %w", res.Experiment, err)

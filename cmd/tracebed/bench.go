@@ -47,6 +47,8 @@ var headlines = []headline{
 	{"Go switch packet rate (netns, needs root)", "emulator/switch", "", "switch_pps"},
 	{"INA flow-level simulation", "workloads/training", "BenchmarkFlowRun", ""},
 	{"INA workers: all-reduce", "workloads/allreduce", "", ""},
+	{"lackey import (data accesses per CPU-second)", "traces/mem", "BenchmarkLackeyImport", "M_accesses/cpu-s"},
+	{"1 GB lackey recording: peak memory of convert + replay", "workloads/farmem", "BenchmarkReplayLackey1GB", "peak_MB_convert+replay"},
 }
 
 func (a *app) benchCommand() *cobra.Command {

@@ -113,6 +113,7 @@ Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
 	root.AddCommand(a.switchCommand(), a.cleanupCommand())
 	root.AddCommand(a.reportCommand(), a.compareCommand(), a.benchCommand())
 	root.AddCommand(a.mergeCommand(), a.exportCommand(), a.imageCommand()) // sweeps beyond one machine: shard.go, export.go, image.go
+	root.AddCommand(a.traceCommand())
 	return root
 }
 

@@ -2,10 +2,7 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,9 +12,6 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
-	"github.com/tracebed/tracebed/internal/yamlx"
-	"github.com/tracebed/tracebed/traces/jobs"
-	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -198,123 +192,6 @@ func (a *app) loadSpecs(args []string) ([]*experiments.Spec, error) {
 		specs = append(specs, s)
 	}
 	return specs, nil
-}
-
-func (a *app) validateCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate FILE...",
-		Short: "Check topology, experiment spec and trace files",
-		Long: `Check each FILE and report every problem with its file, line and field.
-A YAML file with a "kind" key is an experiment spec (checked against its
-kind), one with a "topology" key is a topology; other files are checked as
-traces by their extension.`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var errs []error
-			for _, path := range args {
-				what, err := a.validate(path)
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				fmt.Fprintf(a.stdout, "%s: ok (%s)\n", path, what)
-			}
-			if len(errs) > 0 {
-				return badInput(errors.Join(errs...))
-			}
-			return nil
-		},
-	}
-}
-
-// validate checks one file and says what it was.
-func (a *app) validate(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".yaml", ".yml":
-		root, err := yamlx.Parse(path, data)
-		if err != nil {
-			return "", err
-		}
-		pairs, err := yamlx.Pairs(path, root, "")
-		if err != nil {
-			return "", err
-		}
-		for _, p := range pairs {
-			switch p.Key {
-			case "kind":
-				s, err := experiments.ParseSpec(path, data, a.readEmbedded)
-				if err != nil {
-					return "", err
-				}
-				exp, err := a.registry.Compile(s)
-				if err != nil {
-					return "", err
-				}
-				runs := len(s.Policies) * len(s.Scenarios) * len(s.Seeds)
-				_ = exp
-				return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs), nil
-			case "topology":
-				top, err := a.loadTopology(path, data)
-				if err != nil {
-					return "", err
-				}
-				return "topology " + top.Summary(), nil
-			}
-		}
-		return "", yamlx.Errorf(yamlx.NodePos(path, root), "", "neither an experiment spec (no kind field) nor a topology (no topology field)")
-	}
-	if v, ok := a.traceValidators()[strings.ToLower(filepath.Ext(path))]; ok {
-		return v(path, data)
-	}
-	return "", fmt.Errorf("%s: unknown file type %q; tracebed validates .yaml topologies and specs and traces (%s)", path, filepath.Ext(path), strings.Join(a.traceExtensions(), ", "))
-}
-
-// traceValidators maps a file extension to the validator of that trace format.
-func (a *app) traceValidators() map[string]func(path string, data []byte) (string, error) {
-	return map[string]func(string, []byte) (string, error){
-		".csv": validateJobTrace, ".jsonl": validateJobTrace, ".ndjson": validateJobTrace,
-		".memtrace": validateMemTrace, ".memtxt": validateMemTrace, ".lackey": validateMemTrace,
-	}
-}
-
-// validateMemTrace checks a memory-access trace (traces/mem: binary, text
-// or valgrind lackey output).
-func validateMemTrace(path string, data []byte) (string, error) {
-	h, src, err := memtrace.Open(path, data)
-	if err != nil {
-		return "", err
-	}
-	st, err := memtrace.Summarize(src)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("memory trace (%d-byte pages): %v", h.PageSize, st), nil
-}
-
-// validateJobTrace checks an INA job trace (traces/jobs: CSV, JSON Lines
-// or the Tiresias CSV).
-func validateJobTrace(path string, data []byte) (string, error) {
-	jobs, format, err := jobtrace.Parse(path, data)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("job trace (%s): %d jobs", format, len(jobs)), nil
-}
-
-func (a *app) traceExtensions() []string {
-	var exts []string
-	for e := range a.traceValidators() {
-		exts = append(exts, e)
-	}
-	slices.Sort(exts)
-	if len(exts) == 0 {
-		return []string{"none yet"}
-	}
-	return exts
 }
 
 func (a *app) versionCommand() *cobra.Command {

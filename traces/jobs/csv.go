@@ -22,37 +22,36 @@ func ParseCSV(file string, data []byte) ([]Job, error) {
 		return nil, err
 	}
 	var jobs []Job
+	var probs problems
 	ids := map[int]int{}
 	for row := 0; ; row++ {
 		ok, err := t.next()
 		if err != nil {
-			return nil, err
+			probs.add(err)
+			continue
 		}
 		if !ok {
 			break
 		}
 		j := Job{ID: row, Line: t.line}
-		if t.has("id") {
-			if err := t.parse("id", func(s string) (err error) { j.ID, err = parseCount(s, "for the job id", 0, 1<<31-1); return }); err != nil {
-				return nil, err
-			}
-		}
-		for _, f := range []columnParser{
+		fields := []columnParser{
 			{"arrival", func(s string) (err error) { j.Arrival, err = parseArrival(s); return }},
 			{"model", func(s string) (err error) { j.Model, err = parseModel(s); return }},
 			{"workers", func(s string) (err error) { j.Workers, err = parseCount(s, "workers", 1, MaxWorkers); return }},
 			{"iterations", func(s string) (err error) { j.Iterations, err = parseCount(s, "iterations", 1, MaxIterations); return }},
-		} {
-			if err := t.parse(f.col, f.parse); err != nil {
-				return nil, err
+		}
+		if t.has("id") {
+			fields = append([]columnParser{{"id", func(s string) (err error) { j.ID, err = parseCount(s, "for the job id", 0, 1<<31-1); return }}}, fields...)
+		}
+		if t.parseAll(fields, &probs) {
+			if err := uniqueID(file, ids, j.ID, t.line, "id"); err != nil {
+				probs.add(err)
+				continue
 			}
+			jobs = append(jobs, j)
 		}
-		if err := uniqueID(file, ids, j.ID, t.line, "id"); err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, j)
 	}
-	return check(file, jobs, ids)
+	return check(file, jobs, &probs)
 }
 
 // columnParser parses one column of a row into a job.
@@ -120,6 +119,19 @@ func (t *table) next() (bool, error) {
 	return true, nil
 }
 
+// parseAll parses the fields of the current row, recording every problem;
+// it reports whether all parsed.
+func (t *table) parseAll(fields []columnParser, p *problems) bool {
+	ok := true
+	for _, f := range fields {
+		if err := t.parse(f.col, f.parse); err != nil {
+			p.add(err)
+			ok = false
+		}
+	}
+	return ok
+}
+
 // has reports whether the header names column.
 func (t *table) has(column string) bool {
 	_, ok := t.col[column]
@@ -159,8 +171,16 @@ func csvError(file string, r *csv.Reader, err error, field string) error {
 	return errorf(file, line, field, "%v", err)
 }
 
-// WriteCSV writes jobs in the native CSV format.
-func WriteCSV(w io.Writer, jobs []Job) error {
+// WriteCSV writes jobs in the native CSV format, after comments, each a
+// line starting with "# ".
+func WriteCSV(w io.Writer, jobs []Job, comments ...string) error {
+	for _, c := range comments {
+		for _, line := range strings.Split(c, "\n") {
+			if _, err := fmt.Fprintf(w, "# %s\n", line); err != nil {
+				return err
+			}
+		}
+	}
 	cw := csv.NewWriter(w)
 	if err := cw.Write(csvColumns); err != nil {
 		return err

@@ -36,11 +36,13 @@ func ParseTiresias(file string, data []byte) ([]Job, error) {
 		return nil, err
 	}
 	var jobs []Job
+	var probs problems
 	ids := map[int]int{}
 	for {
 		ok, err := t.next()
 		if err != nil {
-			return nil, err
+			probs.add(err)
+			continue
 		}
 		if !ok {
 			break
@@ -58,15 +60,14 @@ func ParseTiresias(file string, data []byte) ([]Job, error) {
 				fields = append(fields, columnParser{opt, func(s string) error { _, err := parseArrival(s); return err }})
 			}
 		}
-		for _, f := range fields {
-			if err := t.parse(f.col, f.parse); err != nil {
-				return nil, err
-			}
+		if !t.parseAll(fields, &probs) {
+			continue
 		}
 		if err := uniqueID(file, ids, j.ID, t.line, "job_id"); err != nil {
-			return nil, err
+			probs.add(err)
+			continue
 		}
 		jobs = append(jobs, j)
 	}
-	return check(file, jobs, ids)
+	return check(file, jobs, &probs)
 }

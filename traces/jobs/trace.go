@@ -2,24 +2,31 @@
 // training jobs for the INA experiments: when each job arrives, which model
 // it trains, on how many workers and for how many iterations.
 //
-// Three formats are read:
+// Four formats are read:
 //
 //   - CSV with a header naming the columns (any order, extra columns are an
 //     error): id (optional), arrival, model, workers, iterations;
 //   - JSON Lines, one object per line with the same keys;
 //   - the Tiresias simulator's CSV (job_id, num_gpu, submit_time,
-//     iterations, model_name, duration, interval), recognised by its header.
+//     iterations, model_name, duration, interval), recognised by its header;
+//   - Gavel's tab-separated traces (".trace"), such as its Microsoft Philly
+//     traces, whose job types map to tracebed's models (gavel.go).
 //
 // An arrival is a number of seconds ("12.5") or a Go duration ("1m30s").
 // Every error names the file, the line and the field, and says what would be
 // accepted. Model names are checked against workloads/models.
 //
-// The package also embeds small sample traces (Samples), among them a copy of
-// the Tiresias 60-job trace (see README.md in this directory).
+// Parse reports every problem of a file (up to MaxProblems), each with its
+// line and field. Compress shortens a trace in time.
+//
+// The package also embeds sample traces (Samples), among them copies of the
+// Tiresias 60-job trace and of a Philly virtual cluster's jobs in Gavel's
+// format (see README.md in this directory).
 package jobtrace
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -33,7 +40,7 @@ import (
 // Samples holds the traces shipped with tracebed, by file name
 // ("tiresias-60job.csv", "sample.csv", "sample.jsonl").
 //
-//go:embed *.csv *.jsonl
+//go:embed *.csv *.jsonl *.trace
 var Samples embed.FS
 
 // Job is one training job of a trace.
@@ -83,16 +90,22 @@ const (
 	CSV      Format = "csv"
 	JSONL    Format = "jsonl"
 	Tiresias Format = "tiresias"
+	Gavel    Format = "gavel"
 )
 
 // Parse reads a trace in any of the formats, chosen by the file's extension
-// (.jsonl, .ndjson: JSON Lines; .csv: by its header). Jobs are returned in
-// arrival order (ties keep file order).
+// (.jsonl, .ndjson: JSON Lines; .trace: Gavel's; .csv: by its header) or,
+// without one of these, by its content. Jobs are returned in arrival order
+// (ties keep file order).
 func Parse(file string, data []byte) ([]Job, Format, error) {
 	lower := strings.ToLower(file)
 	if strings.HasSuffix(lower, ".jsonl") || strings.HasSuffix(lower, ".ndjson") {
 		jobs, err := ParseJSONL(file, data)
 		return jobs, JSONL, err
+	}
+	if strings.HasSuffix(lower, ".trace") || !strings.HasSuffix(lower, ".csv") && IsGavel(data) {
+		jobs, err := ParseGavel(file, data)
+		return jobs, Gavel, err
 	}
 	if IsTiresias(data) {
 		jobs, err := ParseTiresias(file, data)
@@ -158,12 +171,44 @@ func parseModel(s string) (string, error) {
 	return p.Name, nil
 }
 
-// check finishes a parsed trace: unique ids, arrival order.
-func check(file string, jobs []Job, idLines map[int]int) ([]Job, error) {
+// MaxProblems is how many problems of a trace Parse reports (each with its
+// file, line and field) before it only counts the rest.
+const MaxProblems = 20
+
+// problems collects the problems of a trace, up to MaxProblems.
+type problems struct {
+	errs []error
+	more int
+}
+
+func (p *problems) add(err error) {
+	if len(p.errs) < MaxProblems {
+		p.errs = append(p.errs, err)
+	} else {
+		p.more++
+	}
+}
+
+func (p *problems) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	errs := p.errs
+	if p.more > 0 {
+		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("… and %d more problems", p.more))
+	}
+	return errors.Join(errs...)
+}
+
+// check finishes a parsed trace: every problem found, or the jobs in
+// arrival order.
+func check(file string, jobs []Job, p *problems) ([]Job, error) {
+	if err := p.err(); err != nil {
+		return nil, err
+	}
 	if len(jobs) == 0 {
 		return nil, errorf(file, 0, "", "no jobs")
 	}
-	_ = idLines
 	slices.SortStableFunc(jobs, func(a, b Job) int {
 		switch {
 		case a.Arrival < b.Arrival:
@@ -203,6 +248,36 @@ func exactSeconds(t string) (time.Duration, bool) {
 		ns, _ = strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
 	}
 	return time.Duration(w)*time.Second + time.Duration(ns), true
+}
+
+// Compress shortens a trace in time by a factor: arrivals and iterations
+// are divided by it (iterations rounded, at least one), so that every job
+// arrives and, on its own, computes in 1/factor of the time, and the
+// trace's load (the overlap of its jobs) stays the same. A factor of 1
+// changes nothing.
+func Compress(jobs []Job, factor float64) ([]Job, error) {
+	if !(factor >= 1) || math.IsInf(factor, 0) {
+		return nil, fmt.Errorf("time compression %v: want a factor of 1 or more", factor)
+	}
+	out := slices.Clone(jobs)
+	if factor == 1 {
+		return out, nil
+	}
+	for i := range out {
+		out[i].Arrival = time.Duration(math.Round(float64(out[i].Arrival) / factor))
+		out[i].Iterations = max(1, int(math.Round(float64(out[i].Iterations)/factor)))
+	}
+	return out, nil
+}
+
+// ConvertComment is the comment 'tracebed trace convert' writes at the top
+// of a converted trace: where it came from and how it was compressed.
+func ConvertComment(source string, from Format, factor float64) string {
+	c := fmt.Sprintf("Converted by 'tracebed trace convert' from %s (%s format).", source, from)
+	if factor != 1 {
+		c += fmt.Sprintf("\nCompressed in time by %g: arrivals and iterations are 1/%g of the original's.", factor, factor)
+	}
+	return c
 }
 
 // FormatArrival writes an arrival as seconds, exactly (nanosecond

@@ -14,31 +14,41 @@ import (
 // The binary format (".memtrace"), all integers little-endian or unsigned
 // LEB128 varints ("uvarint"):
 //
-//	header:  "TBMT"  version (1 byte, = 1)  log2(page size) (1 byte)
+//	header:  "TBMT"  version (1 byte, = 2)  log2(page size) (1 byte)
 //	         uvarint pages hint (0 = unknown)
+//	         uint32  CRC-32C (Castagnoli) of the header bytes before it
 //	chunks:  uvarint n       records in the chunk; 0 ends the trace
 //	         uvarint len     payload bytes
 //	         payload         n records
-//	         uint32          CRC-32C (Castagnoli) of the payload
+//	         uint32          CRC-32C of the payload
 //	record:  uvarint zigzag(page - previous page) << 1 | write
-//	         uvarint gap in nanoseconds
+//	         uvarint gap in nanoseconds (at most MaxGap)
 //
 // The previous page starts at 0 and runs across chunks, so sequential scans
 // cost two bytes per access. Chunks bound the damage of a corrupt byte to
 // one checksum-verified unit and let readers refuse truncated files: a trace
 // without its end marker is an error, never a silently shorter trace.
+//
+// Version 1, written by tracebed before the header had a checksum, is the
+// same without the header's CRC. Readers still read it, but a corrupt
+// header byte (the page size, say) goes unnoticed there; 'tracebed trace
+// convert OLD.memtrace NEW.memtrace' rewrites a file as version 2.
 const (
-	binaryMagic   = "TBMT"
-	binaryVersion = 1
+	binaryMagic = "TBMT"
+	// BinaryVersion is the version Writer writes.
+	BinaryVersion = 2
+	binaryV1      = 1
 	// chunkRecords is how many records a Writer puts in a chunk.
 	chunkRecords = 4096
 	// Limits a Reader enforces, so that a corrupt length never makes it
 	// allocate without bound.
 	maxChunkRecords = 1 << 20
 	maxChunkBytes   = maxChunkRecords * 2 * binary.MaxVarintLen64
-	// maxGap bounds one gap (an hour), far above any real compute gap.
-	maxGap = time.Hour
 )
+
+// MaxGap bounds one compute gap of a trace (an hour), far above any real
+// compute gap; every format refuses longer ones.
+const MaxGap = time.Hour
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -62,8 +72,12 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 		return nil, err
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	hdr := append([]byte(binaryMagic), binaryVersion, byte(bits.TrailingZeros(uint(h.PageSize))))
+	if h.Pages > MaxPage+1 {
+		return nil, fmt.Errorf("memtrace: pages hint %d exceeds %d", h.Pages, uint64(MaxPage)+1)
+	}
+	hdr := append([]byte(binaryMagic), BinaryVersion, byte(bits.TrailingZeros(uint(h.PageSize))))
 	hdr = binary.AppendUvarint(hdr, h.Pages)
+	hdr = binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(hdr, castagnoli))
 	if _, err := bw.Write(hdr); err != nil {
 		return nil, err
 	}
@@ -83,8 +97,8 @@ func (w *Writer) Write(acc ...Access) error {
 			w.err = fmt.Errorf("memtrace: page %#x exceeds the largest page number %#x", a.Page, uint64(MaxPage))
 			return w.err
 		}
-		if a.Gap < 0 || a.Gap > maxGap {
-			w.err = fmt.Errorf("memtrace: gap %v out of range [0, %v]", a.Gap, maxGap)
+		if a.Gap < 0 || a.Gap > MaxGap {
+			w.err = fmt.Errorf("memtrace: gap %v out of range [0, %v]", a.Gap, MaxGap)
 			return w.err
 		}
 		v := zigzag(int64(a.Page-w.prev)) << 1
@@ -155,6 +169,7 @@ func WriteBinary(w io.Writer, h Header, acc []Access) error {
 // Reader decodes a binary trace. It implements Source.
 type Reader struct {
 	name    string
+	version int
 	r       *bufio.Reader
 	off     int64 // bytes consumed, for error messages
 	h       Header
@@ -179,8 +194,44 @@ func NewReader(name string, r io.Reader) (*Reader, error) {
 	if string(fixed[:4]) != binaryMagic {
 		return nil, rd.errorf("not a binary memory trace: starts with %q, want %q", fixed[:4], binaryMagic)
 	}
-	if fixed[4] != binaryVersion {
-		return nil, rd.errorf("binary trace version %d is not supported (this tracebed reads version %d)", fixed[4], binaryVersion)
+	rd.version = int(fixed[4])
+	if rd.version != BinaryVersion && rd.version != binaryV1 {
+		return nil, rd.errorf("binary trace version %d is not supported (this tracebed reads versions %d and %d)", fixed[4], binaryV1, BinaryVersion)
+	}
+	hdr := append([]byte(nil), fixed[:]...)
+	var pages uint64
+	var perr error
+	// The pages hint, keeping its bytes for the header checksum.
+	for i := 0; ; i++ {
+		c, err := rd.r.ReadByte()
+		if err != nil {
+			perr = noEOF(err)
+			break
+		}
+		rd.off++
+		hdr = append(hdr, c)
+		if i == binary.MaxVarintLen64-1 && c > 1 || i >= binary.MaxVarintLen64 {
+			perr = errors.New("varint overflows 64 bits")
+			break
+		}
+		pages |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			break
+		}
+	}
+	if rd.version >= 2 {
+		// Check the header's checksum before believing any of it.
+		if perr != nil {
+			return nil, rd.errorf("header: pages hint: %v", perr)
+		}
+		var sum [4]byte
+		if _, err := io.ReadFull(rd.r, sum[:]); err != nil {
+			return nil, rd.errorf("header: checksum: %v", noEOF(err))
+		}
+		rd.off += 4
+		if got, want := crc32.Checksum(hdr, castagnoli), binary.LittleEndian.Uint32(sum[:]); got != want {
+			return nil, fmt.Errorf("%s: header: checksum mismatch (stored %08x, computed %08x): the header (page size, pages hint) is corrupt", name, want, got)
+		}
 	}
 	if fixed[5] > 30 {
 		return nil, rd.errorf("header: page size 2^%d is out of range", fixed[5])
@@ -189,9 +240,8 @@ func NewReader(name string, r io.Reader) (*Reader, error) {
 	if err := checkPageSize(rd.h.PageSize); err != nil {
 		return nil, rd.errorf("header: %v", err)
 	}
-	pages, err := rd.uvarint()
-	if err != nil {
-		return nil, rd.errorf("header: pages hint: %v", err)
+	if perr != nil {
+		return nil, rd.errorf("header: pages hint: %v", perr)
 	}
 	if pages > MaxPage+1 {
 		return nil, rd.errorf("header: pages hint %d exceeds %d", pages, uint64(MaxPage)+1)
@@ -199,6 +249,10 @@ func NewReader(name string, r io.Reader) (*Reader, error) {
 	rd.h.Pages = pages
 	return rd, nil
 }
+
+// Version returns the format version of the trace (1 or 2); version 1
+// headers carry no checksum.
+func (r *Reader) Version() int { return r.version }
 
 // Header returns the trace's header.
 func (r *Reader) Header() Header { return r.h }
@@ -308,7 +362,7 @@ func (r *Reader) Read(buf []Access) (int, error) {
 			r.err = r.recordError(fmt.Sprintf("page %#x exceeds the largest page number", page))
 			return k, r.err
 		}
-		if g > uint64(maxGap) {
+		if g > uint64(MaxGap) {
 			r.err = r.recordError(fmt.Sprintf("gap %dns exceeds an hour", g))
 			return k, r.err
 		}

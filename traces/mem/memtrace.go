@@ -6,19 +6,25 @@
 // reading or writing it. Three encodings exist:
 //
 //   - binary (".memtrace"): compact, chunked, checksummed; what generators
-//     and importers write and what large traces should use (binary.go);
+//     and importers write and what replay reads (binary.go);
 //   - text (".memtxt"): one access per line ("W 0x1f 250ns"), for small
 //     hand-written examples and golden files (text.go);
-//   - valgrind lackey output (".lackey"): imported on the fly, so that a
-//     program recorded with `valgrind --tool=lackey --trace-mem=yes` can be
-//     replayed directly (lackey.go).
+//   - valgrind lackey output (".lackey"): a program recorded with
+//     `valgrind --tool=lackey --trace-mem=yes` (lackey.go).
 //
-// Open picks the decoder from a file's name or contents. Every decoder
-// returns errors that name the file and the line or byte offset, and none of
-// them panics on malformed input (each has a fuzz target).
+// Every decoder is a stream (a Source): memory stays bounded by a buffer
+// whatever the trace's length (plus, for lackey, the page renumbering,
+// which grows with the program's footprint). Convert turns any trace into
+// the binary form; Cache does so once per trace content, so that runs
+// replay large recordings from their binary form; Inspect summarises a
+// trace (statistics, a reuse-distance histogram) and reports every bad
+// line. Every decoder returns errors that name the file and the line or
+// byte offset, and none of them panics on malformed input (each has a
+// fuzz target).
 package memtrace
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -106,31 +112,57 @@ func extensionList() string {
 
 // Open returns the header and a Source for the trace in data; name is used
 // for the format (by extension) and in error messages. Lackey output is
-// imported with DefaultLackeyOptions.
+// imported with DefaultLackeyOptions. It is OpenReader over data.
 func Open(name string, data []byte) (Header, Source, error) {
-	f, err := DetectFormat(name, data)
+	return OpenReader(name, bytes.NewReader(data))
+}
+
+// OpenReader returns the header and a streaming Source for the trace read
+// from r, whose format is given by name's extension or, failing that, by
+// its first bytes. Memory stays bounded by the decoder's buffer whatever
+// the trace's length. For lackey output, whose pages hint is known only at
+// the end, the header's Pages is 0.
+func OpenReader(name string, r io.Reader) (Header, Source, error) {
+	return openReader(name, r, DefaultLackeyOptions(), nil)
+}
+
+// OpenReaderWith is OpenReader with lackey import options.
+func OpenReaderWith(name string, r io.Reader, lackey LackeyOptions) (Header, Source, error) {
+	return openReader(name, r, lackey, nil)
+}
+
+// sniffLen is how many bytes format detection looks at.
+const sniffLen = 512
+
+func openReader(name string, r io.Reader, lackey LackeyOptions, p *problems) (Header, Source, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, err := br.Peek(sniffLen)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return Header{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	f, err := DetectFormat(name, head)
 	if err != nil {
 		return Header{}, nil, err
 	}
 	switch f {
 	case Binary:
-		r, err := NewReader(name, bytes.NewReader(data))
+		rd, err := NewReader(name, br)
 		if err != nil {
 			return Header{}, nil, err
 		}
-		return r.Header(), r, nil
+		return rd.Header(), rd, nil
 	case Text:
-		h, acc, err := ParseText(name, data)
+		t, err := newTextReader(name, br, p)
 		if err != nil {
 			return Header{}, nil, err
 		}
-		return h, NewSliceSource(acc), nil
+		return t.Header(), t, nil
 	case Lackey:
-		h, acc, err := ImportLackey(name, bytes.NewReader(data), DefaultLackeyOptions())
+		l, err := newLackeyReader(name, br, lackey, p)
 		if err != nil {
 			return Header{}, nil, err
 		}
-		return h, NewSliceSource(acc), nil
+		return l.Header(), l, nil
 	}
 	return Header{}, nil, fmt.Errorf("%s: unknown trace format %q", name, f)
 }
@@ -153,41 +185,90 @@ func ReadAll(src Source) ([]Access, error) {
 
 // Stats summarise a trace.
 type Stats struct {
-	Accesses uint64
-	Writes   uint64
-	Pages    uint64        // distinct pages touched
-	MaxPage  uint64        // largest page number
-	Compute  time.Duration // sum of gaps
+	Accesses uint64        `json:"accesses"`
+	Writes   uint64        `json:"writes"`
+	Pages    uint64        `json:"pages"`      // distinct pages touched
+	MaxPage  uint64        `json:"max_page"`   // largest page number
+	Compute  time.Duration `json:"compute_ns"` // sum of gaps
 }
 
-// Summarize reads src to the end and returns its statistics.
+// Summarize reads src to the end and returns its statistics. Its memory
+// grows with the distinct pages (a bit each, in blocks), not with the
+// trace's length.
 func Summarize(src Source) (Stats, error) {
-	var st Stats
-	seen := map[uint64]struct{}{}
+	var c statsCounter
 	buf := make([]Access, 4096)
 	for {
 		n, err := src.Read(buf)
-		for _, a := range buf[:n] {
-			st.Accesses++
-			if a.Write {
-				st.Writes++
-			}
-			st.Compute += a.Gap
-			st.MaxPage = max(st.MaxPage, a.Page)
-			seen[a.Page] = struct{}{}
-		}
+		c.add(buf[:n])
 		if errors.Is(err, io.EOF) {
-			st.Pages = uint64(len(seen))
-			return st, nil
+			return c.stats(), nil
 		}
 		if err != nil {
-			return st, err
+			return c.stats(), err
 		}
 	}
 }
 
+// statsCounter accumulates Stats access by access.
+type statsCounter struct {
+	st   Stats
+	seen pageSet
+}
+
+func (c *statsCounter) add(acc []Access) {
+	for _, a := range acc {
+		c.st.Accesses++
+		if a.Write {
+			c.st.Writes++
+		}
+		c.st.Compute += a.Gap
+		c.st.MaxPage = max(c.st.MaxPage, a.Page)
+		c.seen.add(a.Page)
+	}
+}
+
+func (c *statsCounter) stats() Stats {
+	st := c.st
+	st.Pages = c.seen.n
+	return st
+}
+
 func (s Stats) String() string {
 	return fmt.Sprintf("%d accesses (%d writes) to %d pages, %v of compute", s.Accesses, s.Writes, s.Pages, s.Compute)
+}
+
+// pageSet is a set of page numbers: a bitmap in blocks of 2^15 pages, so
+// that dense and clustered page numbers cost a bit each and sparse ones a
+// block per cluster.
+type pageSet struct {
+	blocks map[uint64]*[512]uint64
+	last   *[512]uint64
+	lastID uint64
+	n      uint64
+}
+
+func (s *pageSet) add(p uint64) bool {
+	id := p >> 15
+	b := s.last
+	if b == nil || id != s.lastID {
+		if s.blocks == nil {
+			s.blocks = map[uint64]*[512]uint64{}
+		}
+		b = s.blocks[id]
+		if b == nil {
+			b = new([512]uint64)
+			s.blocks[id] = b
+		}
+		s.last, s.lastID = b, id
+	}
+	w, bit := (p>>6)&511, uint64(1)<<(p&63)
+	if b[w]&bit != 0 {
+		return false
+	}
+	b[w] |= bit
+	s.n++
+	return true
 }
 
 // SliceSource is a Source over accesses held in memory.

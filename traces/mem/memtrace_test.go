@@ -103,7 +103,7 @@ func TestBinaryGolden(t *testing.T) {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("encoding changed: got % x\nwant % x\n(the format is versioned; bump binaryVersion instead of changing it)", got, want)
+		t.Errorf("encoding changed: got % x\nwant % x\n(the format is versioned; bump BinaryVersion instead of changing it)", got, want)
 	}
 }
 
@@ -124,7 +124,10 @@ func TestBinaryErrors(t *testing.T) {
 		{"bad version", func() []byte { b := bytes.Clone(good); b[4] = 9; return b }(), "version 9 is not supported"},
 		{"bad page size", func() []byte { b := bytes.Clone(good); b[5] = 3; return b }(), "page size"},
 		{"truncated", good[:len(good)-1], "truncated: the trace ends without its end marker"},
-		{"truncated in chunk", good[:12], "truncated chunk"},
+		{"truncated in chunk", good[:20], "truncated chunk"},
+		{"truncated header", good[:9], "header"},
+		{"flipped page size", func() []byte { b := bytes.Clone(good); b[5] = 13; return b }(), "header: checksum mismatch"},
+		{"flipped pages hint", flip(6), "header: checksum mismatch"},
 		{"corrupt payload", flip(len(good) - 8), "checksum mismatch"},
 		{"trailing data", append(bytes.Clone(good), 7), "after the end marker"},
 	} {
@@ -176,7 +179,19 @@ func TestTextParse(t *testing.T) {
 		{name: "too many fields", in: "R 1 2ns 3\n", err: "t.memtxt:1: want \"R|W PAGE [GAP]\""},
 		{name: "late page size", in: "R 1\npage_size 8192\n", err: "t.memtxt:2: page_size must come before"},
 		{name: "odd page size", in: "page_size 1000\n", err: "power of two"},
-		{name: "beyond pages", in: "pages 2\nR 0\nR 2\n", err: "access 2 touches page 2, beyond the declared pages 2"},
+		{name: "beyond pages", in: "pages 2\nR 0\nR 2\n", err: "t.memtxt:3: page 2 is beyond the declared pages 2"},
+		{name: "late pages", in: "R 0\npages 2\n", err: "t.memtxt:2: pages must come before the first access"},
+		{name: "binary literal", in: "R 0b101\n", err: "t.memtxt:1: page \"0b101\": want a number"},
+		{name: "octal literal", in: "R 0o17\n", err: "t.memtxt:1: page \"0o17\""},
+		{name: "leading zero", in: "R 017\n", err: "t.memtxt:1: page \"017\": leading zero"},
+		{name: "digit separator", in: "W 1_000\n", err: "t.memtxt:1: page \"1_000\""},
+		{name: "sign", in: "W +5\n", err: "t.memtxt:1: page \"+5\""},
+		{name: "empty hex", in: "W 0x\n", err: "t.memtxt:1: page \"0x\""},
+		{name: "hex too large", in: "W 0x100000000000000\n", err: "t.memtxt:1: page \"0x100000000000000\""},
+		{name: "hex pages", in: "pages 0x10\nW 0XF\n", h: Header{PageSize: 4096, Pages: 16}, want: []Access{{Page: 15, Write: true}}},
+		{name: "hex page size", in: "page_size 0x1000\n", err: "page_size \"0x1000\": want a decimal number"},
+		{name: "gap too long", in: "R 1 61m\n", err: "gap 1h1m0s: want 0 to 1h0m0s"},
+		{name: "crlf", in: "W 1 5ns\r\nR 2\r\n", h: Header{PageSize: 4096}, want: []Access{{Page: 1, Gap: 5, Write: true}, {Page: 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, acc, err := ParseText("t.memtxt", []byte(tc.in))
@@ -389,6 +404,7 @@ func FuzzText(f *testing.F) {
 func FuzzLackey(f *testing.F) {
 	f.Add([]byte("I  04001b70,3\n S 1ffefff738,8\n M 0421c7f0,4\n"))
 	f.Add([]byte("==1== x\n L ffffffffffff,4096\n"))
+	f.Add([]byte(" S 10000800,1048576\nI  1,1\n L 10000000,8\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, acc, err := ImportLackey("fuzz", bytes.NewReader(data), DefaultLackeyOptions())
 		if err != nil {
@@ -398,6 +414,41 @@ func FuzzLackey(f *testing.F) {
 			if a.Page >= h.Pages {
 				t.Fatalf("page %d outside the dense range [0, %d)", a.Page, h.Pages)
 			}
+		}
+		// The fast path (plain lines) and the general one (CRLF line
+		// endings) agree.
+		if !bytes.Contains(data, []byte("\r")) {
+			h2, acc2, err := ImportLackey("fuzz", bytes.NewReader(bytes.ReplaceAll(data, []byte("\n"), []byte("\r\n"))), DefaultLackeyOptions())
+			if err != nil || h2 != h || !slices.Equal(acc, acc2) {
+				t.Fatalf("CRLF line endings change the import: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzInspect: whatever the bytes and whatever the format, Inspect never
+// panics, and every problem it reports names the file.
+func FuzzInspect(f *testing.F) {
+	f.Add(byte(0), []byte("pages 3\nW 0 5ns\nX\nR 0b1\n"))
+	f.Add(byte(1), []byte("I  1,1\n L 2,x\n S 3000,8\n"))
+	f.Add(byte(2), encode(f, Header{PageSize: 4096}, sample()))
+	f.Fuzz(func(t *testing.T, kind byte, data []byte) {
+		ext := []string{".memtxt", ".lackey", ".memtrace", ""}[kind%4]
+		info, err := Inspect("f"+ext, bytes.NewReader(data), InspectOptions{Reuse: true, MaxProblems: 5})
+		if err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "f") && !strings.HasPrefix(line, "…") {
+					t.Fatalf("problem %q does not name the file", line)
+				}
+			}
+			return
+		}
+		var n uint64
+		for _, b := range info.Reuse.Buckets {
+			n += b
+		}
+		if n+info.Reuse.Cold != info.Stats.Accesses {
+			t.Fatalf("reuse histogram counts %d accesses of %d", n+info.Reuse.Cold, info.Stats.Accesses)
 		}
 	})
 }

@@ -16,12 +16,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator"
@@ -49,8 +53,15 @@ type Params struct {
 	App  string   `yaml:"app"`
 	Apps []string `yaml:"apps"`
 	// Trace is a memory trace file (.memtrace, .memtxt or .lackey) for
-	// App "trace"; every host replays it in its own address space.
+	// App "trace"; every host replays it in its own address space. A
+	// pattern ("recordings/*.lackey", path.Match syntax) names one trace
+	// per host, as Traces does.
 	Trace string `yaml:"trace"`
+	// Traces are one trace per host: the hosts whose application is
+	// "trace" take them in turn (the first such host the first trace, …,
+	// wrapping around when there are more hosts than traces). When set,
+	// it takes precedence over Trace.
+	Traces []string `yaml:"traces"`
 	// LocalMemory is each host's local memory as a fraction of its working
 	// set (Fastswap's memory.high).
 	LocalMemory float64 `yaml:"local_memory"`
@@ -136,7 +147,12 @@ var namedPolicies = map[string]Policy{
 }
 
 // Kind is the farmem experiment kind.
-type Kind struct{}
+type Kind struct {
+	// TraceCache holds text and lackey traces converted to the binary
+	// form (memtrace.Cache); the zero value uses the default directory,
+	// memtrace.DefaultCacheDir().
+	TraceCache memtrace.Cache
+}
 
 // Name implements experiments.Kind.
 func (Kind) Name() string { return "farmem" }
@@ -148,10 +164,9 @@ type scenario struct {
 	hosts    []string
 	servers  []string
 	senders  []string
-	apps     []string // per host; "trace" for the trace
-	trace    []byte   // the trace file, for app "trace"
-	traceWS  int
-	ops      []uint64 // accesses per host (seed 1), for progress
+	apps     []string             // per host; "trace" for a trace
+	traces   []*memtrace.Prepared // per host: its trace, for app "trace"
+	ops      []uint64             // accesses per host (seed 1), for progress
 	pageSize int
 	// scale is the spec's scale factor s: the scenario runs with link
 	// rates divided by s and every time constant multiplied by s
@@ -205,8 +220,9 @@ type experiment struct {
 	policies  map[string]Policy
 }
 
-// Compile implements experiments.Kind.
-func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
+// Compile implements experiments.Kind. It reports every problem of the
+// scenarios and policies it finds (joined), each naming its field.
+func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	base := DefaultParams
 	if spec.Trace != "" {
 		base.App, base.Trace = "trace", spec.Trace
@@ -214,38 +230,71 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
+	if spec.Scale > maxScale {
+		return nil, spec.Errorf("scale", "%g: a far-memory run may take %v of paper time, %.3g s at this scale, beyond the simulation clock's %.3g s; want a scale of at most %d", spec.Scale, runLimit, runLimit.Seconds()*spec.Scale, clockRange.Seconds(), maxScale)
+	}
 	e := &experiment{spec: spec, scenarios: map[string]*scenario{}, policies: map[string]Policy{}}
+	prepared := map[string]*memtrace.Prepared{}
+	prepare := func(f memtrace.File, pageSize int) (*memtrace.Prepared, error) {
+		key := fmt.Sprintf("%s\x00%d", f.Name, pageSize)
+		if p, ok := prepared[key]; ok {
+			return p, nil
+		}
+		opts := memtrace.DefaultLackeyOptions()
+		opts.PageSize = pageSize
+		p, err := k.TraceCache.Prepare(f, opts)
+		if err != nil {
+			return nil, err
+		}
+		prepared[key] = p
+		return p, nil
+	}
+	var errs []error
 	for _, sc := range spec.Scenarios {
 		p := base
 		if err := spec.DecodeEntry(sc, &p); err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
-		s, err := compileScenario(spec, sc, p)
+		s, err := compileScenario(spec, sc, p, prepare)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		e.scenarios[sc.Name] = s
 	}
 	for _, pe := range spec.Policies {
-		pol, ok := namedPolicies[pe.Name]
-		if err := spec.DecodeEntry(pe, &pol); err != nil {
-			return nil, err
-		}
-		if !ok && (pol.Host == "" || pol.Network == "") {
-			return nil, experiments.EntryError(spec, pe, "host", "%q is not a known policy (%s); give host: fastswap|glitter and network: fifo|glitter", pe.Name, strings.Join(policyNames(), ", "))
-		}
-		if pol.Host != "fastswap" && pol.Host != "glitter" {
-			return nil, experiments.EntryError(spec, pe, "host", "%q: want fastswap or glitter", pol.Host)
-		}
-		if pol.Network != "fifo" && pol.Network != "glitter" {
-			return nil, experiments.EntryError(spec, pe, "network", "%q: want fifo or glitter", pol.Network)
-		}
-		if pol.OffloadPages < 0 || pol.MaxReserve < 0 || pol.Margin < 0 {
-			return nil, experiments.EntryError(spec, pe, "offload_pages", "page counts and margin must not be negative")
+		pol, err := compilePolicy(spec, pe)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		e.policies[pe.Name] = pol
 	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return e, nil
+}
+
+func compilePolicy(spec *experiments.Spec, pe experiments.Entry) (Policy, error) {
+	pol, ok := namedPolicies[pe.Name]
+	if err := spec.DecodeEntry(pe, &pol); err != nil {
+		return pol, err
+	}
+	if !ok && (pol.Host == "" || pol.Network == "") {
+		return pol, experiments.EntryError(spec, pe, "host", "%q is not a known policy (%s); give host: fastswap|glitter and network: fifo|glitter", pe.Name, strings.Join(policyNames(), ", "))
+	}
+	if pol.Host != "fastswap" && pol.Host != "glitter" {
+		return pol, experiments.EntryError(spec, pe, "host", "%q: want fastswap or glitter", pol.Host)
+	}
+	if pol.Network != "fifo" && pol.Network != "glitter" {
+		return pol, experiments.EntryError(spec, pe, "network", "%q: want fifo or glitter", pol.Network)
+	}
+	if pol.OffloadPages < 0 || pol.MaxReserve < 0 || pol.Margin < 0 {
+		return pol, experiments.EntryError(spec, pe, "offload_pages", "page counts and margin must not be negative")
+	}
+	return pol, nil
 }
 
 func policyNames() []string {
@@ -257,7 +306,11 @@ func policyNames() []string {
 	return n
 }
 
-func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*scenario, error) {
+// prepareFunc makes a trace file ready to replay with pages of a size,
+// once per compile.
+type prepareFunc func(f memtrace.File, pageSize int) (*memtrace.Prepared, error)
+
+func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, prepare prepareFunc) (*scenario, error) {
 	bad := func(key, format string, args ...any) error {
 		return experiments.EntryError(spec, sc, key, format, args...)
 	}
@@ -316,43 +369,22 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 			s.apps = append(s.apps, p.App)
 		}
 	}
+	traces, err := s.hostTraces(spec, sc, prepare)
+	if err != nil {
+		return nil, err
+	}
+	s.traces = traces
 	for i, a := range s.apps {
-		if a == "trace" {
-			if p.Trace == "" {
-				return nil, bad("trace", "app trace needs a trace file (trace: FILE.memtrace, .memtxt or .lackey)")
-			}
-			if s.trace == nil {
-				data, err := spec.ReadFile(p.Trace)
-				if err != nil {
-					return nil, bad("trace", "%v", err)
-				}
-				h, src, err := memtrace.Open(p.Trace, data)
-				if err != nil {
-					return nil, bad("trace", "%v", err)
-				}
-				st, err := memtrace.Summarize(src)
-				if err != nil {
-					return nil, bad("trace", "%v", err)
-				}
-				if h.PageSize != s.pageSize {
-					return nil, bad("trace", "the trace's pages are %d bytes, the scenario's %d (page_size)", h.PageSize, s.pageSize)
-				}
-				if st.MaxPage > 1<<26 {
-					return nil, bad("trace", "page number %d: renumber the pages densely (lackey import does by default)", st.MaxPage)
-				}
-				s.trace, s.traceWS = data, int(st.Pages)
-				s.ops = append(s.ops, st.Accesses)
-				continue
-			}
-			s.ops = append(s.ops, s.ops[slices.Index(s.apps, "trace")])
+		if t := s.traces[i]; t != nil {
+			s.ops = append(s.ops, t.Stats.Accesses)
 			continue
+		}
+		key := "app"
+		if len(p.Apps) > 0 {
+			key = fmt.Sprintf("apps[%d]", i)
 		}
 		g, err := apps.New(a, apps.Params{Scale: p.MemoryScale, Seed: 1, Iterations: p.Iterations})
 		if err != nil {
-			key := "app"
-			if len(p.Apps) > 0 {
-				key = fmt.Sprintf("apps[%d]", i)
-			}
 			return nil, bad(key, "%v", err)
 		}
 		st, err := memtrace.Summarize(g)
@@ -362,6 +394,123 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 		s.ops = append(s.ops, st.Accesses)
 	}
 	return s, nil
+}
+
+// hostTraces returns each host's trace (nil for hosts that run a
+// generator): the files of Traces or Trace (a path or a pattern), prepared
+// for replay and checked against the scenario, assigned in turn to the
+// hosts whose application is "trace".
+func (s *scenario) hostTraces(spec *experiments.Spec, sc experiments.Entry, prepare prepareFunc) ([]*memtrace.Prepared, error) {
+	p := s.p
+	bad := func(key, format string, args ...any) error {
+		if key == "trace" && spec.At.Has("trace") && !sets(sc.Node, "trace") && !sets(spec.Workload, "trace") {
+			// The spec's top-level trace.
+			return spec.Errorf(key, format, args...)
+		}
+		return experiments.EntryError(spec, sc, key, format, args...)
+	}
+	out := make([]*memtrace.Prepared, len(s.apps))
+	replaying := 0
+	for _, a := range s.apps {
+		if a == "trace" {
+			replaying++
+		}
+	}
+	key, names := "trace", []string{p.Trace}
+	if len(p.Traces) > 0 {
+		key, names = "traces", p.Traces
+	}
+	if replaying == 0 {
+		if len(p.Traces) > 0 {
+			return nil, bad("traces", "%d traces, but no host replays one: set app: trace (or name trace in apps)", len(p.Traces))
+		}
+		return out, nil
+	}
+	if names[0] == "" {
+		return nil, bad("trace", "app trace needs a trace file (trace: FILE.memtrace, .memtxt or .lackey, or traces: [FILE, …])")
+	}
+	// Every name is a file, or a pattern of files.
+	var files []memtrace.File
+	for i, name := range names {
+		k := key
+		if key == "traces" {
+			k = fmt.Sprintf("traces[%d]", i)
+		}
+		if strings.ContainsAny(name, "*?[") {
+			paths, err := spec.Glob(name)
+			if err != nil {
+				return nil, bad(k, "%v", err)
+			}
+			for _, path := range paths {
+				f, err := memtrace.OSFile(path)
+				if err != nil {
+					return nil, bad(k, "%v", err)
+				}
+				files = append(files, f)
+			}
+			continue
+		}
+		rf, err := spec.Find(name)
+		if err != nil {
+			return nil, bad(k, "%v", err)
+		}
+		files = append(files, memtrace.File{Name: rf.Name, Size: rf.Size, Open: rf.Open})
+	}
+	if len(files) > replaying {
+		return nil, bad(key, "%d trace files for %d hosts replaying traces: name at most one per host (app: trace, or apps)", len(files), replaying)
+	}
+	var errs []error
+	prepared := make([]*memtrace.Prepared, len(files))
+	for i, f := range files {
+		t, err := prepare(f, s.pageSize)
+		if err == nil {
+			err = s.checkTrace(t)
+		}
+		if err != nil {
+			errs = append(errs, bad(key, "%v", err))
+			continue
+		}
+		prepared[i] = t
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	k := 0
+	for i, a := range s.apps {
+		if a == "trace" {
+			out[i] = prepared[k%len(prepared)]
+			k++
+		}
+	}
+	return out, nil
+}
+
+// sets reports whether mapping n has key.
+func sets(n *yaml.Node, key string) bool {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTrace refuses a trace the scenario cannot replay: pages of another
+// size, page numbers beyond a host's page table, or more compute than a
+// run may take (whose clock, at the scenario's scale, would then run out).
+func (s *scenario) checkTrace(t *memtrace.Prepared) error {
+	switch {
+	case t.Header.PageSize != s.pageSize:
+		return fmt.Errorf("%s: the trace's pages are %d bytes, the scenario's %d (page_size)", t.Name, t.Header.PageSize, s.pageSize)
+	case t.Stats.MaxPage >= paging.MaxPages:
+		return fmt.Errorf("%s: page number %d is beyond a host's %d pages: renumber the pages densely (lackey import does by default)", t.Name, t.Stats.MaxPage, paging.MaxPages)
+	case t.Stats.Compute > runLimit:
+		return fmt.Errorf("%s: its gaps add up to %v of compute, beyond the run limit of %v (paper time): shorten the gaps or split the trace", t.Name, t.Stats.Compute, runLimit)
+	}
+	return nil
 }
 
 // scenarioTopology returns the scenario's topology with its impairments.
@@ -509,7 +658,9 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 // at scale s, times are s times the paper's and rates 1/s of them (Report
 // converts back).
 type Outcome struct {
-	Hosts      []*paging.Stats
+	Hosts []*paging.Stats
+	// HostInfo says what each host ran, in the order of Hosts.
+	HostInfo   []HostInfo
 	Servers    []paging.ServerStats
 	End        time.Duration // testbed time when every host was done
 	Background uint64        // bulk bytes delivered
@@ -597,11 +748,16 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 	}
 	hosts := make([]*paging.Host, len(sc.hosts))
 	envs := make([]emulator.Env, len(sc.hosts))
+	sources := make([]*counted, len(sc.hosts))
+	limits := make([]int, len(sc.hosts))
+	working := make([]int, len(sc.hosts))
 	for i, name := range sc.hosts {
-		src, ws, err := sc.source(i, seed)
+		src, ws, closer, err := sc.source(i, seed)
 		if err != nil {
 			return nil, err
 		}
+		defer closer.Close()
+		sources[i], working[i] = src, ws
 		var engine evict.Engine = fastswap.New(fastswap.Params{OffloadPages: offload}, memScale)
 		if pol.Host == "glitter" {
 			engine = glitter.NewEngine(gp, memScale)
@@ -626,6 +782,7 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		if err != nil {
 			return nil, err
 		}
+		limits[i] = cfg.Limit
 		if envs[i], err = tb.Attach(name, pfarmem.HostPort, h); err != nil {
 			return nil, fmt.Errorf("paging host %s: %w", name, err)
 		}
@@ -696,6 +853,11 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		}
 		paging.CheckServers(h, lookup)
 		o.Hosts = append(o.Hosts, h.Stats())
+		info := HostInfo{Name: sc.hosts[i], App: sc.apps[i], Pages: working[i], Limit: limits[i], Compute: sources[i].compute}
+		if t := sc.traces[i]; t != nil {
+			info.Trace = filepath.Base(t.Name)
+		}
+		o.HostInfo = append(o.HostInfo, info)
 	}
 	for _, srv := range servers {
 		o.Servers = append(o.Servers, srv.Stats())
@@ -704,6 +866,15 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		o.Background += k.bytes
 	}
 	return o, nil
+}
+
+// HostInfo describes a paging host of a run: its name, its application
+// (and trace file), its working set and local memory in pages, and the
+// compute its application did (the trace's gaps, at the run's scale).
+type HostInfo struct {
+	Name, App, Trace string
+	Pages, Limit     int
+	Compute          time.Duration
 }
 
 // linkMTU is implemented by testbeds whose links have an MTU (real
@@ -738,28 +909,52 @@ const (
 	maxDoneStep = 10 * time.Millisecond
 )
 
+// clockRange is the longest run the sim substrate's clock can count (it
+// counts picoseconds in an int64: about 106 days); maxScale the largest
+// scale factor at which a run of runLimit (paper time) fits in it.
+const (
+	clockRange = time.Duration(math.MaxInt64 / 1000)
+	maxScale   = 9000
+)
+
 // source returns host i's access source, with its gaps at the scenario's
-// scale, and its working set in pages.
-func (sc *scenario) source(i int, seed int64) (memtrace.Source, int, error) {
+// scale and counted, its working set in pages, and what to close after the
+// run.
+func (sc *scenario) source(i int, seed int64) (*counted, int, io.Closer, error) {
 	var src memtrace.Source
 	var ws int
-	if sc.apps[i] == "trace" {
-		_, t, err := memtrace.Open(sc.p.Trace, sc.trace)
+	var closer io.Closer = io.NopCloser(nil)
+	if t := sc.traces[i]; t != nil {
+		r, c, err := t.Open()
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
-		src, ws = t, sc.traceWS
+		src, ws, closer = r, int(t.Stats.Pages), c
 	} else {
 		g, err := apps.New(sc.apps[i], apps.Params{Scale: sc.p.MemoryScale, Seed: uint64(seed)*1000003 + uint64(i), Iterations: sc.p.Iterations})
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		src, ws = g, g.Pages()
 	}
 	if sc.scale != 1 {
 		src = stretched{src: src, scale: sc.scale}
 	}
-	return src, ws, nil
+	return &counted{src: src}, ws, closer, nil
+}
+
+// counted is a source that adds up the compute gaps it hands out.
+type counted struct {
+	src     memtrace.Source
+	compute time.Duration
+}
+
+func (c *counted) Read(buf []memtrace.Access) (int, error) {
+	n, err := c.src.Read(buf)
+	for _, a := range buf[:n] {
+		c.compute += a.Gap
+	}
+	return n, err
 }
 
 // Report turns an outcome into a run's metrics, series and params, in paper
@@ -845,7 +1040,92 @@ func (o *Outcome) Report(localMemory float64) *analysis.Run {
 			SeriesBlocking: thin(blockSeries, 2000),
 		},
 		Params: map[string]float64{"local_memory_ratio": localMemory},
+		Tables: []analysis.EntityTable{o.hostTable()},
 	}
+}
+
+// TableHosts is the name of the per-host table of a run (hosts.csv).
+const TableHosts = "hosts"
+
+// hostColumns are the columns of the per-host table, in paper units.
+var hostColumns = []analysis.MetricInfo{
+	{Name: "working_set", Unit: "pages", Description: "distinct pages the application touches"},
+	{Name: "local_memory", Unit: "pages", Description: "pages of local memory (the limit; reclaim headroom aside)"},
+	{Name: "accesses", Unit: "accesses", Description: "page accesses replayed"},
+	{Name: "hits", Unit: "accesses", Description: "accesses to resident pages"},
+	{Name: "first_touches", Unit: "accesses", Description: "first accesses to a page, mapped without a fetch"},
+	{Name: "faults", Better: analysis.Lower, Description: "major faults: pages fetched from a memory server"},
+	{Name: "rescues", Description: "accesses to pages being evicted, which stay"},
+	{Name: "evictions", Unit: "pages", Description: "frames freed by eviction"},
+	{Name: "writebacks", Unit: "pages", Description: "dirty pages written back"},
+	{Name: "clean_drops", Unit: "pages", Description: "clean pages dropped without a write"},
+	{Name: "retransmissions", Better: analysis.Lower, Description: "requests sent again after a timeout"},
+	{Name: "blocks", Better: analysis.Lower, Description: "times the application found no free frame and reclaimed itself"},
+	{Name: "completion_s", Unit: "s", Better: analysis.Lower, Description: "time to replay the trace"},
+	{Name: "compute_s", Unit: "s", Description: "time computing: the trace's gaps"},
+	{Name: "blocked_s", Unit: "s", Better: analysis.Lower, Description: "time blocked for a free frame (direct reclaim)"},
+	{Name: "fault_wait_s", Unit: "s", Better: analysis.Lower, Description: "time waiting for major faults (fetch and fault overhead)"},
+	{Name: "other_s", Unit: "s", Description: "the rest of completion_s: late wake-ups on a real substrate (0 on sim)"},
+	{Name: "fault_p50_us", Unit: "us", Better: analysis.Lower, Description: "median major-fault latency"},
+	{Name: "fault_p99_us", Unit: "us", Better: analysis.Lower, Description: "99th percentile major-fault latency"},
+	{Name: "throughput_ops", Unit: "ops/s", Better: analysis.Higher, Description: "accesses ÷ completion_s"},
+}
+
+// hostTable is the per-host breakdown of the outcome, in paper units.
+func (o *Outcome) hostTable() analysis.EntityTable {
+	s := o.Scale
+	if s <= 0 {
+		s = 1
+	}
+	t := analysis.EntityTable{Name: TableHosts, Entity: "host", Labels: []string{"app", "trace"}, Columns: hostColumns}
+	for i, st := range o.Hosts {
+		var info HostInfo
+		if i < len(o.HostInfo) {
+			info = o.HostInfo[i]
+		}
+		var blocked, faultWait time.Duration
+		for _, b := range st.Blocks {
+			blocked += b.Duration
+		}
+		lat := slices.Clone(st.FaultLatency)
+		for _, l := range lat {
+			faultWait += l
+		}
+		slices.Sort(lat)
+		q := func(f float64) float64 {
+			if len(lat) == 0 {
+				return 0
+			}
+			return float64(lat[int(math.Ceil(f*float64(len(lat))))-1]) / 1e3 / s
+		}
+		sec := func(d time.Duration) float64 { return d.Seconds() / s }
+		thr := 0.0
+		if c := st.Completion.Seconds(); c > 0 {
+			thr = math.Round(float64(st.Ops) / c * s)
+		}
+		row := analysis.EntityRow{
+			ID:     info.Name,
+			Labels: map[string]string{"app": info.App},
+			Values: map[string]float64{
+				"working_set": float64(info.Pages), "local_memory": float64(info.Limit),
+				"accesses": float64(st.Ops), "hits": float64(st.Hits), "first_touches": float64(st.FirstTouches),
+				"faults": float64(st.Faults), "rescues": float64(st.Rescues), "evictions": float64(st.Evictions),
+				"writebacks": float64(st.Writebacks), "clean_drops": float64(st.CleanDrops),
+				"retransmissions": float64(st.Retransmits), "blocks": float64(len(st.Blocks)),
+				"completion_s": sec(st.Completion), "compute_s": sec(info.Compute), "blocked_s": sec(blocked),
+				"fault_wait_s": sec(faultWait), "other_s": sec(st.Completion - info.Compute - blocked - faultWait),
+				"fault_p50_us": q(0.5), "fault_p99_us": q(0.99), "throughput_ops": thr,
+			},
+		}
+		if info.Trace != "" {
+			row.Labels["trace"] = info.Trace
+		}
+		if row.ID == "" {
+			row.ID = fmt.Sprintf("host%d", i+1)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
 }
 
 // cdf returns at most n points of the empirical CDF of sorted latencies, in

@@ -18,6 +18,18 @@ import (
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
 
+// withTraceCache runs the tests with the trace cache in a directory of
+// their own, removed afterwards, never the user's.
+func withTraceCache(run func() int) int {
+	dir, err := os.MkdirTemp("", "farmem-trace-cache-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv(memtrace.CacheDirEnv, dir)
+	return run()
+}
+
 // readEmbedded serves traces/mem/ as the binary does.
 func readEmbedded(path string) ([]byte, error) {
 	if rest, ok := strings.CutPrefix(path, "traces/mem/"); ok {
@@ -36,9 +48,35 @@ func compile(t testing.TB, file, yaml string) (*experiments.Spec, experiments.Ex
 	return spec, exp, err
 }
 
+// compileFile compiles a spec file on disk, as 'tracebed run FILE' does.
+func compileFile(t testing.TB, path string) (*experiments.Spec, experiments.Experiment, error) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return compile(t, path, string(data))
+}
+
+// executeFile runs a spec file on disk.
+func executeFile(t testing.TB, path string) (*analysis.Results, experiments.Experiment) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return executeAs(t, path, string(data))
+}
+
 func execute(t testing.TB, yaml string) (*analysis.Results, experiments.Experiment) {
 	t.Helper()
-	spec, exp, err := compile(t, "small.yaml", yaml)
+	return executeAs(t, "small.yaml", yaml)
+}
+
+// executeAs compiles yaml as the spec file named file and runs it.
+func executeAs(t testing.TB, file, yaml string) (*analysis.Results, experiments.Experiment) {
+	t.Helper()
+	spec, exp, err := compile(t, file, yaml)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	switchcmd.Main() // the Go switches of the netns runs are this binary
-	os.Exit(netns.RunTests(m, netnsPrefix))
+	os.Exit(withTraceCache(func() int { return netns.RunTests(m, netnsPrefix) }))
 }
 
 // netnsPrefix starts the run ids of this test binary, so that test binaries

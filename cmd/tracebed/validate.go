@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/yamlx"
+	"github.com/tracebed/tracebed/traces/jobs"
+	memtrace "github.com/tracebed/tracebed/traces/mem"
+)
+
+// maxProblems is how many problems validate reports per file before it only
+// counts the rest.
+const maxProblems = 20
+
+func (a *app) validateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check topology, experiment spec and trace files",
+		Long: `Check each FILE and report every problem (up to 20 a file) with its file,
+line and field. A YAML file with a "kind" key is an experiment spec
+(checked against its kind, its topology and traces included), one with a
+"topology" key is a topology; other files are checked as traces by their
+extension: job traces (.csv, .jsonl, .ndjson, Gavel's .trace) and memory
+traces (.memtrace, .memtxt, .lackey). Memory traces are read as a stream,
+whatever their size.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var errs []error
+			for _, path := range args {
+				what, err := a.validate(path)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "%s: ok (%s)\n", path, what)
+			}
+			if len(errs) > 0 {
+				return badInput(errors.Join(errs...))
+			}
+			return nil
+		},
+	}
+}
+
+// validate checks one file and says what it was.
+func (a *app) validate(path string) (string, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	if v, ok := a.traceValidators()[ext]; ok {
+		return v(path)
+	}
+	switch ext {
+	case ".yaml", ".yml":
+	default:
+		return "", fmt.Errorf("%s: unknown file type %q; tracebed validates .yaml topologies and specs and traces (%s)", path, filepath.Ext(path), strings.Join(a.traceExtensions(), ", "))
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	root, err := yamlx.Parse(path, data)
+	if err != nil {
+		return "", err
+	}
+	pairs, err := yamlx.Pairs(path, root, "")
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pairs {
+		switch p.Key {
+		case "kind":
+			s, err := experiments.ParseSpec(path, data, a.readEmbedded)
+			if err != nil {
+				return "", err
+			}
+			if _, err := a.registry.Compile(s); err != nil {
+				return "", err
+			}
+			runs := len(s.Policies) * len(s.Scenarios) * len(s.Seeds)
+			return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs), nil
+		case "topology":
+			top, err := a.loadTopology(path, data)
+			if err != nil {
+				return "", err
+			}
+			return "topology " + top.Summary(), nil
+		}
+	}
+	return "", yamlx.Errorf(yamlx.NodePos(path, root), "", "neither an experiment spec (no kind field) nor a topology (no topology field)")
+}
+
+// traceValidators maps a file extension to the validator of that trace format.
+func (a *app) traceValidators() map[string]func(path string) (string, error) {
+	return map[string]func(string) (string, error){
+		".csv": validateJobTrace, ".jsonl": validateJobTrace, ".ndjson": validateJobTrace, ".trace": validateJobTrace,
+		".memtrace": validateMemTrace, ".memtxt": validateMemTrace, ".lackey": validateMemTrace,
+	}
+}
+
+// validateMemTrace checks a memory-access trace (traces/mem: binary, text
+// or valgrind lackey output) as a stream, reporting every bad line.
+func validateMemTrace(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	info, err := memtrace.Inspect(path, f, memtrace.InspectOptions{MaxProblems: maxProblems})
+	if err != nil {
+		return "", err
+	}
+	what := fmt.Sprintf("memory trace, %s format", info.Format)
+	if info.Format == memtrace.Binary {
+		what = fmt.Sprintf("memory trace, binary format version %d", info.Version)
+		if info.Version < memtrace.BinaryVersion {
+			what += " (its header has no checksum: 'tracebed trace convert' rewrites it)"
+		}
+	}
+	return fmt.Sprintf("%s, %d-byte pages: %v", what, info.Header.PageSize, info.Stats), nil
+}
+
+// validateJobTrace checks an INA job trace (traces/jobs: CSV, JSON Lines,
+// the Tiresias CSV or Gavel's format).
+func validateJobTrace(path string) (string, error) {
+	data, err := readLimited(path, maxJobTrace)
+	if err != nil {
+		return "", err
+	}
+	jobs, format, err := jobtrace.Parse(path, data)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("job trace (%s): %d jobs", format, len(jobs)), nil
+}
+
+// maxJobTrace bounds the job traces read whole: a million jobs of about
+// 100 bytes.
+const maxJobTrace = 128 << 20
+
+// readLimited reads a file of at most limit bytes.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d MiB; a job trace holds at most a million jobs", path, limit>>20)
+	}
+	return data, nil
+}
+
+func (a *app) traceExtensions() []string {
+	var exts []string
+	for e := range a.traceValidators() {
+		exts = append(exts, e)
+	}
+	slices.Sort(exts)
+	return exts
+}
