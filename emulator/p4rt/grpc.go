@@ -50,9 +50,9 @@ type GRPC struct {
 	changed chan struct{} // closed and replaced at every arbitration update
 }
 
-// Target turns a socket path or address into a gRPC target: a path (it
-// starts with '/' or '.') becomes unix://PATH.
-func Target(addr string) string {
+// DialTarget turns a socket path or address into a gRPC target: a path
+// (it starts with '/' or '.') becomes unix://PATH.
+func DialTarget(addr string) string {
 	if strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, ".") {
 		return "unix://" + addr
 	}
@@ -69,7 +69,7 @@ func Dial(ctx context.Context, target string, opts DialOptions) (*GRPC, error) {
 	if opts.ElectionID == 0 {
 		opts.ElectionID = 1
 	}
-	conn, err := grpc.NewClient(Target(target), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(DialTarget(target), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("p4runtime %s: %w", target, err)
@@ -211,35 +211,17 @@ func (c *GRPC) SetPipeline(ctx context.Context, info *p4configv1.P4Info, deviceC
 	return c.refreshP4Info(ctx)
 }
 
-// Write implements Client. A failed batch returns the error of the first
-// update that failed, with that update's status code (P4Runtime reports
-// batch errors as UNKNOWN with one p4.v1.Error per update).
+// Write implements Client: one CONTINUE_ON_ERROR WriteRequest. A batch in
+// which some updates failed returns a *BatchError (UpdateError).
 func (c *GRPC) Write(ctx context.Context, updates ...*p4v1.Update) error {
 	_, err := c.rt.Write(ctx, &p4v1.WriteRequest{DeviceId: c.opts.DeviceID, ElectionId: c.electionID(), Role: c.opts.Role,
 		Updates: updates, Atomicity: p4v1.WriteRequest_CONTINUE_ON_ERROR})
 	return UpdateError(err)
 }
 
-// UpdateError unpacks a P4Runtime batch error into the status of its first
-// failed update; other errors are returned unchanged.
-func UpdateError(err error) error {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unknown {
-		return err
-	}
-	for i, d := range st.Proto().GetDetails() {
-		var e p4v1.Error
-		if d.UnmarshalTo(&e) != nil {
-			continue
-		}
-		if codes.Code(e.GetCanonicalCode()) != codes.OK {
-			return status.Errorf(codes.Code(e.GetCanonicalCode()), "update %d: %s", i, e.GetMessage())
-		}
-	}
-	return err
-}
-
-// Read implements Client.
+// Read implements Client. When some queries fail, the server streams the
+// entities of the others and ends with a batch status: Read returns those
+// entities and a *BatchError of kind "query".
 func (c *GRPC) Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entity, error) {
 	stream, err := c.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: c.opts.DeviceID, Entities: queries, Role: c.opts.Role})
 	if err != nil {
@@ -252,6 +234,9 @@ func (c *GRPC) Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entit
 			return out, nil
 		}
 		if err != nil {
+			if be := batchFromStatus(err, "query"); be != err {
+				return out, be
+			}
 			return nil, err
 		}
 		out = append(out, resp.GetEntities()...)

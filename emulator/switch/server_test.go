@@ -229,7 +229,7 @@ func TestPipelineAndErrors(t *testing.T) {
 // TestStreamMisuse sends stream messages out of order.
 func TestStreamMisuse(t *testing.T) {
 	_, path := serve(t)
-	conn, err := grpc.NewClient(p4rt.Target(path), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p4rt.DialTarget(path), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
