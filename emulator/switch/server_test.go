@@ -189,10 +189,10 @@ func TestPipelineAndErrors(t *testing.T) {
 			info.PkgInfo.Name = "nope"
 			return c.SetPipeline(ctx, info, nil, 0)
 		}, codes.InvalidArgument},
-		{"commit without save", func() error {
+		{"commit without save", func() error { // P4Runtime §14: NOT_FOUND
 			_, err := raw.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{DeviceId: 1, ElectionId: id, Action: p4v1.SetForwardingPipelineConfigRequest_COMMIT})
 			return err
-		}, codes.FailedPrecondition},
+		}, codes.NotFound},
 		{"bad response type", func() error {
 			_, err := raw.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: 1, ResponseType: 42})
 			return err
@@ -341,7 +341,7 @@ func TestSelectProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &wires{}
-	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Open: w.open})
+	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Open: w.open, DeviceID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
