@@ -109,8 +109,8 @@ type Switch struct {
 	program  *Program
 	pipeline emulator.Pipeline
 	device   p4rt.Device
-	pio      *p4rt.PacketIO // the running program's controller headers
-	staged   *loaded        // saved by VERIFY_AND_SAVE, running after COMMIT
+	pio      *p4rt.PacketIO           // the running program's controller headers
+	staged   *loaded                  // saved by VERIFY_AND_SAVE, running after COMMIT
 	notify   atomic.Pointer[notifier] // the P4Runtime server's
 	cpuDrops uint64                   // frames to the CPU port nobody took
 	pool     [][]byte
