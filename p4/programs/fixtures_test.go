@@ -87,7 +87,9 @@ func routeEntry(n *p4rt.Names, dst netip.Addr, actions ...*p4v1.Action) (*p4v1.T
 		Action: &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileActionSet{ActionProfileActionSet: set}}}, nil
 }
 
-func frameAddr(a [4]byte) uint32 { return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) }
+func frameAddr(a [4]byte) uint32 {
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}
 
 // forwardTo is fwd.p4's forward(port).
 func forwardTo(port uint64) func(n *p4rt.Names) (*p4v1.Action, error) {
