@@ -144,25 +144,35 @@ func (t *Target) indexTable(tb *p4configv1.Table) (*tableInfo, error) {
 	}
 	def := tb.GetConstDefaultActionId()
 	ti.constDefault = def != 0
-	var args []*p4configv1.TableActionCall_Argument
 	if def == 0 {
 		def = tb.GetInitialDefaultAction().GetActionId()
-		args = tb.GetInitialDefaultAction().GetArguments()
 	}
 	if def != 0 {
 		ai := t.actions[def]
 		if ai == nil {
 			return nil, fmt.Errorf("p4info: table %s: default action id %#x is not declared", ti.name, def)
 		}
-		a := &p4v1.Action{ActionId: def}
-		for _, arg := range args {
-			a.Params = append(a.Params, &p4v1.Action_Param{ParamId: arg.GetParamId(), Value: arg.GetValue()})
+		// The arguments are initial_default_action's (p4c fills it for
+		// const defaults too); a parameter it omits reads as 0.
+		c := &Call{info: ai, args: make([][]byte, len(ai.params))}
+		if tb.GetInitialDefaultAction().GetActionId() == def {
+			for _, arg := range tb.GetInitialDefaultAction().GetArguments() {
+				i, ok := ai.index[arg.GetParamId()]
+				if !ok {
+					return nil, fmt.Errorf("p4info: table %s: default action argument %d is not a parameter of %s", ti.name, arg.GetParamId(), ai.a.GetPreamble().GetName())
+				}
+				v, err := CanonicalBits(arg.GetValue(), int(ai.params[i].GetBitwidth()))
+				if err != nil {
+					return nil, fmt.Errorf("p4info: table %s: default action argument %q: %v", ti.name, ai.params[i].GetName(), status.Convert(err).Message())
+				}
+				c.args[i] = v
+			}
 		}
-		c, err := decodeCall(&actionInfo{a: ai.a, params: ai.params, index: ai.index, byName: ai.byName}, a)
-		if err != nil {
-			return nil, fmt.Errorf("p4info: table %s: default action: %v", ti.name, status.Convert(err).Message())
+		for i := range c.args {
+			if c.args[i] == nil {
+				c.args[i] = []byte{0}
+			}
 		}
-		c.info = ai
 		ti.initial = c
 	}
 	ti.def = ti.defaultEntry(ti.initial)
