@@ -22,7 +22,9 @@ func toyPacketIO(t testing.TB) *PacketIO {
 	return NewPacketIO(info)
 }
 
-func md(id uint32, v ...byte) *p4v1.PacketMetadata { return &p4v1.PacketMetadata{MetadataId: id, Value: v} }
+func md(id uint32, v ...byte) *p4v1.PacketMetadata {
+	return &p4v1.PacketMetadata{MetadataId: id, Value: v}
+}
 
 // TestPacketIO: the controller headers are packed most significant bit
 // first, fields in P4Info order (packet_out: port 9 bits, flag 1, pad 6).
