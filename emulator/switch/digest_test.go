@@ -114,7 +114,7 @@ func TestDigests(t *testing.T) {
 	}
 	// Until it is acknowledged, the same source is not sent again.
 	w.send(t, 1, f)
-	if m := next(2 * time.Second); m != nil {
+	if m := next(300 * time.Millisecond); m != nil {
 		t.Fatalf("a duplicate was sent before the ack: %v", m)
 	}
 	if err := c.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{DigestAck: &p4v1.DigestListAck{DigestId: l.GetDigestId(), ListId: l.GetListId()}}}); err != nil {
