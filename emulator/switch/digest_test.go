@@ -2,8 +2,6 @@ package goswitch
 
 import (
 	"context"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -71,24 +69,8 @@ func TestDigests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wires{}
-	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Program: "learner", Open: w.open, DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done; w.close() }()
-	path := filepath.Join(t.TempDir(), "tor.sock")
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := NewGRPCServer()
-	NewServer(s).Register(g)
-	go g.Serve(lis)
-	defer g.Stop()
+	_, w, path := serveRegistry(t, top, reg, "learner")
+	ctx := context.Background()
 	c := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 1})
 
 	f := udp(top, "h1", "h2", 10)

@@ -21,6 +21,31 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
+// serveRegistry starts switch tor of top (device id 1) with the programs
+// of reg, running program (empty: fwd), on fake ports, and its P4Runtime
+// server on a Unix socket; everything stops when the test ends.
+func serveRegistry(t *testing.T, top *topologies.Topology, reg *Registry, program string) (*Switch, *wires, string) {
+	t.Helper()
+	w := &wires{}
+	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Program: program, Open: w.open, DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	path := filepath.Join(t.TempDir(), "tor.sock")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGRPCServer()
+	NewServer(s).Register(g)
+	go g.Serve(lis)
+	t.Cleanup(func() { g.Stop(); cancel(); <-done; w.close() })
+	return s, w, path
+}
+
 // serve starts a switch with fake ports and its P4Runtime server on a Unix
 // socket; it returns the socket path.
 func serve(t *testing.T) (*Switch, string) {
@@ -340,24 +365,8 @@ func TestSelectProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wires{}
-	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Open: w.open, DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done; w.close() }()
-	path := filepath.Join(t.TempDir(), "tor.sock")
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := NewGRPCServer()
-	NewServer(s).Register(g)
-	go g.Serve(lis)
-	defer g.Stop()
+	_, w, path := serveRegistry(t, top, reg, "")
+	ctx := context.Background()
 	c := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 1})
 	if err := c.SetPipeline(ctx, mirrorInfo(), nil, 2); err != nil {
 		t.Fatal(err)
