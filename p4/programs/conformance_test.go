@@ -26,12 +26,19 @@ import (
 // or program lacks (the gRPC server, a multicast group, an action
 // selector, packet I/O) skips, saying so.
 func TestConformance(t *testing.T) {
-	for _, tg := range targets(t) {
+	tgs, skip := targets(t)
+	if skip != "" {
+		t.Run("bmv2", func(t *testing.T) { t.Skip(skip) })
+	}
+	for _, tg := range tgs {
 		t.Run(tg.name, func(t *testing.T) {
 			for _, r := range rows {
 				t.Run(r.name, func(t *testing.T) {
 					if r.rpc && tg.kind == "local" {
 						t.Skip("needs the P4Runtime gRPC server: a local Device has no RPCs")
+					}
+					if why, ok := bmv2Differs[r.name]; ok && tg.kind == "bmv2" {
+						t.Skip("bmv2 answers otherwise (docs/netns.md): " + why)
 					}
 					r.run(t, tg.open(t))
 				})
@@ -39,6 +46,11 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// bmv2Differs lists the rows where bmv2's P4Runtime server (PI) is known
+// to answer otherwise than the row expects, and why; docs/netns.md says
+// which of the two follows the specification.
+var bmv2Differs = map[string]string{}
 
 // TestConformanceDocumented keeps docs/netns.md's table in step with the
 // rows: every row is listed there by name.
@@ -107,7 +119,10 @@ var rows = []row{
 			&p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{}}},
 			&p4v1.Entity{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: &p4v1.ActionProfileGroup{}}},
 			&p4v1.Entity{Entity: &p4v1.Entity_MeterEntry{MeterEntry: &p4v1.MeterEntry{}}},
+			&p4v1.Entity{Entity: &p4v1.Entity_DirectMeterEntry{DirectMeterEntry: &p4v1.DirectMeterEntry{}}},
 			counterEntity(0, nil, nil),
+			&p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{}}},
+			&p4v1.Entity{Entity: &p4v1.Entity_ValueSetEntry{ValueSetEntry: &p4v1.ValueSetEntry{}}},
 			&p4v1.Entity{Entity: &p4v1.Entity_RegisterEntry{RegisterEntry: &p4v1.RegisterEntry{}}},
 			groupOf(0, nil),
 			&p4v1.Entity{Entity: &p4v1.Entity_PacketReplicationEngineEntry{PacketReplicationEngineEntry: &p4v1.PacketReplicationEngineEntry{

@@ -75,22 +75,22 @@ func conformanceTopology(t testing.TB) *topologies.Topology {
 }
 
 // targets returns every target to run the rows on: each program as a
-// local Device and on the Go switch, and on bmv2 when it is installed.
-func targets(t *testing.T) []*target {
+// local Device and on the Go switch, and on bmv2 when it is installed (if
+// not, skip says why).
+func targets(t *testing.T) (out []*target, skip string) {
 	top := conformanceTopology(t)
 	reg, err := programs.Registry()
 	if err != nil {
 		t.Fatal(err)
 	}
 	node := top.Switches()[0]
-	var out []*target
 	for _, name := range []string{"fwd", "ina", "farmem"} {
 		fix := fixtures[name]
 		out = append(out, &target{name: name + "/local", prog: name, kind: "local", fix: fix, top: top, node: node, reg: reg})
 		out = append(out, startGoSwitch(t, top, node, reg, name, fix))
 	}
-	out = append(out, bmv2Targets(t, top, node, reg)...)
-	return out
+	b, skip := bmv2Targets(t, top, node, reg)
+	return append(out, b...), skip
 }
 
 // startGoSwitch starts a Go switch with device id 0 running prog, its
@@ -124,13 +124,11 @@ func startGoSwitch(t *testing.T, top *topologies.Topology, node *topologies.Node
 
 // bmv2Targets starts simple_switch_grpc (no ports: P4Runtime only) for
 // each program p4c-bm2-ss compiles, when both are installed.
-func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *goswitch.Registry) []*target {
+func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *goswitch.Registry) (out []*target, skip string) {
 	tools, err := bmv2.FindTools(bmv2.Options{})
 	if err != nil {
-		t.Logf("bmv2 rows skipped: simple_switch_grpc and p4c-bm2-ss are not both installed (%v)", strings.SplitN(err.Error(), "\n", 2)[0])
-		return nil
+		return nil, "simple_switch_grpc and p4c-bm2-ss are not both installed: " + strings.SplitN(err.Error(), "\n", 2)[0]
 	}
-	var out []*target
 	for _, name := range []string{"fwd", "ina", "farmem"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		prog, err := bmv2.Compile(ctx, name, bmv2.Options{})
@@ -156,7 +154,7 @@ func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, 
 		out = append(out, &target{name: name + "/bmv2", prog: name, kind: "bmv2", fix: fixtures[name], top: top, node: node, reg: reg,
 			sock: sock, deviceID: 0, info: prog.P4Info, devConfig: prog.JSON, election: 10})
 	}
-	return out
+	return out, ""
 }
 
 // open gives a row a fresh pipeline: a new Go twin for local targets, a
