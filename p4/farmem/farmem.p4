@@ -52,7 +52,7 @@ struct headers {
     packet_in_t packet_in; packet_out_t packet_out;
     ethernet_t ethernet; ipv4_t ipv4; l4_ports_t l4; udp_rest_t udp; farmem_t farmem;
 }
-struct metadata { }
+struct metadata { bit<32> miss_reason; } /* index of drops for route_miss's drop: 0 malformed, 1 no_route */
 
 parser FarmemParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
@@ -89,7 +89,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
-    action drop() { drops.count(hdr.ipv4.isValid() ? 32w1 : 32w0); mark_to_drop(sm); }
+    action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
     action send_to_cpu() {
         sm.egress_spec = CPU_PORT;
         hdr.packet_in.setValid();
@@ -144,11 +144,12 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             hdr.packet_out.setInvalid();
             return;
         }
-        if (!hdr.ipv4.isValid()) { route_miss.apply(); return; }
+        if (!hdr.ipv4.isValid()) { meta.miss_reason = 0; route_miss.apply(); return; }
         if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
         if (ipv4_route.apply().hit) {
             sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
         } else {
+            meta.miss_reason = 1;
             route_miss.apply();
         }
 

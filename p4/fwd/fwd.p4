@@ -33,7 +33,7 @@ header packet_in_t { bit<16> ingress_port; }
 header packet_out_t { bit<16> egress_port; }
 
 struct headers { packet_in_t packet_in; packet_out_t packet_out; ethernet_t ethernet; ipv4_t ipv4; l4_ports_t l4; }
-struct metadata { }
+struct metadata { bit<32> miss_reason; } /* index of drops for route_miss's drop: 0 malformed, 1 no_route */
 
 parser FwdParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
@@ -61,7 +61,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
 
     /* A frame nothing forwards: counted as malformed (not IPv4) or
      * no_route. */
-    action drop() { drops.count(hdr.ipv4.isValid() ? 32w1 : 32w0); mark_to_drop(sm); }
+    action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
     action send_to_cpu() {
         sm.egress_spec = CPU_PORT;
         hdr.packet_in.setValid();
@@ -102,12 +102,14 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             hdr.packet_out.setInvalid();
             return;
         }
+        meta.miss_reason = 0; // not IPv4: malformed
         if (hdr.ipv4.isValid()) {
             if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
             if (ipv4_route.apply().hit) {
                 sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
                 return;
             }
+            meta.miss_reason = 1; // no_route
         }
         route_miss.apply();
     }
