@@ -67,6 +67,15 @@ type Pipeline interface {
 	Process(now time.Duration, in int, frame []byte, out Emitter)
 }
 
+// CPUPort is the port number of the switch's control plane. A frame a
+// Pipeline emits to CPUPort goes to the controller (a P4Runtime packet-in,
+// where the substrate has a controller channel: the Go switch; sim counts
+// it as sent to a missing port), and a controller's packet-out arrives as a
+// frame on CPUPort. 510 is the CPU port tracebed starts bmv2 with
+// (simple_switch_grpc --cpu-port 510), so a P4 program and its Go twin use
+// the same number; 511 is v1model's drop port.
+const CPUPort = 510
+
 // Emitter receives the frames a Pipeline sends.
 type Emitter interface {
 	// Emit queues frame on egress port with priority prio; 0 is the lowest

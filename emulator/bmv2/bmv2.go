@@ -56,7 +56,8 @@ type Options struct {
 	// older builds refuse the option.
 	PriorityQueues bool
 	// CPUPort is the --cpu-port for P4Runtime packet-in/out; 0 leaves
-	// it off (tracebed's programs use no packet I/O).
+	// it off. fwd.p4 and farmem.p4 use emulator.CPUPort (510), which the
+	// netns testbed passes.
 	CPUPort int
 }
 

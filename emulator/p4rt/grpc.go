@@ -43,16 +43,24 @@ type GRPC struct {
 	cancel context.CancelFunc
 	stream p4v1.P4Runtime_StreamChannelClient
 
+	sendMu   sync.Mutex // stream.Send is not safe for concurrent use
+	messages chan *p4v1.StreamMessageResponse
+
 	mu      sync.Mutex
 	info    *p4configv1.P4Info
 	primary bool
 	arbErr  error
 	changed chan struct{} // closed and replaced at every arbitration update
+	dropped uint64        // stream messages not read in time
 }
 
-// Target turns a socket path or address into a gRPC target: a path (it
-// starts with '/' or '.') becomes unix://PATH.
-func Target(addr string) string {
+// streamBuffer is how many stream messages (packet-ins, digest lists,
+// stream errors) wait for the controller before more are dropped.
+const streamBuffer = 1024
+
+// DialTarget turns a socket path or address into a gRPC target: a path
+// (it starts with '/' or '.') becomes unix://PATH.
+func DialTarget(addr string) string {
 	if strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, ".") {
 		return "unix://" + addr
 	}
@@ -69,13 +77,14 @@ func Dial(ctx context.Context, target string, opts DialOptions) (*GRPC, error) {
 	if opts.ElectionID == 0 {
 		opts.ElectionID = 1
 	}
-	conn, err := grpc.NewClient(Target(target), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(DialTarget(target), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("p4runtime %s: %w", target, err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	c := &GRPC{conn: conn, rt: p4v1.NewP4RuntimeClient(conn), opts: opts, cancel: cancel, changed: make(chan struct{})}
+	c := &GRPC{conn: conn, rt: p4v1.NewP4RuntimeClient(conn), opts: opts, cancel: cancel, changed: make(chan struct{}),
+		messages: make(chan *p4v1.StreamMessageResponse, streamBuffer)}
 	stream, err := c.rt.StreamChannel(sctx)
 	if err != nil {
 		c.Close()
@@ -112,7 +121,7 @@ func (c *GRPC) arbitrate(ctx context.Context, id uint64) error {
 	c.opts.ElectionID = id
 	wait := c.changed
 	c.mu.Unlock()
-	err := c.stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{
+	err := c.send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{
 		Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: c.opts.DeviceID, ElectionId: c.electionID(), Role: c.role()}}})
 	if err != nil {
 		return fmt.Errorf("arbitration: %w", err)
@@ -135,7 +144,45 @@ func (c *GRPC) arbitrate(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// receive reads the stream: arbitration updates and errors.
+func (c *GRPC) send(m *p4v1.StreamMessageRequest) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.stream.Send(m)
+}
+
+// Send sends a stream message: a PacketOut (as the primary) or a
+// DigestListAck.
+func (c *GRPC) Send(m *p4v1.StreamMessageRequest) error {
+	if err := c.send(m); err != nil {
+		return fmt.Errorf("p4runtime stream: %w", err)
+	}
+	return nil
+}
+
+// PacketOut sends payload to the switch as a packet-out with the given
+// metadata (P4Runtime §16.1): ids and values of the P4Info's packet_out
+// header, every field once.
+func (c *GRPC) PacketOut(payload []byte, metadata ...*p4v1.PacketMetadata) error {
+	return c.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Packet{
+		Packet: &p4v1.PacketOut{Payload: payload, Metadata: metadata}}})
+}
+
+// Messages delivers the stream messages other than arbitration updates:
+// packet-ins, digest lists and stream errors. Messages the controller does
+// not read in time are dropped (Dropped counts them). The channel is
+// closed when the stream ends.
+func (c *GRPC) Messages() <-chan *p4v1.StreamMessageResponse { return c.messages }
+
+// Dropped returns how many stream messages were dropped because Messages
+// was not read in time.
+func (c *GRPC) Dropped() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
+
+// receive reads the stream: arbitration updates, errors and the messages
+// of Messages.
 func (c *GRPC) receive() {
 	for {
 		m, err := c.stream.Recv()
@@ -150,12 +197,19 @@ func (c *GRPC) receive() {
 			close(c.changed)
 			c.changed = make(chan struct{})
 			c.mu.Unlock()
+			close(c.messages)
 			return
 		}
 		if a := m.GetArbitration(); a != nil {
 			c.primary = a.GetStatus().GetCode() == int32(codes.OK)
 			close(c.changed)
 			c.changed = make(chan struct{})
+		} else {
+			select {
+			case c.messages <- m:
+			default:
+				c.dropped++
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -211,35 +265,17 @@ func (c *GRPC) SetPipeline(ctx context.Context, info *p4configv1.P4Info, deviceC
 	return c.refreshP4Info(ctx)
 }
 
-// Write implements Client. A failed batch returns the error of the first
-// update that failed, with that update's status code (P4Runtime reports
-// batch errors as UNKNOWN with one p4.v1.Error per update).
+// Write implements Client: one CONTINUE_ON_ERROR WriteRequest. A batch in
+// which some updates failed returns a *BatchError (UpdateError).
 func (c *GRPC) Write(ctx context.Context, updates ...*p4v1.Update) error {
 	_, err := c.rt.Write(ctx, &p4v1.WriteRequest{DeviceId: c.opts.DeviceID, ElectionId: c.electionID(), Role: c.opts.Role,
 		Updates: updates, Atomicity: p4v1.WriteRequest_CONTINUE_ON_ERROR})
 	return UpdateError(err)
 }
 
-// UpdateError unpacks a P4Runtime batch error into the status of its first
-// failed update; other errors are returned unchanged.
-func UpdateError(err error) error {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unknown {
-		return err
-	}
-	for i, d := range st.Proto().GetDetails() {
-		var e p4v1.Error
-		if d.UnmarshalTo(&e) != nil {
-			continue
-		}
-		if codes.Code(e.GetCanonicalCode()) != codes.OK {
-			return status.Errorf(codes.Code(e.GetCanonicalCode()), "update %d: %s", i, e.GetMessage())
-		}
-	}
-	return err
-}
-
-// Read implements Client.
+// Read implements Client. When some queries fail, the server streams the
+// entities of the others and ends with a batch status: Read returns those
+// entities and a *BatchError of kind "query".
 func (c *GRPC) Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entity, error) {
 	stream, err := c.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: c.opts.DeviceID, Entities: queries, Role: c.opts.Role})
 	if err != nil {
@@ -252,6 +288,9 @@ func (c *GRPC) Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entit
 			return out, nil
 		}
 		if err != nil {
+			if be := batchFromStatus(err, "query"); be != err {
+				return out, be
+			}
 			return nil, err
 		}
 		out = append(out, resp.GetEntities()...)

@@ -18,8 +18,8 @@ func TestTarget(t *testing.T) {
 		"127.0.0.1:9559":              "127.0.0.1:9559",
 		"unix:///a.sock":              "unix:///a.sock",
 	} {
-		if got := Target(in); got != want {
-			t.Errorf("Target(%q) = %q, want %q", in, got, want)
+		if got := DialTarget(in); got != want {
+			t.Errorf("DialTarget(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

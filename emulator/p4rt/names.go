@@ -2,11 +2,12 @@ package p4rt
 
 import (
 	"fmt"
-	"math/bits"
 	"strings"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Names indexes a P4Info by name, so that controllers never hard-code ids:
@@ -243,7 +244,9 @@ func P(param string, v uint64) Arg { return Arg{param, v} }
 // TableEntry builds an entry of the named table that runs the named action
 // with args. Every match field named must exist and have the declared match
 // kind; every action parameter must be given exactly once; every value must
-// fit its bit width. Priority must be positive for tables with range,
+// fit its bit width. A field that matches everything (a range of every
+// value, a ternary mask of 0, an LPM prefix of 0) is omitted, the
+// canonical "don't care" of P4Runtime. Priority must be positive for tables with range,
 // ternary or optional fields and zero otherwise, as P4Runtime requires.
 func (n *Names) TableEntry(table string, matches []Match, action string, args []Arg, priority int32) (*p4v1.TableEntry, error) {
 	t, err := n.Table(table)
@@ -290,9 +293,15 @@ func (n *Names) TableEntry(table string, matches []Match, action string, args []
 			if m.prefix < 0 || int(m.prefix) > w {
 				return nil, fmt.Errorf("table %q: field %q: prefix length %d outside 0..%d", table, m.Field, m.prefix, w)
 			}
+			if m.prefix == 0 {
+				continue // don't care: P4Runtime omits the field (§9.1.1)
+			}
 			v, err := encode(m.value, w, table, m.Field)
 			if err != nil {
 				return nil, err
+			}
+			if w <= 64 {
+				v = EncodeUint(m.value &^ (1<<uint(w-int(m.prefix)) - 1)) // bits past the prefix are 0
 			}
 			fm.FieldMatchType = &p4v1.FieldMatch_Lpm{Lpm: &p4v1.FieldMatch_LPM{Value: v, PrefixLen: m.prefix}}
 		case p4configv1.MatchField_RANGE:
@@ -307,6 +316,9 @@ func (n *Names) TableEntry(table string, matches []Match, action string, args []
 			if err != nil {
 				return nil, err
 			}
+			if m.value == 0 && w <= 64 && m.alt == ^uint64(0)>>(64-w) {
+				continue // every value: P4Runtime omits the field (§9.1.1)
+			}
 			fm.FieldMatchType = &p4v1.FieldMatch_Range_{Range: &p4v1.FieldMatch_Range{Low: lo, High: hi}}
 		case p4configv1.MatchField_TERNARY:
 			v, err := encode(m.value&m.alt, w, table, m.Field)
@@ -316,6 +328,9 @@ func (n *Names) TableEntry(table string, matches []Match, action string, args []
 			mask, err := encode(m.alt, w, table, m.Field)
 			if err != nil {
 				return nil, err
+			}
+			if m.alt == 0 {
+				continue // don't care: P4Runtime omits the field (§9.1.1)
 			}
 			fm.FieldMatchType = &p4v1.FieldMatch_Ternary_{Ternary: &p4v1.FieldMatch_Ternary{Value: v, Mask: mask}}
 		default:
@@ -468,16 +483,21 @@ func MulticastGroup(group uint32, replicas []Replica) *p4v1.Entity {
 }
 
 // ReplicaPort returns a replica's egress port from either of P4Runtime's
-// encodings (the deprecated uint32 field or the bytes field of v1.4).
+// encodings (the deprecated uint32 field or the bytes field of v1.4): a
+// replica without a port is INVALID_ARGUMENT, a port wider than 32 bits
+// OUT_OF_RANGE.
 func ReplicaPort(r *p4v1.Replica) (uint32, error) {
 	switch k := r.GetPortKind().(type) {
 	case *p4v1.Replica_EgressPort:
 		return k.EgressPort, nil
 	case *p4v1.Replica_Port:
 		v, err := DecodeUint(k.Port, 32)
-		return uint32(v), err
+		if err != nil {
+			return 0, prefix(err, "replica port")
+		}
+		return uint32(v), nil
 	}
-	return 0, fmt.Errorf("replica has no port")
+	return 0, status.Error(codes.InvalidArgument, "replica has no port")
 }
 
 // Table wraps a table entry as an entity.
@@ -500,43 +520,8 @@ func Modify(e *p4v1.Entity) *p4v1.Update { return &p4v1.Update{Type: p4v1.Update
 func Delete(e *p4v1.Entity) *p4v1.Update { return &p4v1.Update{Type: p4v1.Update_DELETE, Entity: e} }
 
 func encode(v uint64, width int, owner, field string) ([]byte, error) {
-	if width <= 0 || width > 64 {
-		return nil, fmt.Errorf("%s: %s has bit width %d; only 1 to 64 bits are supported", owner, field, width)
-	}
-	if width < 64 && v>>uint(width) != 0 {
-		return nil, fmt.Errorf("%s: %s = %d does not fit in %d bits", owner, field, v, width)
+	if err := fitUint(v, width); err != nil {
+		return nil, fmt.Errorf("%s: %s: %v", owner, field, err)
 	}
 	return EncodeUint(v), nil
-}
-
-// EncodeUint returns v in P4Runtime's canonical binary form: big-endian
-// with no leading zero bytes, and a single zero byte for 0.
-func EncodeUint(v uint64) []byte {
-	n := max(1, (bits.Len64(v)+7)/8)
-	b := make([]byte, n)
-	for i := n - 1; i >= 0; i-- {
-		b[i] = byte(v)
-		v >>= 8
-	}
-	return b
-}
-
-// DecodeUint decodes a big-endian P4Runtime bytestring of a field of the
-// given bit width. Leading zero bytes are accepted (P4Runtime allows padded
-// values); a value wider than width is an error.
-func DecodeUint(b []byte, width int) (uint64, error) {
-	if len(b) == 0 {
-		return 0, fmt.Errorf("empty bytestring")
-	}
-	var v uint64
-	for i, c := range b {
-		if v>>56 != 0 {
-			return 0, fmt.Errorf("bytestring of %d bytes overflows 64 bits at byte %d", len(b), i)
-		}
-		v = v<<8 | uint64(c)
-	}
-	if width > 0 && width < 64 && v>>uint(width) != 0 {
-		return 0, fmt.Errorf("value %d does not fit in %d bits", v, width)
-	}
-	return v, nil
 }

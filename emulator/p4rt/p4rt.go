@@ -18,13 +18,17 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Device is a data plane programmable through P4Runtime entities.
+// Device is a data plane programmable through P4Runtime entities. A Go
+// pipeline implements it with a Target, which it builds from its P4Info
+// and its bindings.
 //
 // Errors are gRPC status errors (google.golang.org/grpc/status) with the
 // codes the P4Runtime specification gives: InvalidArgument for malformed
-// entities, NotFound for a missing entry, AlreadyExists for an INSERT of an
-// existing key, Unimplemented for entity types the device lacks. A Device
-// never panics on a malformed message.
+// entities, OutOfRange for values wider than their field, NotFound for a
+// missing entry, AlreadyExists for an INSERT of an existing key,
+// PermissionDenied for an action out of its scope, Unimplemented for
+// entity types the device lacks. A Device never panics on a malformed
+// message.
 //
 // A Device is not safe for concurrent use with its packet path: on sim both
 // run on the event loop; the Go switch serializes control-plane calls with
@@ -32,9 +36,9 @@ import (
 type Device interface {
 	// P4Info describes the device's tables, actions, registers, counters.
 	P4Info() *p4configv1.P4Info
-	// Write applies updates in order. It stops at the first failing update
-	// and returns its error; earlier updates stay applied (the P4Runtime
-	// CONTINUE_ON_ERROR atomicity is what the Go switch reports).
+	// Write applies a batch of updates as P4Runtime's CONTINUE_ON_ERROR
+	// atomicity requires: every update is attempted, in order. If some
+	// fail, the error is a *BatchError with each update's status.
 	Write(updates []*p4v1.Update) error
 	// Read calls yield for every entity matching the (possibly wildcard)
 	// query entity, as P4Runtime Read does.
@@ -45,9 +49,12 @@ type Device interface {
 type Client interface {
 	// P4Info is the pipeline description the switch runs.
 	P4Info() *p4configv1.P4Info
-	// Write sends one WriteRequest with the given updates.
+	// Write sends one WriteRequest with the given updates. Every update is
+	// attempted; if some fail, the error is a *BatchError, which reads as
+	// the first failure (status.Code gives that update's code).
 	Write(ctx context.Context, updates ...*p4v1.Update) error
-	// Read returns every entity matching the queries.
+	// Read returns every entity matching the queries. If some queries
+	// fail, it returns the entities of the others and a *BatchError.
 	Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entity, error)
 }
 
@@ -68,17 +75,42 @@ func (l local) Write(ctx context.Context, updates ...*p4v1.Update) error {
 }
 
 func (l local) Read(ctx context.Context, queries ...*p4v1.Entity) ([]*p4v1.Entity, error) {
+	return ReadBatch(ctx, l.d, queries, func(e *p4v1.Entity) error { return nil })
+}
+
+// ReadBatch runs a Read batch on d as P4Runtime §13.3 describes: every
+// query is answered; the entities of those that succeed are returned (and
+// passed to each, which may stop the read by failing), and if some fail
+// the error is a *BatchError of kind "query" with each query's status.
+func ReadBatch(ctx context.Context, d Device, queries []*p4v1.Entity, each func(*p4v1.Entity) error) ([]*p4v1.Entity, error) {
 	var out []*p4v1.Entity
-	for _, q := range queries {
+	var errs []error
+	for i, q := range queries {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return out, err
 		}
-		if err := l.d.Read(q, func(e *p4v1.Entity) error {
+		n := len(out)
+		var stop error
+		err := d.Read(q, func(e *p4v1.Entity) error {
+			if stop = each(e); stop != nil {
+				return stop
+			}
 			out = append(out, e)
 			return nil
-		}); err != nil {
-			return nil, err
+		})
+		if stop != nil {
+			return out, stop
 		}
+		if err != nil {
+			out = out[:n] // a failed query returns nothing
+			if errs == nil {
+				errs = make([]error, len(queries))
+			}
+			errs[i] = err
+		}
+	}
+	if errs != nil {
+		return out, &BatchError{Kind: "query", Errs: errs}
 	}
 	return out, nil
 }

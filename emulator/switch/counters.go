@@ -2,6 +2,7 @@ package goswitch
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
@@ -9,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
 // The switch's own counters, indexed by port number, served next to the
@@ -21,9 +24,11 @@ const (
 	CounterPortLost   uint32 = 0x12ff0004 // tracebed.port_lost: injected loss
 	CounterPortErrors uint32 = 0x12ff0005 // tracebed.port_errors: oversize, receive and send errors, kernel drops
 	CounterPortQueue  uint32 = 0x12ff0006 // tracebed.port_max_queue: bytes = largest backlog seen
-	CounterSwitch     uint32 = 0x12ff0007 // tracebed.switch_drops: 0 pipeline panics, 1 bad egress port
+	CounterSwitch     uint32 = 0x12ff0007 // tracebed.switch_drops: 0 pipeline panics, 1 bad egress port, 2 frames for the controller not delivered
 
 	switchPrefix = "tracebed."
+
+	switchDropCells = 3 // cells of tracebed.switch_drops
 )
 
 var switchCounters = []struct {
@@ -38,21 +43,24 @@ var switchCounters = []struct {
 	{CounterPortLost, "port_lost", "frames lost by injected loss, by port", p4configv1.CounterSpec_PACKETS, true},
 	{CounterPortErrors, "port_errors", "frames dropped for length, refused by the kernel, or dropped by the kernel because the switch fell behind, by port", p4configv1.CounterSpec_PACKETS, true},
 	{CounterPortQueue, "port_max_queue", "byte_count: largest egress backlog seen, by port", p4configv1.CounterSpec_BYTES, true},
-	{CounterSwitch, "switch_drops", "0: pipeline panics, 1: frames emitted to a port that does not exist", p4configv1.CounterSpec_PACKETS, false},
+	{CounterSwitch, "switch_drops", "0: pipeline panics, 1: frames emitted to a port that does not exist, 2: frames for the controller (packet-in) not delivered: no primary controller, its stream full, or shorter than the packet_in header", p4configv1.CounterSpec_PACKETS, false},
 }
 
 // switchDevice is the device the P4Runtime server programs: the running
 // program's, plus the switch's counters. It must be used on the data-plane
 // goroutine.
-type switchDevice struct{ sw *Switch }
+type switchDevice struct {
+	sw  *Switch
+	dev p4rt.Device
+}
 
 // P4Info returns the program's P4Info with the switch counters added.
 func (d *switchDevice) P4Info() *p4configv1.P4Info {
-	info := proto.Clone(d.sw.device.P4Info()).(*p4configv1.P4Info)
+	info := proto.Clone(d.dev.P4Info()).(*p4configv1.P4Info)
 	for _, c := range switchCounters {
 		size := int64(len(d.sw.ports))
 		if !c.portIndexd {
-			size = 2
+			size = switchDropCells
 		}
 		info.Counters = append(info.Counters, &p4configv1.Counter{
 			Preamble: &p4configv1.Preamble{Id: c.id, Name: switchPrefix + c.name, Alias: c.name, Doc: &p4configv1.Documentation{Brief: c.doc}},
@@ -85,28 +93,54 @@ func stripSwitchObjects(info *p4configv1.P4Info) *p4configv1.P4Info {
 
 func isSwitchCounter(id uint32) bool { return id&0xffff0000 == 0x12ff0000 }
 
-// Write implements p4rt.Device.
+// Write implements p4rt.Device: updates of the switch's own counters are
+// PERMISSION_DENIED, the others go to the program, and the statuses come
+// back in the batch's order.
 func (d *switchDevice) Write(updates []*p4v1.Update) error {
-	for _, u := range updates {
+	var mine []int // indices of the updates for the switch's counters
+	for i, u := range updates {
 		if c := u.GetEntity().GetCounterEntry(); c != nil && isSwitchCounter(c.GetCounterId()) {
-			return status.Error(codes.PermissionDenied, "the switch's own counters are read-only")
+			mine = append(mine, i)
 		}
 	}
-	return d.sw.device.Write(updates)
+	if len(mine) == 0 {
+		return d.dev.Write(updates)
+	}
+	errs := make([]error, len(updates))
+	var rest []*p4v1.Update
+	var restIdx []int
+	for i, u := range updates {
+		if len(mine) > 0 && mine[0] == i {
+			mine = mine[1:]
+			errs[i] = status.Error(codes.PermissionDenied, "the switch's own counters are read-only")
+			continue
+		}
+		rest, restIdx = append(rest, u), append(restIdx, i)
+	}
+	if err := d.dev.Write(rest); err != nil {
+		var be *p4rt.BatchError
+		if !errors.As(err, &be) || len(be.Errs) != len(rest) {
+			return err
+		}
+		for j, e := range be.Errs {
+			errs[restIdx[j]] = e
+		}
+	}
+	return &p4rt.BatchError{Kind: "update", Errs: errs}
 }
 
 // Read implements p4rt.Device.
 func (d *switchDevice) Read(q *p4v1.Entity, yield func(*p4v1.Entity) error) error {
 	c := q.GetCounterEntry()
 	if c == nil {
-		return d.sw.device.Read(q, yield)
+		return d.dev.Read(q, yield)
 	}
 	if c.GetCounterId() != 0 && !isSwitchCounter(c.GetCounterId()) {
-		return d.sw.device.Read(q, yield)
+		return d.dev.Read(q, yield)
 	}
 	if c.GetCounterId() == 0 {
 		// Every counter: the program's, then the switch's.
-		if err := d.sw.device.Read(q, yield); err != nil && status.Code(err) != codes.NotFound && status.Code(err) != codes.Unimplemented {
+		if err := d.dev.Read(q, yield); err != nil && status.Code(err) != codes.NotFound && status.Code(err) != codes.Unimplemented {
 			return err
 		}
 	}
@@ -118,7 +152,7 @@ func (d *switchDevice) Read(q *p4v1.Entity, yield func(*p4v1.Entity) error) erro
 		found = true
 		n := len(d.sw.ports)
 		if !sc.portIndexd {
-			n = 2
+			n = switchDropCells
 		}
 		for i := range n {
 			if c.GetIndex() != nil && c.GetIndex().GetIndex() != int64(i) {
@@ -139,10 +173,7 @@ func (d *switchDevice) Read(q *p4v1.Entity, yield func(*p4v1.Entity) error) erro
 
 func (d *switchDevice) counter(id uint32, i int) *p4v1.CounterData {
 	if id == CounterSwitch {
-		v := d.sw.panics
-		if i == 1 {
-			v = d.sw.badPort
-		}
+		v := [switchDropCells]uint64{d.sw.panics, d.sw.badPort, d.sw.cpuDrops}[i]
 		return &p4v1.CounterData{PacketCount: int64(v)}
 	}
 	if i == 0 || i >= len(d.sw.ports) {

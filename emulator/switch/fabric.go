@@ -51,7 +51,7 @@ func StartFabric(n *netns.Network, programs *Registry, opts FabricOptions) (*Fab
 		var lis net.Listener
 		err := n.Do(node.Name, func() error {
 			var err error
-			sw, err = New(Config{Topology: n.Topology, Name: node.Name, Programs: programs, Program: opts.Program,
+			sw, err = New(Config{Topology: n.Topology, Name: node.Name, Programs: programs, Program: opts.Program, DeviceID: DefaultDeviceID,
 				Seed: opts.Seed, Spin: opts.Spin, Log: opts.Log})
 			return err
 		})

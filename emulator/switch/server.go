@@ -6,35 +6,43 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
-	"google.golang.org/genproto/googleapis/rpc/code"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
 // APIVersion is the P4Runtime version the server implements.
 const APIVersion = "1.4.1"
 
 // Server is the switch's P4Runtime service (github.com/p4lang/p4runtime
-// p4/v1):
+// p4/v1, P4Runtime 1.4.1; docs/netns.md has the conformance table):
 //
 //   - SetForwardingPipelineConfig loads the registered program whose
-//     P4Info the request carries (VERIFY, VERIFY_AND_SAVE, COMMIT,
-//     VERIFY_AND_COMMIT; RECONCILE_AND_COMMIT with the running program
-//     keeps its state); GetForwardingPipelineConfig returns it.
-//   - Write applies table, action-profile, counter, register and
-//     multicast-group updates through the program's p4rt.Device, only for
-//     the primary controller of the role; Read serves anyone.
-//   - StreamChannel carries master arbitration: per role, the connected
-//     client with the highest election id ever seen is primary; others
-//     are backups (ALREADY_EXISTS), and with no primary connected every
-//     client is told NOT_FOUND until one claims an id at least that high.
-//     Two clients may not hold the same id (INVALID_ARGUMENT).
+//     P4Info the request carries: VERIFY; VERIFY_AND_SAVE, after which
+//     reads and writes go to the saved program (fresh state) while packets
+//     still meet the running one, until COMMIT makes it run;
+//     VERIFY_AND_COMMIT (fresh state); RECONCILE_AND_COMMIT with the
+//     running program (state kept). GetForwardingPipelineConfig returns
+//     the running program's P4Info, cookie and device config.
+//   - Write applies a CONTINUE_ON_ERROR batch through the program's
+//     p4rt.Device, only for the primary controller of the role, and
+//     reports each update's status; Read serves anyone, batch by batch
+//     with per-query statuses.
+//   - StreamChannel carries master arbitration (per role, the connected
+//     client with the highest election id ever seen is primary; others are
+//     backups, ALREADY_EXISTS; with no primary connected every client is
+//     told NOT_FOUND until one claims an id at least that high; two clients
+//     may not hold one id, INVALID_ARGUMENT), packet-out (from the
+//     primary: injected on the CPU port), packet-in (frames the pipeline
+//     sends to the CPU port, to the primary of every role) and digests.
 //   - Capabilities reports the API version.
 //
 // The served P4Info is the program's plus the switch's own port counters
@@ -44,10 +52,21 @@ type Server struct {
 	p4v1.UnimplementedP4RuntimeServer
 	sw *Switch
 
-	mu     sync.Mutex
-	roles  map[string]*role
-	cookie uint64
-	saved  *Program // VERIFY_AND_SAVE, waiting for COMMIT
+	mu        sync.Mutex
+	roles     map[string]*role
+	cookie    *p4v1.ForwardingPipelineConfig_Cookie // the running program's
+	devConfig []byte
+	saved     *savedConfig // VERIFY_AND_SAVE, waiting for COMMIT
+
+	dmu     sync.Mutex // digests
+	dq      *p4rt.DigestQueue
+	dtimer  *time.Timer
+	dtimeAt time.Time
+}
+
+type savedConfig struct {
+	cookie    *p4v1.ForwardingPipelineConfig_Cookie
+	devConfig []byte
 }
 
 type role struct {
@@ -60,11 +79,19 @@ type stream struct {
 	out      chan *p4v1.StreamMessageResponse
 	election *p4v1.Uint128
 	role     string
+	device   uint64
 }
 
-// NewServer returns the P4Runtime service of sw.
+// streamBuffer is how many messages (packet-ins, digests, notifications)
+// wait for a slow client before more are dropped.
+const streamBuffer = 1024
+
+// NewServer returns the P4Runtime service of sw. Frames the pipeline sends
+// to the CPU port and digests go to its controllers from then on.
 func NewServer(sw *Switch) *Server {
-	return &Server{sw: sw, roles: map[string]*role{}}
+	s := &Server{sw: sw, roles: map[string]*role{}, dq: p4rt.NewDigestQueue()}
+	sw.notify.Store(&notifier{packetIn: s.packetIn, digest: s.digest})
+	return s
 }
 
 // Register adds the service to a gRPC server.
@@ -123,6 +150,9 @@ func (s *Server) checkPrimary(roleName string, election *p4v1.Uint128) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.roles[roleName]
+	if r == nil && roleName != "" {
+		return status.Errorf(codes.NotFound, "no role %q on this device: a controller of the role arbitrates first", roleName)
+	}
 	if r == nil || r.primary == nil {
 		return status.Errorf(codes.PermissionDenied, "no primary controller for role %q: open a StreamChannel and send a MasterArbitrationUpdate first", roleName)
 	}
@@ -139,9 +169,15 @@ func fmtID(id *p4v1.Uint128) string {
 	return fmt.Sprintf("%d:%d", id.GetHigh(), id.GetLow())
 }
 
-// device runs f with the running program's device on the data-plane
-// goroutine.
+// device runs f with the device reads and writes go to (the staged
+// program's after VERIFY_AND_SAVE, otherwise the running one's) on the
+// data-plane goroutine.
 func (s *Server) device(ctx context.Context, f func(d *switchDevice) error) error {
+	return s.onSwitch(ctx, func() error { return f(&switchDevice{s.sw, s.sw.controlDevice()}) })
+}
+
+// onSwitch runs f on the data-plane goroutine; a panic in f is INTERNAL.
+func (s *Server) onSwitch(ctx context.Context, f func() error) error {
 	var err error
 	if derr := s.sw.Do(ctx, func() {
 		defer func() {
@@ -149,7 +185,7 @@ func (s *Server) device(ctx context.Context, f func(d *switchDevice) error) erro
 				err = status.Errorf(codes.Internal, "device: %v", r)
 			}
 		}()
-		err = f(&switchDevice{s.sw})
+		err = f()
 	}); derr != nil {
 		if errors.Is(derr, ErrStopped) {
 			return status.Error(codes.Unavailable, "switch stopped")
@@ -159,7 +195,7 @@ func (s *Server) device(ctx context.Context, f func(d *switchDevice) error) erro
 	return err
 }
 
-// Write implements p4v1.P4RuntimeServer.
+// Write implements p4v1.P4RuntimeServer (P4Runtime §12).
 func (s *Server) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.WriteResponse, error) {
 	if err := s.checkDevice(req.GetDeviceId()); err != nil {
 		return nil, err
@@ -176,48 +212,20 @@ func (s *Server) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.Write
 	if len(updates) == 0 {
 		return &p4v1.WriteResponse{}, nil
 	}
-	var failed int
-	err := s.device(ctx, func(d *switchDevice) error {
-		// p4rt.Device stops at the first failure: find which update
-		// failed by applying them one at a time.
-		for i, u := range updates {
-			if err := d.Write([]*p4v1.Update{u}); err != nil {
-				failed = i
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.device(ctx, func(d *switchDevice) error { return d.Write(updates) })
 	if err == nil {
 		return &p4v1.WriteResponse{}, nil
 	}
-	st, ok := status.FromError(err)
-	if !ok || st.Code() == codes.Unavailable || st.Code() == codes.Internal {
-		return nil, err
+	var be *p4rt.BatchError
+	if errors.As(err, &be) && len(be.Errs) == len(updates) {
+		return nil, be.Status().Err()
 	}
-	return nil, batchError(len(updates), failed, st)
+	return nil, err
 }
 
-// batchError builds the P4Runtime error of a batch whose update failed
-// failed with st: code UNKNOWN, and one p4.v1.Error per update in details
-// (OK before it, ABORTED after it: not attempted).
-func batchError(n, failed int, st *status.Status) error {
-	details := make([]*anypb.Any, n)
-	for i := range n {
-		e := &p4v1.Error{CanonicalCode: int32(code.Code_OK)}
-		switch {
-		case i == failed:
-			e = &p4v1.Error{CanonicalCode: int32(st.Code()), Message: st.Message()}
-		case i > failed:
-			e = &p4v1.Error{CanonicalCode: int32(code.Code_ABORTED), Message: "not attempted: an earlier update failed"}
-		}
-		details[i], _ = anypb.New(e)
-	}
-	p := &rpcstatus.Status{Code: int32(codes.Unknown), Message: fmt.Sprintf("update %d of %d failed: %s", failed, n, st.Message()), Details: details}
-	return status.ErrorProto(p)
-}
-
-// Read implements p4v1.P4RuntimeServer.
+// Read implements p4v1.P4RuntimeServer (P4Runtime §13): every query is
+// answered; entities stream back in chunks, and if some queries failed the
+// stream ends with UNKNOWN and one p4.v1.Error per query.
 func (s *Server) Read(req *p4v1.ReadRequest, srv p4v1.P4Runtime_ReadServer) error {
 	if err := s.checkDevice(req.GetDeviceId()); err != nil {
 		return err
@@ -226,18 +234,12 @@ func (s *Server) Read(req *p4v1.ReadRequest, srv p4v1.P4Runtime_ReadServer) erro
 		return status.Error(codes.InvalidArgument, "read request with no entities")
 	}
 	var out []*p4v1.Entity
-	err := s.device(srv.Context(), func(d *switchDevice) error {
-		for _, q := range req.GetEntities() {
-			if err := d.Read(q, func(e *p4v1.Entity) error {
-				out = append(out, e)
-				return nil
-			}); err != nil {
-				return err
-			}
-		}
+	var rerr error
+	ctx := srv.Context()
+	if err := s.device(ctx, func(d *switchDevice) error {
+		out, rerr = p4rt.ReadBatch(ctx, d, req.GetEntities(), func(*p4v1.Entity) error { return nil })
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	// Stream in chunks that stay well under gRPC's 4 MiB message limit.
@@ -249,10 +251,15 @@ func (s *Server) Read(req *p4v1.ReadRequest, srv p4v1.P4Runtime_ReadServer) erro
 		}
 		out = out[n:]
 	}
-	return nil
+	var be *p4rt.BatchError
+	if errors.As(rerr, &be) {
+		return be.Status().Err()
+	}
+	return rerr
 }
 
-// SetForwardingPipelineConfig implements p4v1.P4RuntimeServer.
+// SetForwardingPipelineConfig implements p4v1.P4RuntimeServer
+// (P4Runtime §14).
 func (s *Server) SetForwardingPipelineConfig(ctx context.Context, req *p4v1.SetForwardingPipelineConfigRequest) (*p4v1.SetForwardingPipelineConfigResponse, error) {
 	if err := s.checkDevice(req.GetDeviceId()); err != nil {
 		return nil, err
@@ -261,81 +268,116 @@ func (s *Server) SetForwardingPipelineConfig(ctx context.Context, req *p4v1.SetF
 		return nil, err
 	}
 	action := req.GetAction()
-	var prog *Program
-	if action != p4v1.SetForwardingPipelineConfigRequest_COMMIT {
-		info := req.GetConfig().GetP4Info()
-		if info == nil {
-			return nil, status.Error(codes.InvalidArgument, "config has no P4Info")
+	cfg := req.GetConfig()
+	if action == p4v1.SetForwardingPipelineConfigRequest_COMMIT {
+		if cfg != nil {
+			return nil, status.Error(codes.InvalidArgument, "COMMIT takes no config: it commits the one VERIFY_AND_SAVE saved")
 		}
-		p, err := s.sw.cfg.Programs.Match(stripSwitchObjects(info))
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+		s.mu.Lock()
+		saved := s.saved
+		s.mu.Unlock()
+		if saved == nil {
+			return nil, status.Error(codes.NotFound, "COMMIT without a saved config (VERIFY_AND_SAVE first)")
 		}
-		prog = p
+		committed := false
+		if err := s.onSwitch(ctx, func() error {
+			if s.sw.staged != nil {
+				s.sw.run(s.sw.staged)
+				committed = true
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !committed || s.saved != saved {
+			return nil, status.Error(codes.Aborted, "the saved config changed during COMMIT")
+		}
+		s.cookie, s.devConfig, s.saved = saved.cookie, saved.devConfig, nil
+		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
 	}
-	cookie := req.GetConfig().GetCookie().GetCookie()
+	switch action {
+	case p4v1.SetForwardingPipelineConfigRequest_VERIFY, p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_SAVE,
+		p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT, p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "action %v", action)
+	}
+	info := cfg.GetP4Info()
+	if info == nil {
+		return nil, status.Error(codes.InvalidArgument, "config has no P4Info")
+	}
+	prog, err := s.sw.cfg.Programs.Match(stripSwitchObjects(info))
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	next := &savedConfig{cookie: cfg.GetCookie(), devConfig: cfg.GetP4DeviceConfig()}
 	switch action {
 	case p4v1.SetForwardingPipelineConfigRequest_VERIFY:
 		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
-	case p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_SAVE:
-		s.mu.Lock()
-		s.saved, s.cookie = prog, cookie
-		s.mu.Unlock()
-		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
-	case p4v1.SetForwardingPipelineConfigRequest_COMMIT:
-		s.mu.Lock()
-		prog, s.saved = s.saved, nil
-		s.mu.Unlock()
-		if prog == nil {
-			return nil, status.Error(codes.FailedPrecondition, "COMMIT without a saved config (VERIFY_AND_SAVE first)")
-		}
-	case p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT:
 	case p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT:
 		var same bool
-		if err := s.device(ctx, func(d *switchDevice) error { same = s.sw.program == prog; return nil }); err != nil {
+		if err := s.onSwitch(ctx, func() error { same = s.sw.program == prog; return nil }); err != nil {
 			return nil, err
 		}
 		if !same {
 			return nil, status.Errorf(codes.Unimplemented, "RECONCILE_AND_COMMIT to another program (%s): use VERIFY_AND_COMMIT", prog.Name)
 		}
 		s.mu.Lock()
-		s.cookie = cookie
+		s.cookie, s.devConfig = next.cookie, next.devConfig
 		s.mu.Unlock()
 		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "action %v", action)
 	}
-	if err := s.device(ctx, func(d *switchDevice) error { return s.sw.load(prog) }); err != nil {
-		if _, ok := status.FromError(err); ok {
-			return nil, err
+	// VERIFY_AND_SAVE stages the program; VERIFY_AND_COMMIT runs it. Both
+	// start from the Go twin's initial state: the topology's routes.
+	commit := action == p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT
+	if err := s.onSwitch(ctx, func() error {
+		l, err := s.sw.build(prog)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
 		}
-		return nil, status.Error(codes.Internal, err.Error())
+		if commit {
+			s.sw.run(l)
+		} else {
+			s.sw.staged = l
+		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
-	if action != p4v1.SetForwardingPipelineConfigRequest_COMMIT {
-		s.cookie = cookie
+	defer s.mu.Unlock()
+	if commit {
+		s.cookie, s.devConfig, s.saved = next.cookie, next.devConfig, nil
+	} else {
+		s.saved = next
 	}
-	s.mu.Unlock()
 	return &p4v1.SetForwardingPipelineConfigResponse{}, nil
 }
 
-// GetForwardingPipelineConfig implements p4v1.P4RuntimeServer.
+// GetForwardingPipelineConfig implements p4v1.P4RuntimeServer
+// (P4Runtime §15): the running program's config, even while another is
+// saved for COMMIT.
 func (s *Server) GetForwardingPipelineConfig(ctx context.Context, req *p4v1.GetForwardingPipelineConfigRequest) (*p4v1.GetForwardingPipelineConfigResponse, error) {
 	if err := s.checkDevice(req.GetDeviceId()); err != nil {
 		return nil, err
 	}
 	var info *p4configv1.P4Info
-	if err := s.device(ctx, func(d *switchDevice) error { info = d.P4Info(); return nil }); err != nil {
+	if err := s.onSwitch(ctx, func() error { info = (&switchDevice{s.sw, s.sw.device}).P4Info(); return nil }); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	cookie := s.cookie
+	cfg := &p4v1.ForwardingPipelineConfig{Cookie: s.cookie}
+	dev := s.devConfig
 	s.mu.Unlock()
-	cfg := &p4v1.ForwardingPipelineConfig{Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: cookie}}
 	switch req.GetResponseType() {
-	case p4v1.GetForwardingPipelineConfigRequest_ALL, p4v1.GetForwardingPipelineConfigRequest_P4INFO_AND_COOKIE:
+	case p4v1.GetForwardingPipelineConfigRequest_ALL:
+		cfg.P4Info, cfg.P4DeviceConfig = info, dev
+	case p4v1.GetForwardingPipelineConfigRequest_P4INFO_AND_COOKIE:
 		cfg.P4Info = info
-	case p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY, p4v1.GetForwardingPipelineConfigRequest_DEVICE_CONFIG_AND_COOKIE:
+	case p4v1.GetForwardingPipelineConfigRequest_DEVICE_CONFIG_AND_COOKIE:
+		cfg.P4DeviceConfig = dev
+	case p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY:
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "response type %v", req.GetResponseType())
 	}
@@ -347,9 +389,11 @@ func (s *Server) Capabilities(context.Context, *p4v1.CapabilitiesRequest) (*p4v1
 	return &p4v1.CapabilitiesResponse{P4RuntimeApiVersion: APIVersion}, nil
 }
 
-// StreamChannel implements p4v1.P4RuntimeServer: master arbitration.
+// StreamChannel implements p4v1.P4RuntimeServer (P4Runtime §16): master
+// arbitration, packet-out and packet-in, digest lists and their
+// acknowledgements.
 func (s *Server) StreamChannel(srv p4v1.P4Runtime_StreamChannelServer) error {
-	st := &stream{out: make(chan *p4v1.StreamMessageResponse, 16)}
+	st := &stream{out: make(chan *p4v1.StreamMessageResponse, streamBuffer)}
 	ctx := srv.Context()
 	sendErr := make(chan error, 1)
 	go func() {
@@ -390,9 +434,12 @@ func (s *Server) StreamChannel(srv p4v1.P4Runtime_StreamChannelServer) error {
 			if !arbitrated {
 				return status.Error(codes.FailedPrecondition, "send a MasterArbitrationUpdate before anything else")
 			}
-			s.streamError(st, codes.Unimplemented, "packet-out: the programs of this switch declare no controller packet metadata", req)
+			s.packetOut(ctx, st, m.Packet, req)
 		case *p4v1.StreamMessageRequest_DigestAck:
-			s.streamError(st, codes.Unimplemented, "digests are not supported", req)
+			if !arbitrated {
+				return status.Error(codes.FailedPrecondition, "send a MasterArbitrationUpdate before anything else")
+			}
+			s.digestAck(ctx, st, m.DigestAck, req)
 		default:
 			if !arbitrated {
 				return status.Error(codes.InvalidArgument, "stream message without an update: send a MasterArbitrationUpdate")
@@ -402,10 +449,137 @@ func (s *Server) StreamChannel(srv p4v1.P4Runtime_StreamChannelServer) error {
 	}
 }
 
+func (s *Server) isPrimary(st *stream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.roles[st.role]
+	return r != nil && r.primary == st
+}
+
+// packetOut injects a controller's packet on the CPU port of the running
+// program (§16.1): only the primary may send, and the metadata must be
+// the P4Info's packet_out header; otherwise the packet is dropped and a
+// StreamError says why.
+func (s *Server) packetOut(ctx context.Context, st *stream, po *p4v1.PacketOut, req *p4v1.StreamMessageRequest) {
+	if !s.isPrimary(st) {
+		s.streamError(st, codes.PermissionDenied, "packet-out from a controller that is not primary", req)
+		return
+	}
+	err := s.onSwitch(ctx, func() error {
+		if !s.sw.pio.HasPacketOut() {
+			return status.Errorf(codes.Unimplemented, "program %s declares no packet_out controller header", s.sw.program.Name)
+		}
+		frame, err := s.sw.pio.OutFrame(po)
+		if err != nil {
+			return err
+		}
+		s.sw.process(s.sw.now(), emulator.CPUPort, frame, true)
+		return nil
+	})
+	if err != nil {
+		e := status.Convert(err)
+		s.streamError(st, e.Code(), e.Message(), req)
+	}
+}
+
+// packetIn sends a frame the pipeline sent to the CPU port to the primary
+// controller of every role. It runs on the data-plane goroutine and never
+// blocks: a frame nobody can take is counted (tracebed.switch_drops[2]).
+func (s *Server) packetIn(frame []byte) {
+	pi, err := s.sw.pio.PacketIn(frame)
+	if err != nil {
+		s.sw.cpuDrops++
+		return
+	}
+	if !s.toPrimaries(&p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Packet{Packet: pi}}) {
+		s.sw.cpuDrops++
+	}
+}
+
+// toPrimaries queues m for the primary of every role; it reports whether
+// one took it.
+func (s *Server) toPrimaries(m *p4v1.StreamMessageResponse) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent := false
+	for _, r := range s.roles {
+		if r.primary == nil {
+			continue
+		}
+		select {
+		case r.primary.out <- m:
+			sent = true
+		default:
+		}
+	}
+	return sent
+}
+
+// digest queues one digest message (§9.8); it runs on the data-plane
+// goroutine.
+func (s *Server) digest(id uint32, cfg *p4v1.DigestEntry_Config, data *p4v1.P4Data) {
+	s.dmu.Lock()
+	lists := s.dq.Add(time.Now(), id, cfg, data)
+	s.scheduleDigests()
+	s.dmu.Unlock()
+	s.sendDigests(lists)
+}
+
+// scheduleDigests arms the timer for the queue's next deadline. Called
+// with s.dmu held.
+func (s *Server) scheduleDigests() {
+	at, ok := s.dq.Next()
+	if !ok || s.dtimer != nil && !s.dtimeAt.After(at) {
+		return
+	}
+	if s.dtimer != nil {
+		s.dtimer.Stop()
+	}
+	s.dtimeAt = at
+	s.dtimer = time.AfterFunc(time.Until(at), func() {
+		s.dmu.Lock()
+		s.dtimer = nil
+		lists := s.dq.Tick(time.Now())
+		s.scheduleDigests()
+		s.dmu.Unlock()
+		s.sendDigests(lists)
+	})
+}
+
+func (s *Server) sendDigests(lists []*p4v1.DigestList) {
+	for _, l := range lists {
+		s.toPrimaries(&p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Digest{Digest: l}})
+	}
+}
+
+// digestAck forgets an acknowledged digest list; a digest id the program
+// does not declare is a StreamError (INVALID_ARGUMENT).
+func (s *Server) digestAck(ctx context.Context, st *stream, a *p4v1.DigestListAck, req *p4v1.StreamMessageRequest) {
+	known := false
+	if err := s.onSwitch(ctx, func() error {
+		for _, d := range s.sw.program.P4Info.GetDigests() {
+			known = known || d.GetPreamble().GetId() == a.GetDigestId()
+		}
+		return nil
+	}); err != nil {
+		return
+	}
+	if !known {
+		s.streamError(st, codes.InvalidArgument, fmt.Sprintf("digest ack: the program has no digest with id %#x", a.GetDigestId()), req)
+		return
+	}
+	s.dmu.Lock()
+	s.dq.Ack(a.GetDigestId(), a.GetListId())
+	s.dmu.Unlock()
+}
+
 func (s *Server) streamError(st *stream, c codes.Code, msg string, req *p4v1.StreamMessageRequest) {
 	e := &p4v1.StreamError{CanonicalCode: int32(c), Message: msg}
-	if p := req.GetPacket(); p != nil {
-		e.Details = &p4v1.StreamError_PacketOut{PacketOut: &p4v1.PacketOutError{PacketOut: p}}
+	switch {
+	case req.GetPacket() != nil:
+		e.Details = &p4v1.StreamError_PacketOut{PacketOut: &p4v1.PacketOutError{PacketOut: req.GetPacket()}}
+	case req.GetDigestAck() != nil:
+		e.Details = &p4v1.StreamError_DigestListAck{DigestListAck: &p4v1.DigestListAckError{DigestListAck: req.GetDigestAck()}}
 	}
 	select {
 	case st.out <- &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Error{Error: e}}:
@@ -413,13 +587,18 @@ func (s *Server) streamError(st *stream, c codes.Code, msg string, req *p4v1.Str
 	}
 }
 
+// arbitrate applies a MasterArbitrationUpdate (§5.3); an error ends the
+// stream.
 func (s *Server) arbitrate(st *stream, a *p4v1.MasterArbitrationUpdate, again bool) error {
+	if again && a.GetDeviceId() != st.device {
+		return status.Errorf(codes.FailedPrecondition, "a stream cannot change device (%d → %d)", st.device, a.GetDeviceId())
+	}
 	if err := s.checkDevice(a.GetDeviceId()); err != nil {
 		return err
 	}
 	roleName := a.GetRole().GetName()
 	if a.GetRole().GetConfig() != nil {
-		return status.Error(codes.Unimplemented, "role configurations are not supported: every role may write every entity")
+		return status.Error(codes.InvalidArgument, "role.config: this switch agrees on no role configuration scheme (every role has full pipeline access); leave it unset")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -439,7 +618,7 @@ func (s *Server) arbitrate(st *stream, a *p4v1.MasterArbitrationUpdate, again bo
 			}
 		}
 	}
-	st.role = roleName
+	st.role, st.device = roleName, a.GetDeviceId()
 	st.election = nil
 	if id != nil {
 		st.election = &p4v1.Uint128{High: id.GetHigh(), Low: id.GetLow()}
@@ -456,6 +635,9 @@ func (s *Server) arbitrate(st *stream, a *p4v1.MasterArbitrationUpdate, again bo
 		for o := range r.streams {
 			s.notify(r, o, roleName, a.GetDeviceId())
 		}
+		s.dmu.Lock()
+		s.dq.Reset() // §9.8: the cache may be emptied on a change of primary
+		s.dmu.Unlock()
 	} else {
 		s.notify(r, st, roleName, a.GetDeviceId())
 	}

@@ -21,6 +21,31 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
+// serveRegistry starts switch tor of top (device id 1) with the programs
+// of reg, running program (empty: fwd), on fake ports, and its P4Runtime
+// server on a Unix socket; everything stops when the test ends.
+func serveRegistry(t *testing.T, top *topologies.Topology, reg *Registry, program string) (*Switch, *wires, string) {
+	t.Helper()
+	w := &wires{}
+	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Program: program, Open: w.open, DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	path := filepath.Join(t.TempDir(), "tor.sock")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGRPCServer()
+	NewServer(s).Register(g)
+	go g.Serve(lis)
+	t.Cleanup(func() { g.Stop(); cancel(); <-done; w.close() })
+	return s, w, path
+}
+
 // serve starts a switch with fake ports and its P4Runtime server on a Unix
 // socket; it returns the socket path.
 func serve(t *testing.T) (*Switch, string) {
@@ -189,10 +214,10 @@ func TestPipelineAndErrors(t *testing.T) {
 			info.PkgInfo.Name = "nope"
 			return c.SetPipeline(ctx, info, nil, 0)
 		}, codes.InvalidArgument},
-		{"commit without save", func() error {
+		{"commit without save", func() error { // P4Runtime §14: NOT_FOUND
 			_, err := raw.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{DeviceId: 1, ElectionId: id, Action: p4v1.SetForwardingPipelineConfigRequest_COMMIT})
 			return err
-		}, codes.FailedPrecondition},
+		}, codes.NotFound},
 		{"bad response type", func() error {
 			_, err := raw.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: 1, ResponseType: 42})
 			return err
@@ -229,7 +254,7 @@ func TestPipelineAndErrors(t *testing.T) {
 // TestStreamMisuse sends stream messages out of order.
 func TestStreamMisuse(t *testing.T) {
 	_, path := serve(t)
-	conn, err := grpc.NewClient(p4rt.Target(path), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p4rt.DialTarget(path), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,24 +365,8 @@ func TestSelectProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wires{}
-	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Open: w.open})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done; w.close() }()
-	path := filepath.Join(t.TempDir(), "tor.sock")
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := NewGRPCServer()
-	NewServer(s).Register(g)
-	go g.Serve(lis)
-	defer g.Stop()
+	_, w, path := serveRegistry(t, top, reg, "")
+	ctx := context.Background()
 	c := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 1})
 	if err := c.SetPipeline(ctx, mirrorInfo(), nil, 2); err != nil {
 		t.Fatal(err)

@@ -32,8 +32,11 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +46,10 @@ import (
 	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
+
+// DefaultDeviceID is the P4Runtime device id tracebed's commands give
+// their switches.
+const DefaultDeviceID = 1
 
 // Batch is the most frames the switch moves per system call.
 const Batch = 64
@@ -68,7 +75,9 @@ type Config struct {
 	Program  string
 	// Seed seeds the link impairments (loss, duplication, reordering).
 	Seed uint64
-	// DeviceID is the P4Runtime device id (default 1).
+	// DeviceID is the P4Runtime device id, used as given: 0 is a valid id
+	// (the P4 tutorials number their switches from 0). tracebed's commands
+	// use DefaultDeviceID.
 	DeviceID uint64
 	// Open opens a port; nil means OpenAFPacket on the port's interface
 	// in the calling thread's network namespace.
@@ -100,6 +109,10 @@ type Switch struct {
 	program  *Program
 	pipeline emulator.Pipeline
 	device   p4rt.Device
+	pio      *p4rt.PacketIO           // the running program's controller headers
+	staged   *loaded                  // saved by VERIFY_AND_SAVE, running after COMMIT
+	notify   atomic.Pointer[notifier] // the P4Runtime server's
+	cpuDrops uint64                   // frames to the CPU port nobody took
 	pool     [][]byte
 	curRx    []byte // the receive buffer the pipeline is looking at
 	rxTaken  bool   // the pipeline emitted curRx: it must be replaced
@@ -130,9 +143,6 @@ func New(cfg Config) (*Switch, error) {
 	}
 	if cfg.Program == "" {
 		cfg.Program = "fwd"
-	}
-	if cfg.DeviceID == 0 {
-		cfg.DeviceID = 1
 	}
 	if cfg.Open == nil {
 		cfg.Open = func(p *topologies.Port) (PortIO, error) { return OpenAFPacket(p.Iface, Batch) }
@@ -171,15 +181,69 @@ func New(cfg Config) (*Switch, error) {
 	return s, nil
 }
 
-// load builds prog for this switch and makes it the running pipeline.
-func (s *Switch) load(prog *Program) error {
+// loaded is a program built for this switch.
+type loaded struct {
+	prog *Program
+	dp   Dataplane
+}
+
+// build builds prog for this switch, with fresh state: the forwarding
+// pipeline with the topology's routes under the program.
+func (s *Switch) build(prog *Program) (*loaded, error) {
 	base := fwd.New(s.node, s.cfg.Topology.Routes()[s.node.Name])
 	dp, err := prog.New(s.node, base)
 	if err != nil {
-		return fmt.Errorf("switch %s: program %s: %w", s.cfg.Name, prog.Name, err)
+		return nil, fmt.Errorf("switch %s: program %s: %w", s.cfg.Name, prog.Name, err)
 	}
-	s.program, s.pipeline, s.device = prog, dp, dp
+	if ds, ok := dp.(DigestSource); ok {
+		ds.SetDigestSink(func(id uint32, cfg *p4v1.DigestEntry_Config, data *p4v1.P4Data) {
+			if n := s.notify.Load(); n != nil {
+				n.digest(id, cfg, data)
+			}
+		})
+	}
+	return &loaded{prog, dp}, nil
+}
+
+// load builds prog for this switch and makes it the running pipeline.
+func (s *Switch) load(prog *Program) error {
+	l, err := s.build(prog)
+	if err != nil {
+		return err
+	}
+	s.run(l)
 	return nil
+}
+
+// notifier is where the data plane's messages to the controller go: the
+// P4Runtime server. Both functions run on the data-plane goroutine and
+// must not block.
+type notifier struct {
+	packetIn func(frame []byte)
+	digest   func(id uint32, cfg *p4v1.DigestEntry_Config, data *p4v1.P4Data)
+}
+
+// DigestSource is a data plane that sends digests (p4rt.Target does):
+// the switch connects it to its P4Runtime server.
+type DigestSource interface {
+	SetDigestSink(func(id uint32, cfg *p4v1.DigestEntry_Config, data *p4v1.P4Data))
+}
+
+// run makes l the running program (and forgets a staged one).
+func (s *Switch) run(l *loaded) {
+	s.program, s.pipeline, s.device = l.prog, l.dp, l.dp
+	s.pio = p4rt.NewPacketIO(l.prog.P4Info)
+	s.staged = nil
+}
+
+// controlDevice is the device reads and writes go to: the staged
+// program's between VERIFY_AND_SAVE and COMMIT (P4Runtime §14), the
+// running one's otherwise.
+func (s *Switch) controlDevice() p4rt.Device {
+	if s.staged != nil {
+		return s.staged.dp
+	}
+	return s.device
 }
 
 // release frees the ports and descriptors of a switch whose Run was never
@@ -361,6 +425,12 @@ func (s *Switch) Do(ctx context.Context, f func()) error {
 	}
 }
 
+// Inject runs the pipeline on frame as if it arrived on port in (the CPU
+// port for a packet-out), on the data-plane goroutine.
+func (s *Switch) Inject(ctx context.Context, in int, frame []byte) error {
+	return s.Do(ctx, func() { s.process(s.now(), in, frame, true) })
+}
+
 // receive handles one frame of length n read into buf on port p.
 func (s *Switch) receive(now int64, p *port, buf []byte, n int) {
 	s.rxTaken = false
@@ -430,6 +500,15 @@ func (s *Switch) Emit(port, prio int, frame []byte) {
 	if s.curRx != nil && aliases(frame, s.curRx) {
 		// Tell the caller the pipeline kept its receive buffer.
 		s.rxTaken = true // the queue owns the receive buffer now
+	}
+	if port == emulator.CPUPort {
+		n := s.notify.Load()
+		if n == nil {
+			s.cpuDrops++
+			return
+		}
+		n.packetIn(append([]byte(nil), frame...)) // the receive buffer goes back to the pool
+		return
 	}
 	if port <= 0 || port >= len(s.ports) || len(frame) == 0 {
 		s.badPort++

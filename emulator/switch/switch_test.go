@@ -103,7 +103,7 @@ func (w *wires) recv(t testing.TB, num int, d time.Duration) ([]byte, bool) {
 func start(t testing.TB, top *topologies.Topology, name string) (*Switch, *wires) {
 	t.Helper()
 	w := &wires{}
-	s, err := New(Config{Topology: top, Name: name, Programs: registry(t), Open: w.open})
+	s, err := New(Config{Topology: top, Name: name, Programs: registry(t), Open: w.open, DeviceID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func FuzzPacketPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, port byte, data []byte) {
 		w := &wires{}
 		defer w.close()
-		s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: w.open})
+		s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: w.open, DeviceID: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

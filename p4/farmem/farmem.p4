@@ -27,6 +27,13 @@ header ipv4_t {
 }
 header l4_ports_t { bit<16> src_port; bit<16> dst_port; }
 header udp_rest_t { bit<16> length; bit<16> checksum; }
+
+/* fwd.p4's controller headers and CPU port. */
+const bit<9> CPU_PORT = 510;
+@controller_header("packet_in")
+header packet_in_t { bit<16> ingress_port; }
+@controller_header("packet_out")
+header packet_out_t { bit<16> egress_port; }
 /* The far-memory header (p4/farmem/header.go; docs/farmem.md). */
 header farmem_t {
     bit<16> magic;
@@ -42,12 +49,17 @@ header farmem_t {
     bit<32> sum;
 }
 struct headers {
+    packet_in_t packet_in; packet_out_t packet_out;
     ethernet_t ethernet; ipv4_t ipv4; l4_ports_t l4; udp_rest_t udp; farmem_t farmem;
 }
-struct metadata { }
+struct metadata { bit<32> miss_reason; } /* index of drops for route_miss's drop: 0 malformed, 1 no_route */
 
 parser FarmemParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
+        transition select(sm.ingress_port) { CPU_PORT: parse_packet_out; default: parse_ethernet; }
+    }
+    state parse_packet_out { pkt.extract(hdr.packet_out); transition parse_ethernet; }
+    state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) { 0x0800: parse_ipv4; default: accept; }
     }
@@ -77,7 +89,12 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
-    action drop() { drops.count(1); mark_to_drop(sm); }
+    action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
+    action send_to_cpu() {
+        sm.egress_spec = CPU_PORT;
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = (bit<16>) sm.ingress_port;
+    }
     action forward(bit<9> port) {
         sm.egress_spec = port;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
@@ -92,10 +109,15 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             hdr.l4.src_port: selector;
             hdr.l4.dst_port: selector;
         }
-        actions = { forward; @defaultonly drop; }
+        actions = { forward; send_to_cpu; @defaultonly NoAction; }
         implementation = ecmp;
-        const default_action = drop();
+        const default_action = NoAction();
         size = 65536;
+    }
+    table route_miss {
+        actions = { drop; send_to_cpu; }
+        default_action = drop();
+        size = 1;
     }
 
     /* Far-memory classification. */
@@ -117,10 +139,19 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     }
 
     apply {
-        if (!hdr.ipv4.isValid()) { drops.count(0); mark_to_drop(sm); return; }
+        if (hdr.packet_out.isValid()) {
+            sm.egress_spec = (bit<9>) hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+            return;
+        }
+        if (!hdr.ipv4.isValid()) { meta.miss_reason = 0; route_miss.apply(); return; }
         if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
-        ipv4_route.apply();
-        sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
+        if (ipv4_route.apply().hit) {
+            sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
+        } else {
+            meta.miss_reason = 1;
+            route_miss.apply();
+        }
 
         bool on_port = hdr.udp.isValid() &&
             (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
@@ -171,7 +202,7 @@ control FarmemChecksum(inout headers hdr, inout metadata meta) {
 
 control FarmemDeparser(packet_out pkt, in headers hdr) {
     apply {
-        pkt.emit(hdr.ethernet); pkt.emit(hdr.ipv4); pkt.emit(hdr.l4);
+        pkt.emit(hdr.packet_in); pkt.emit(hdr.ethernet); pkt.emit(hdr.ipv4); pkt.emit(hdr.l4);
         pkt.emit(hdr.udp); pkt.emit(hdr.farmem);
     }
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/p4/fwd"
 )
 
@@ -36,27 +37,23 @@ type action struct {
 }
 
 // Pipeline classifies far-memory packets into egress priorities and forwards
-// every frame as p4/fwd does. It implements emulator.Pipeline and, through
-// Device, p4rt.Device. Like every pipeline it is not safe for concurrent
-// use: the substrate calls Process and the control plane on one goroutine.
+// every frame as p4/fwd does. It implements emulator.Pipeline and
+// p4rt.Device (device.go). Like every pipeline it is not safe for
+// concurrent use: the substrate calls Process and the control plane on one
+// goroutine.
 type Pipeline struct {
 	base     *fwd.Pipeline
 	classify [NumClasses]action // by Class(type, urgency); set=false: no entry
 	entries  [NumClasses]bool   // an entry is installed
 	def      action             // default action (NoAction unless modified)
-	routes   map[[4]byte]route  // routes written through P4Runtime
 	Counters Counters
-}
 
-// route is a route written through P4Runtime (the /32 forward entries).
-type route struct {
-	port       uint32
-	dmac, smac uint64
+	rt *p4rt.Target // the P4Runtime view, made on first use
 }
 
 // New wraps the forwarding pipeline base.
 func New(base *fwd.Pipeline) *Pipeline {
-	return &Pipeline{base: base, routes: map[[4]byte]route{}}
+	return &Pipeline{base: base}
 }
 
 // Base returns the wrapped forwarding pipeline.
@@ -65,7 +62,7 @@ func (p *Pipeline) Base() *fwd.Pipeline { return p.base }
 // Process implements emulator.Pipeline.
 func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emitter) {
 	payload, ok := farmemPayload(f)
-	if !ok {
+	if !ok || in == emulator.CPUPort {
 		p.base.Process(now, in, f, out)
 		return
 	}
@@ -80,7 +77,7 @@ func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emi
 	h, _, err := Parse(payload)
 	if err != nil {
 		p.Counters.Stats[StatMalformed]++
-		p.base.Forward(f, out)
+		p.base.ForwardFrom(in, f, -1, out)
 		return
 	}
 	c := Class(h.Type, h.Urgency)
@@ -94,30 +91,11 @@ func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emi
 		p.Counters.Stats[StatDefault]++
 	}
 	if !a.set {
-		p.base.Forward(f, out)
+		p.base.ForwardFrom(in, f, -1, out)
 		return
 	}
 	setDSCP(f, a.prio<<3)
-	p.forward(f, int(a.prio), out)
-}
-
-// forward is fwd's Forward with the egress priority given instead of taken
-// from the DSCP.
-func (p *Pipeline) forward(f []byte, prio int, out emulator.Emitter) {
-	ports := p.base.Route(frame.DstIPv4(f))
-	if len(ports) == 0 {
-		p.base.Counters.Drops[fwd.DropNoRoute]++
-		return
-	}
-	port := ports[0]
-	if len(ports) > 1 {
-		port = ports[frame.FlowHash(f)%uint32(len(ports))]
-	}
-	if !frame.DecTTL(f) {
-		p.base.Counters.Drops[fwd.DropTTL]++
-		return
-	}
-	p.base.SendTo(port, prio, f, out)
+	p.base.ForwardFrom(in, f, int(a.prio), out)
 }
 
 // farmemPayload returns the UDP payload of a well-formed UDP/IPv4 frame to

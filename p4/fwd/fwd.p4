@@ -3,6 +3,13 @@
  * routes are action-selector groups hashed on the IPv4 5-tuple; the DSCP
  * class selector (DSCP >> 3) picks the egress queue. fwd.p4info.txtpb is
  * its P4Info (ids assigned by hand; controllers look them up by name).
+ *
+ * Packet I/O with the controller (P4Runtime packet-in/packet-out): a frame
+ * from the CPU port starts with the packet_out header and leaves, as it
+ * is, out of the port it names; send_to_cpu (a route's action, or the
+ * default action of route_miss, which runs when no route matches) sends
+ * the frame to the CPU port behind a packet_in header naming the port it
+ * came in on. simple_switch_grpc runs with --cpu-port 510.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -15,11 +22,25 @@ header ipv4_t {
     bit<32> src_addr; bit<32> dst_addr;
 }
 header l4_ports_t { bit<16> src_port; bit<16> dst_port; }
-struct headers { ethernet_t ethernet; ipv4_t ipv4; l4_ports_t l4; }
-struct metadata { }
+
+const bit<9> CPU_PORT = 510;
+
+/* The controller headers. bit<16> ports keep them byte-aligned without
+ * padding fields a client would have to fill. */
+@controller_header("packet_in")
+header packet_in_t { bit<16> ingress_port; }
+@controller_header("packet_out")
+header packet_out_t { bit<16> egress_port; }
+
+struct headers { packet_in_t packet_in; packet_out_t packet_out; ethernet_t ethernet; ipv4_t ipv4; l4_ports_t l4; }
+struct metadata { bit<32> miss_reason; } /* index of drops for route_miss's drop: 0 malformed, 1 no_route */
 
 parser FwdParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
+        transition select(sm.ingress_port) { CPU_PORT: parse_packet_out; default: parse_ethernet; }
+    }
+    state parse_packet_out { pkt.extract(hdr.packet_out); transition parse_ethernet; }
+    state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) { 0x0800: parse_ipv4; default: accept; }
     }
@@ -38,7 +59,14 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
-    action drop() { drops.count(1); mark_to_drop(sm); }
+    /* A frame nothing forwards: counted as malformed (not IPv4) or
+     * no_route. */
+    action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
+    action send_to_cpu() {
+        sm.egress_spec = CPU_PORT;
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = (bit<16>) sm.ingress_port;
+    }
     action forward(bit<9> port) {
         sm.egress_spec = port;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
@@ -53,16 +81,37 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             hdr.l4.src_port: selector;
             hdr.l4.dst_port: selector;
         }
-        actions = { forward; @defaultonly drop; }
+        actions = { forward; send_to_cpu; @defaultonly NoAction; }
         implementation = ecmp;
-        const default_action = drop();
+        /* P4Runtime restricts the default of an indirect table to a
+         * const NoAction (§9.1.3): a miss is route_miss's to handle. */
+        const default_action = NoAction();
         size = 65536;
     }
+    /* What a frame without a route (or not IPv4 at all, such as ARP)
+     * meets: drop, or, when a controller makes send_to_cpu the default,
+     * a packet-in. */
+    table route_miss {
+        actions = { drop; send_to_cpu; }
+        default_action = drop();
+        size = 1;
+    }
     apply {
-        if (!hdr.ipv4.isValid()) { drops.count(0); mark_to_drop(sm); return; }
-        if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
-        ipv4_route.apply();
-        sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
+        if (hdr.packet_out.isValid()) {
+            sm.egress_spec = (bit<9>) hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+            return;
+        }
+        meta.miss_reason = 0; // not IPv4: malformed
+        if (hdr.ipv4.isValid()) {
+            if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+            if (ipv4_route.apply().hit) {
+                sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
+                return;
+            }
+            meta.miss_reason = 1; // no_route
+        }
+        route_miss.apply();
     }
 }
 
@@ -83,7 +132,7 @@ control FwdChecksum(inout headers hdr, inout metadata meta) {
 }
 
 control FwdDeparser(packet_out pkt, in headers hdr) {
-    apply { pkt.emit(hdr.ethernet); pkt.emit(hdr.ipv4); pkt.emit(hdr.l4); }
+    apply { pkt.emit(hdr.packet_in); pkt.emit(hdr.ethernet); pkt.emit(hdr.ipv4); pkt.emit(hdr.l4); }
 }
 
 V1Switch(FwdParser(), FwdVerify(), ingress(), egress(), FwdChecksum(), FwdDeparser()) main;

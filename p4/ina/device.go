@@ -11,7 +11,6 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/p4rt"
@@ -46,382 +45,178 @@ type regInfo struct {
 	size, width int
 }
 
-type ids struct {
-	jobs, routes, replicas, local uint32
-	bind, noJob                   uint32
-	forward, drop                 uint32
-	replica, dropReplica          uint32
-	tables                        map[uint32]*p4configv1.Table
-	actions                       map[uint32]*p4configv1.Action
-	regs                          map[uint32]regInfo
-	counters                      map[uint32]string
-	regOrder, counterOrder        []uint32
-}
-
-func (x *ids) resolve(info *p4configv1.P4Info, k int) error {
-	n, err := p4rt.NewNames(info)
-	if err != nil {
-		return err
+// bind declares the pipeline's P4Info objects in t: how each table,
+// register, counter and the multicast groups reach the Go twin. It is the
+// one place to extend when ina.p4 grows an object; everything else of
+// P4Runtime is p4rt.Target's.
+func (p *Pipeline) bind(t *p4rt.Target) error {
+	tables := []struct {
+		name  string
+		apply func(*p4rt.Change) error
+	}{
+		{TableJobs, p.applyJob},
+		{TableRoutes, p.applyRoute},
+		// The Go twin's address comes from the topology; the entries are
+		// kept for reads, so one controller drives both twins.
+		{TableLocal, p4rt.StoreOnly},
+		{TableReplicas, p.applyReplica},
 	}
-	get := func(f func(string) (uint32, error), name string) uint32 {
-		v, e := f(name)
-		if e != nil && err == nil {
-			err = e
+	for _, tb := range tables {
+		if err := t.Table(tb.name, tb.apply); err != nil {
+			return err
 		}
-		return v
 	}
-	x.jobs, x.routes, x.replicas = get(n.TableID, TableJobs), get(n.TableID, TableRoutes), get(n.TableID, TableReplicas)
-	x.local = get(n.TableID, TableLocal)
-	x.bind, x.noJob = get(n.ActionID, ActionBind), get(n.ActionID, ActionNoJob)
-	x.forward, x.drop = get(n.ActionID, ActionForward), get(n.ActionID, ActionDrop)
-	x.replica, x.dropReplica = get(n.ActionID, ActionReplica), get(n.ActionID, ActionDropReplica)
-	x.tables = map[uint32]*p4configv1.Table{}
-	for _, t := range info.GetTables() {
-		x.tables[t.GetPreamble().GetId()] = t
+	counters := []struct {
+		name  string
+		cells []counterCell
+	}{
+		{CounterPackets, p.packets[:]}, {CounterAggregated, p.aggregated[:]}, {CounterResults, p.results[:]},
+		{CounterCollisions, p.collisions[:]}, {CounterOverflows, p.overflows[:]},
+		{CounterJobDrops, p.jobDrops[:]}, {CounterDrops, p.drops[:]},
 	}
-	x.actions = map[uint32]*p4configv1.Action{}
-	for _, a := range info.GetActions() {
-		x.actions[a.GetPreamble().GetId()] = a
+	for _, c := range counters {
+		cells := c.cells
+		if err := t.Counter(c.name, p4rt.CounterCells{
+			Get: func(i int) (uint64, uint64) { return cells[i].pk, cells[i].by },
+			Set: func(i int, pk, by uint64) { cells[i] = counterCell{pk, by} },
+		}); err != nil {
+			return err
+		}
 	}
-	x.regs = map[uint32]regInfo{}
-	for _, r := range info.GetRegisters() {
+	for _, r := range p.info.GetRegisters() {
 		name := r.GetPreamble().GetName()
 		ri := regInfo{size: int(r.GetSize()), width: p4rt.RegisterWidth(r)}
 		if kind, ok := regKinds[name]; ok {
 			ri.kind = kind
 		} else {
 			i, e := strconv.Atoi(strings.TrimPrefix(name, RegValuePrefix))
-			if !strings.HasPrefix(name, RegValuePrefix) || e != nil || i < 0 || i >= k {
+			if !strings.HasPrefix(name, RegValuePrefix) || e != nil || i < 0 || i >= p.k {
 				return fmt.Errorf("ina: p4info register %q is not one of the pipeline's", name)
 			}
 			ri.kind, ri.value = regValue, i
 		}
-		x.regs[r.GetPreamble().GetId()] = ri
-		x.regOrder = append(x.regOrder, r.GetPreamble().GetId())
+		if err := t.Register(name, p4rt.RegisterCells{
+			Get: func(i int) uint64 { return p.regGet(ri, i) },
+			Set: func(i int, v uint64) { p.regSet(ri, i, v) },
+		}); err != nil {
+			return err
+		}
 	}
-	x.counters = map[uint32]string{}
-	for _, c := range info.GetCounters() {
-		x.counters[c.GetPreamble().GetId()] = c.GetPreamble().GetName()
-		x.counterOrder = append(x.counterOrder, c.GetPreamble().GetId())
+	t.MulticastGroups(p.applyGroup)
+	if u := t.Unbound(); len(u) > 0 {
+		return fmt.Errorf("ina: p4info objects without a binding: %v", u)
 	}
-	return err
+	return nil
 }
 
-// storedEntry is a table entry as written, for reads, modifies and deletes.
-type storedEntry struct {
-	seq   uint64
-	te    *p4v1.TableEntry
-	job   *jobEntry
-	route *routeState
-}
-
+// routeState is a route entry's: the route it replaced, restored on delete.
 type routeState struct {
-	dst  netip.Addr
-	prev []int // the route before the entry, restored on delete
+	prev []int
 }
 
 func errf(c codes.Code, format string, args ...any) error { return status.Errorf(c, format, args...) }
 
+// P4Info implements p4rt.Device.
+func (p *Pipeline) P4Info() *p4configv1.P4Info { return p.rt.P4Info() }
+
 // Write implements p4rt.Device.
-func (p *Pipeline) Write(updates []*p4v1.Update) error {
-	for i, u := range updates {
-		if err := p.write(u); err != nil {
-			st, _ := status.FromError(err)
-			return status.Errorf(st.Code(), "update %d (%v): %s", i, u.GetType(), st.Message())
-		}
-	}
-	return nil
+func (p *Pipeline) Write(updates []*p4v1.Update) error { return p.rt.Write(updates) }
+
+// Read implements p4rt.Device.
+func (p *Pipeline) Read(q *p4v1.Entity, yield func(*p4v1.Entity) error) error {
+	return p.rt.Read(q, yield)
 }
 
-func (p *Pipeline) write(u *p4v1.Update) error {
-	t := u.GetType()
-	if t != p4v1.Update_INSERT && t != p4v1.Update_MODIFY && t != p4v1.Update_DELETE {
-		return errf(codes.InvalidArgument, "update type %v", t)
-	}
-	switch e := u.GetEntity().GetEntity().(type) {
-	case *p4v1.Entity_TableEntry:
-		return p.writeTable(t, e.TableEntry)
-	case *p4v1.Entity_PacketReplicationEngineEntry:
-		g := e.PacketReplicationEngineEntry.GetMulticastGroupEntry()
-		if g == nil {
-			return errf(codes.Unimplemented, "only multicast group entries of the packet replication engine are supported")
-		}
-		return p.writeGroup(t, g)
-	case *p4v1.Entity_RegisterEntry:
-		if t != p4v1.Update_MODIFY {
-			return errf(codes.InvalidArgument, "register entries can only be modified, not %v", t)
-		}
-		return p.writeRegister(e.RegisterEntry)
-	case *p4v1.Entity_CounterEntry:
-		if t != p4v1.Update_MODIFY {
-			return errf(codes.InvalidArgument, "counter entries can only be modified, not %v", t)
-		}
-		return p.writeCounter(e.CounterEntry)
-	case nil:
-		return errf(codes.InvalidArgument, "update without an entity")
-	default:
-		return errf(codes.Unimplemented, "entity %T is not supported by the INA pipeline", e)
-	}
-}
-
-// decoded is a validated table entry.
-type decoded struct {
-	key    string
-	fields map[string][2]uint64 // exact: {v, v}; range: {lo, hi}; lpm: {v, prefix}
-	action string
-	params map[string]uint64
-}
-
-func (p *Pipeline) decode(te *p4v1.TableEntry, needAction bool) (*decoded, *p4configv1.Table, error) {
-	t := p.ids.tables[te.GetTableId()]
-	if t == nil {
-		return nil, nil, errf(codes.NotFound, "no table with id %#x", te.GetTableId())
-	}
-	tname := t.GetPreamble().GetName()
-	if te.GetIsDefaultAction() {
-		return nil, nil, errf(codes.Unimplemented, "table %s: the default action is fixed", tname)
-	}
-	d := &decoded{fields: map[string][2]uint64{}, params: map[string]uint64{}}
-	var key strings.Builder
-	fmt.Fprintf(&key, "%d", te.GetTableId())
-	needPrio := false
-	byID := map[uint32]*p4v1.FieldMatch{}
-	for _, m := range te.GetMatch() {
-		if byID[m.GetFieldId()] != nil {
-			return nil, nil, errf(codes.InvalidArgument, "table %s: field id %d given twice", tname, m.GetFieldId())
-		}
-		byID[m.GetFieldId()] = m
-	}
-	for _, mf := range t.GetMatchFields() {
-		w := int(mf.GetBitwidth())
-		m := byID[mf.GetId()]
-		delete(byID, mf.GetId())
-		var v [2]uint64
-		var err error
-		switch mf.GetMatchType() {
-		case p4configv1.MatchField_EXACT:
-			if m.GetExact() == nil {
-				return nil, nil, errf(codes.InvalidArgument, "table %s: exact field %q missing", tname, mf.GetName())
-			}
-			v[0], err = p4rt.DecodeUint(m.GetExact().GetValue(), w)
-			v[1] = v[0]
-		case p4configv1.MatchField_RANGE:
-			needPrio = true
-			v[1] = 1<<uint(w) - 1
-			if m != nil {
-				if m.GetRange() == nil {
-					return nil, nil, errf(codes.InvalidArgument, "table %s: field %q is a range", tname, mf.GetName())
-				}
-				v[0], err = p4rt.DecodeUint(m.GetRange().GetLow(), w)
-				if err == nil {
-					v[1], err = p4rt.DecodeUint(m.GetRange().GetHigh(), w)
-				}
-				if err == nil && v[0] > v[1] {
-					err = fmt.Errorf("low %d above high %d", v[0], v[1])
-				}
-			}
-		case p4configv1.MatchField_LPM:
-			if m != nil {
-				if m.GetLpm() == nil {
-					return nil, nil, errf(codes.InvalidArgument, "table %s: field %q is lpm", tname, mf.GetName())
-				}
-				v[0], err = p4rt.DecodeUint(m.GetLpm().GetValue(), w)
-				v[1] = uint64(m.GetLpm().GetPrefixLen())
-				if err == nil && (v[1] < 1 || int(v[1]) > w) {
-					err = fmt.Errorf("prefix length %d outside 1..%d", v[1], w)
-				}
-			}
-		default:
-			return nil, nil, errf(codes.Unimplemented, "table %s: match kind %v", tname, mf.GetMatchType())
-		}
-		if err != nil {
-			return nil, nil, errf(codes.InvalidArgument, "table %s: field %q: %v", tname, mf.GetName(), err)
-		}
-		d.fields[mf.GetName()] = v
-		fmt.Fprintf(&key, "/%d-%d", v[0], v[1])
-	}
-	for _, m := range te.GetMatch() { // in message order, so the error is deterministic
-		if byID[m.GetFieldId()] != nil {
-			return nil, nil, errf(codes.InvalidArgument, "table %s has no match field with id %d", tname, m.GetFieldId())
-		}
-	}
-	if needPrio && te.GetPriority() <= 0 {
-		return nil, nil, errf(codes.InvalidArgument, "table %s: entries need a positive priority", tname)
-	}
-	if !needPrio && te.GetPriority() != 0 {
-		return nil, nil, errf(codes.InvalidArgument, "table %s: priority %d on a table without range fields", tname, te.GetPriority())
-	}
-	fmt.Fprintf(&key, "/p%d", te.GetPriority())
-	d.key = key.String()
-	if !needAction {
-		return d, t, nil
-	}
-	a := te.GetAction().GetAction()
-	if a == nil {
-		return nil, nil, errf(codes.InvalidArgument, "table %s: entry without a direct action", tname)
-	}
-	act := p.ids.actions[a.GetActionId()]
-	allowed := false
-	for _, ref := range t.GetActionRefs() {
-		if ref.GetId() == a.GetActionId() && ref.GetScope() != p4configv1.ActionRef_DEFAULT_ONLY {
-			allowed = true
-		}
-	}
-	if act == nil || !allowed {
-		return nil, nil, errf(codes.InvalidArgument, "table %s cannot run action id %#x", tname, a.GetActionId())
-	}
-	d.action = act.GetPreamble().GetName()
-	given := map[uint32]*p4v1.Action_Param{}
-	for _, ap := range a.GetParams() {
-		if given[ap.GetParamId()] != nil {
-			return nil, nil, errf(codes.InvalidArgument, "action %s: parameter id %d given twice", d.action, ap.GetParamId())
-		}
-		given[ap.GetParamId()] = ap
-	}
-	for _, ip := range act.GetParams() {
-		ap := given[ip.GetId()]
-		delete(given, ip.GetId())
-		if ap == nil {
-			return nil, nil, errf(codes.InvalidArgument, "action %s: parameter %q missing", d.action, ip.GetName())
-		}
-		v, err := p4rt.DecodeUint(ap.GetValue(), int(ip.GetBitwidth()))
-		if err != nil {
-			return nil, nil, errf(codes.InvalidArgument, "action %s: parameter %q: %v", d.action, ip.GetName(), err)
-		}
-		d.params[ip.GetName()] = v
-	}
-	for _, ap := range a.GetParams() {
-		if given[ap.GetParamId()] != nil {
-			return nil, nil, errf(codes.InvalidArgument, "action %s has no parameter with id %d", d.action, ap.GetParamId())
-		}
-	}
-	return d, t, nil
-}
-
-func (p *Pipeline) writeTable(t p4v1.Update_Type, te *p4v1.TableEntry) error {
-	d, _, err := p.decode(te, t != p4v1.Update_DELETE)
-	if err != nil {
-		return err
-	}
-	old := p.entries[d.key]
-	if err := p4rt.CheckExistence(t, old != nil, "such entry"); err != nil {
-		return err
-	}
-	switch te.GetTableId() {
-	case p.ids.jobs:
-		return p.writeJob(t, d, te, old)
-	case p.ids.routes:
-		return p.writeRoute(t, d, te, old)
-	case p.ids.replicas:
-		return p.writeReplica(t, d, te, old)
-	case p.ids.local:
-		// The Go twin's address comes from the topology; the entries are
-		// kept for reads, so one controller drives both twins.
-		if t == p4v1.Update_INSERT {
-			p.store(t, d, te, nil, &storedEntry{})
-		} else {
-			p.store(t, d, te, old, nil)
-		}
+// applyJob installs a binding of the job table.
+func (p *Pipeline) applyJob(c *p4rt.Change) error {
+	if c.Type == p4v1.Update_DELETE {
+		old := c.Old.State.(*jobEntry)
+		p.jobs[old.job] = slices.DeleteFunc(p.jobs[old.job], func(e *jobEntry) bool { return e == old })
 		return nil
 	}
-	return errf(codes.NotFound, "no table with id %#x", te.GetTableId())
-}
-
-func (p *Pipeline) store(t p4v1.Update_Type, d *decoded, te *p4v1.TableEntry, old, s *storedEntry) {
-	switch t {
-	case p4v1.Update_DELETE:
-		delete(p.entries, d.key)
-	case p4v1.Update_MODIFY:
-		old.te = proto.Clone(te).(*p4v1.TableEntry)
-	default:
-		p.seq++
-		s.seq, s.te = p.seq, proto.Clone(te).(*p4v1.TableEntry)
-		p.entries[d.key] = s
+	if c.Entry.IsDefault {
+		return p4rt.KeepDefault(c)
 	}
-}
-
-func (p *Pipeline) writeJob(t p4v1.Update_Type, d *decoded, te *p4v1.TableEntry, old *storedEntry) error {
-	job := uint16(d.fields[FieldJob][0])
+	e := c.Entry
+	job := e.Exact(FieldJob)
 	if job >= MaxJobs {
 		return errf(codes.InvalidArgument, "job %d: job ids go up to %d", job, MaxJobs-1)
 	}
-	if t == p4v1.Update_DELETE {
-		p.jobs[job] = slices.DeleteFunc(p.jobs[job], func(e *jobEntry) bool { return e == old.job })
-		p.store(t, d, te, old, nil)
-		return nil
-	}
-	r := d.fields[FieldRound]
+	lo, hi := e.Range(FieldRound)
+	a := e.Action()
 	b := Binding{
-		Job: job, FromRound: uint32(r[0]), ToRound: uint32(r[1]),
-		Mode: uint8(d.params[ParamMode]), Gen: uint32(d.params[ParamGen]),
-		Base: uint32(d.params[ParamBase]), Size: uint32(d.params[ParamSize]),
-		Workers: uint8(d.params[ParamWorkers]), Group: uint16(d.params[ParamGroup]),
+		Job: uint16(job), FromRound: uint32(lo), ToRound: uint32(hi),
+		Mode: uint8(a.Uint(ParamMode)), Gen: uint32(a.Uint(ParamGen)),
+		Base: uint32(a.Uint(ParamBase)), Size: uint32(a.Uint(ParamSize)),
+		Workers: uint8(a.Uint(ParamWorkers)), Group: uint16(a.Uint(ParamGroup)),
 	}
-	if d.params[ParamPSAddr] != 0 || d.params[ParamPSPort] != 0 {
-		b.PS = netip.AddrPortFrom(ipv4(uint32(d.params[ParamPSAddr])), uint16(d.params[ParamPSPort]))
+	if ps, port := a.Uint(ParamPSAddr), a.Uint(ParamPSPort); ps != 0 || port != 0 {
+		b.PS = netip.AddrPortFrom(ipv4(uint32(ps)), uint16(port))
 	}
 	if err := b.Check(p.cfg.Aggregators); err != nil {
 		return errf(codes.InvalidArgument, "%v", err)
 	}
-	e := &jobEntry{
-		job: job, lo: b.FromRound, hi: b.ToRound, prio: te.GetPriority(), mode: b.Mode, gen: b.Gen,
+	je := &jobEntry{
+		job: b.Job, lo: b.FromRound, hi: b.ToRound, prio: e.Priority, mode: b.Mode, gen: b.Gen,
 		base: b.Base, size: b.Size, workers: b.Workers, all: AllWorkers(int(b.Workers)), group: b.Group,
 	}
 	if b.PS.IsValid() {
-		e.psIP, e.psPort = b.PS.Addr().As4(), b.PS.Port()
+		je.psIP, je.psPort = b.PS.Addr().As4(), b.PS.Port()
 	}
-	if t == p4v1.Update_MODIFY {
-		*old.job = *e
-		p.store(t, d, te, old, nil)
+	if c.Type == p4v1.Update_MODIFY {
+		*c.Old.State.(*jobEntry) = *je
 		return nil
 	}
-	p.jobs[job] = append(p.jobs[job], e)
-	slices.SortStableFunc(p.jobs[job], func(a, b *jobEntry) int { return int(b.prio) - int(a.prio) })
-	p.store(t, d, te, nil, &storedEntry{job: e})
+	p.jobs[b.Job] = append(p.jobs[b.Job], je)
+	slices.SortStableFunc(p.jobs[b.Job], func(a, b *jobEntry) int { return int(b.prio) - int(a.prio) })
+	e.State = je
 	return nil
 }
 
-func (p *Pipeline) writeRoute(t p4v1.Update_Type, d *decoded, te *p4v1.TableEntry, old *storedEntry) error {
-	f := d.fields[FieldDst]
-	if f[1] != 32 {
-		return errf(codes.Unimplemented, "routes: the Go pipeline takes /32 routes only, not /%d", f[1])
-	}
-	dst := ipv4(uint32(f[0]))
-	if t == p4v1.Update_DELETE {
-		p.fwd.SetRoute(dst, old.route.prev)
-		p.store(t, d, te, old, nil)
+// applyRoute installs a /32 route in the forwarding pipeline.
+func (p *Pipeline) applyRoute(c *p4rt.Change) error {
+	if c.Type == p4v1.Update_DELETE {
+		v, _ := c.Old.LPM(FieldDst)
+		p.fwd.SetRoute(ipv4(uint32(v)), c.Old.State.(*routeState).prev)
 		return nil
 	}
+	if c.Entry.IsDefault {
+		return p4rt.KeepDefault(c)
+	}
+	v, plen := c.Entry.LPM(FieldDst)
+	if plen != 32 {
+		return errf(codes.Unimplemented, "routes: the Go pipeline takes /32 routes only, not /%d", plen)
+	}
+	dst := ipv4(uint32(v))
 	var ports []int
-	if d.action == ActionForward {
-		ports = []int{int(d.params[ParamPort])}
+	if a := c.Entry.Action(); a.Name() == ActionForward {
+		ports = []int{int(a.Uint(ParamPort))}
 	}
-	if t == p4v1.Update_INSERT {
-		rs := &routeState{dst: dst, prev: slices.Clone(p.fwd.Route(dst))}
-		p.fwd.SetRoute(dst, ports)
-		p.store(t, d, te, nil, &storedEntry{route: rs})
-		return nil
+	if c.Type == p4v1.Update_INSERT {
+		c.Entry.State = &routeState{prev: slices.Clone(p.fwd.Route(dst))}
 	}
 	p.fwd.SetRoute(dst, ports)
-	p.store(t, d, te, old, nil)
 	return nil
 }
 
-func (p *Pipeline) writeReplica(t p4v1.Update_Type, d *decoded, te *p4v1.TableEntry, old *storedEntry) error {
-	key := uint32(d.fields[FieldGroup][0])<<16 | uint32(d.fields[FieldRID][0])
-	if t == p4v1.Update_DELETE || d.action == ActionDropReplica {
+// applyReplica installs the rewrite of one multicast copy.
+func (p *Pipeline) applyReplica(c *p4rt.Change) error {
+	e := c.Entry
+	if c.Type == p4v1.Update_DELETE {
+		e = c.Old
+	} else if e.IsDefault {
+		return p4rt.KeepDefault(c)
+	}
+	key := uint32(e.Exact(FieldGroup))<<16 | uint32(e.Exact(FieldRID))
+	a := e.Action()
+	if c.Type == p4v1.Update_DELETE || a.Name() == ActionDropReplica {
 		delete(p.replicas, key)
-	} else {
-		r := &replica{ip: ipv4(uint32(d.params[ParamAddr])).As4(), port: uint16(d.params[ParamPort])}
-		putMAC(&r.dmac, d.params[ParamDstMAC])
-		putMAC(&r.smac, d.params[ParamSrcMAC])
-		p.replicas[key] = r
+		return nil
 	}
-	if t == p4v1.Update_INSERT {
-		p.store(t, d, te, nil, &storedEntry{})
-	} else {
-		p.store(t, d, te, old, nil)
-	}
+	r := &replica{ip: ipv4(uint32(a.Uint(ParamAddr))).As4(), port: uint16(a.Uint(ParamPort))}
+	putMAC(&r.dmac, a.Uint(ParamDstMAC))
+	putMAC(&r.smac, a.Uint(ParamSrcMAC))
+	p.replicas[key] = r
 	return nil
 }
 
@@ -432,37 +227,23 @@ func putMAC(m *frame.MAC, v uint64) {
 	}
 }
 
-func (p *Pipeline) writeGroup(t p4v1.Update_Type, g *p4v1.MulticastGroupEntry) error {
-	id := g.GetMulticastGroupId()
-	if id == 0 || id > 0xffff {
-		return errf(codes.InvalidArgument, "multicast group id %d: want 1 to 65535", id)
+// applyGroup installs a multicast group.
+func (p *Pipeline) applyGroup(c *p4rt.GroupChange) error {
+	if c.ID > 0xffff {
+		return errf(codes.InvalidArgument, "multicast group id %d: want 1 to 65535", c.ID)
 	}
-	old := p.groups[uint16(id)]
-	if err := p4rt.CheckExistence(t, old != nil, fmt.Sprintf("multicast group %d", id)); err != nil {
-		return err
-	}
-	if t == p4v1.Update_DELETE {
-		delete(p.groups, uint16(id))
+	if c.Type == p4v1.Update_DELETE {
+		delete(p.groups, uint16(c.ID))
 		return nil
 	}
 	ng := &group{}
-	seen := map[[2]uint32]bool{}
-	for _, r := range g.GetReplicas() {
-		port, err := p4rt.ReplicaPort(r)
-		if err != nil {
-			return errf(codes.InvalidArgument, "multicast group %d: %v", id, err)
+	for _, r := range c.Replicas {
+		if r.Port == 0 || r.Port > 511 || r.Instance > 0xffff {
+			return errf(codes.InvalidArgument, "multicast group %d: replica (port %d, instance %d): ports are 1 to 511, instances 0 to 65535", c.ID, r.Port, r.Instance)
 		}
-		if port == 0 || port > 511 || r.GetInstance() > 0xffff {
-			return errf(codes.InvalidArgument, "multicast group %d: replica (port %d, instance %d): ports are 1 to 511, instances 0 to 65535", id, port, r.GetInstance())
-		}
-		k := [2]uint32{port, r.GetInstance()}
-		if seen[k] {
-			return errf(codes.InvalidArgument, "multicast group %d: replica (port %d, instance %d) given twice", id, port, r.GetInstance())
-		}
-		seen[k] = true
-		ng.reps = append(ng.reps, groupReplica{port: port, instance: r.GetInstance()})
+		ng.reps = append(ng.reps, groupReplica{port: r.Port, instance: r.Instance})
 	}
-	p.groups[uint16(id)] = ng
+	p.groups[uint16(c.ID)] = ng
 	return nil
 }
 
@@ -511,203 +292,4 @@ func (p *Pipeline) regSet(ri regInfo, i int, v uint64) {
 	case regJobWorkers:
 		p.jobWorkers[i] = uint32(v)
 	}
-}
-
-func (p *Pipeline) writeRegister(re *p4v1.RegisterEntry) error {
-	ri, ok := p.ids.regs[re.GetRegisterId()]
-	if !ok {
-		return errf(codes.NotFound, "no register with id %#x", re.GetRegisterId())
-	}
-	bs := re.GetData().GetBitstring()
-	if bs == nil {
-		return errf(codes.InvalidArgument, "register %#x: data must be a bitstring", re.GetRegisterId())
-	}
-	v, err := p4rt.DecodeUint(bs, ri.width)
-	if err != nil {
-		return errf(codes.InvalidArgument, "register %#x: %v", re.GetRegisterId(), err)
-	}
-	if re.GetIndex() == nil {
-		for i := range ri.size {
-			p.regSet(ri, i, v)
-		}
-		return nil
-	}
-	i := re.GetIndex().GetIndex()
-	if i < 0 || i >= int64(ri.size) {
-		return errf(codes.OutOfRange, "register %#x: index %d outside 0..%d", re.GetRegisterId(), i, ri.size-1)
-	}
-	p.regSet(ri, int(i), v)
-	return nil
-}
-
-func (p *Pipeline) counterCells(id uint32) []counterCell {
-	switch p.ids.counters[id] {
-	case CounterPackets:
-		return p.packets[:]
-	case CounterAggregated:
-		return p.aggregated[:]
-	case CounterResults:
-		return p.results[:]
-	case CounterCollisions:
-		return p.collisions[:]
-	case CounterOverflows:
-		return p.overflows[:]
-	case CounterJobDrops:
-		return p.jobDrops[:]
-	case CounterDrops:
-		return p.drops[:]
-	}
-	return nil
-}
-
-func (p *Pipeline) writeCounter(ce *p4v1.CounterEntry) error {
-	cells := p.counterCells(ce.GetCounterId())
-	if cells == nil {
-		return errf(codes.NotFound, "no counter with id %#x", ce.GetCounterId())
-	}
-	v := counterCell{pk: uint64(ce.GetData().GetPacketCount()), by: uint64(ce.GetData().GetByteCount())}
-	if ce.GetIndex() == nil {
-		for i := range cells {
-			cells[i] = v
-		}
-		return nil
-	}
-	i := ce.GetIndex().GetIndex()
-	if i < 0 || i >= int64(len(cells)) {
-		return errf(codes.OutOfRange, "counter %#x: index %d outside 0..%d", ce.GetCounterId(), i, len(cells)-1)
-	}
-	cells[i] = v
-	return nil
-}
-
-// Read implements p4rt.Device.
-func (p *Pipeline) Read(q *p4v1.Entity, yield func(*p4v1.Entity) error) error {
-	switch e := q.GetEntity().(type) {
-	case *p4v1.Entity_TableEntry:
-		return p.readTable(e.TableEntry, yield)
-	case *p4v1.Entity_PacketReplicationEngineEntry:
-		g := e.PacketReplicationEngineEntry.GetMulticastGroupEntry()
-		if g == nil {
-			return errf(codes.Unimplemented, "only multicast group entries of the packet replication engine are supported")
-		}
-		return p.readGroups(g.GetMulticastGroupId(), yield)
-	case *p4v1.Entity_RegisterEntry:
-		return p.readRegisters(e.RegisterEntry, yield)
-	case *p4v1.Entity_CounterEntry:
-		return p.readCounters(e.CounterEntry, yield)
-	case nil:
-		return errf(codes.InvalidArgument, "read without an entity")
-	default:
-		return errf(codes.Unimplemented, "entity %T is not supported by the INA pipeline", e)
-	}
-}
-
-func (p *Pipeline) readTable(q *p4v1.TableEntry, yield func(*p4v1.Entity) error) error {
-	if q.GetTableId() != 0 && p.ids.tables[q.GetTableId()] == nil {
-		return errf(codes.NotFound, "no table with id %#x", q.GetTableId())
-	}
-	var want string
-	if len(q.GetMatch()) > 0 {
-		d, _, err := p.decode(q, false)
-		if err != nil {
-			return err
-		}
-		want = d.key
-	}
-	var out []*storedEntry
-	for key, s := range p.entries {
-		if (q.GetTableId() == 0 || s.te.GetTableId() == q.GetTableId()) && (want == "" || key == want) {
-			out = append(out, s)
-		}
-	}
-	slices.SortFunc(out, func(a, b *storedEntry) int { return int(int64(a.seq) - int64(b.seq)) })
-	for _, s := range out {
-		if err := yield(p4rt.Table(proto.Clone(s.te).(*p4v1.TableEntry))); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *Pipeline) readGroups(id uint32, yield func(*p4v1.Entity) error) error {
-	var gs []uint16
-	if id != 0 {
-		if id > 0xffff || p.groups[uint16(id)] == nil {
-			return errf(codes.NotFound, "no multicast group %d", id)
-		}
-		gs = []uint16{uint16(id)}
-	} else {
-		for g := range p.groups {
-			gs = append(gs, g)
-		}
-		slices.Sort(gs)
-	}
-	for _, g := range gs {
-		var reps []p4rt.Replica
-		for _, r := range p.groups[g].reps {
-			reps = append(reps, p4rt.Replica{Port: r.port, Instance: r.instance})
-		}
-		if err := yield(p4rt.MulticastGroup(uint32(g), reps)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *Pipeline) readRegisters(q *p4v1.RegisterEntry, yield func(*p4v1.Entity) error) error {
-	regs := p.ids.regOrder
-	if q.GetRegisterId() != 0 {
-		if _, ok := p.ids.regs[q.GetRegisterId()]; !ok {
-			return errf(codes.NotFound, "no register with id %#x", q.GetRegisterId())
-		}
-		regs = []uint32{q.GetRegisterId()}
-	}
-	for _, id := range regs {
-		ri := p.ids.regs[id]
-		lo, hi := 0, ri.size
-		if q.GetIndex() != nil {
-			i := q.GetIndex().GetIndex()
-			if i < 0 || i >= int64(ri.size) {
-				return errf(codes.OutOfRange, "register %#x: index %d outside 0..%d", id, i, ri.size-1)
-			}
-			lo, hi = int(i), int(i)+1
-		}
-		for i := lo; i < hi; i++ {
-			e := &p4v1.RegisterEntry{RegisterId: id, Index: &p4v1.Index{Index: int64(i)},
-				Data: &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: p4rt.EncodeUint(p.regGet(ri, i))}}}
-			if err := yield(p4rt.Register(e)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (p *Pipeline) readCounters(q *p4v1.CounterEntry, yield func(*p4v1.Entity) error) error {
-	ids := p.ids.counterOrder
-	if q.GetCounterId() != 0 {
-		if p.counterCells(q.GetCounterId()) == nil {
-			return errf(codes.NotFound, "no counter with id %#x", q.GetCounterId())
-		}
-		ids = []uint32{q.GetCounterId()}
-	}
-	for _, id := range ids {
-		cells := p.counterCells(id)
-		lo, hi := 0, len(cells)
-		if q.GetIndex() != nil {
-			i := q.GetIndex().GetIndex()
-			if i < 0 || i >= int64(len(cells)) {
-				return errf(codes.OutOfRange, "counter %#x: index %d outside 0..%d", id, i, len(cells)-1)
-			}
-			lo, hi = int(i), int(i)+1
-		}
-		for i := lo; i < hi; i++ {
-			e := &p4v1.CounterEntry{CounterId: id, Index: &p4v1.Index{Index: int64(i)},
-				Data: &p4v1.CounterData{PacketCount: int64(cells[i].pk), ByteCount: int64(cells[i].by)}}
-			if err := yield(&p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: e}}); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

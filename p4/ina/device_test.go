@@ -35,13 +35,17 @@ func TestDeviceWriteErrors(t *testing.T) {
 		{"bad mode", p4rt.Insert(entry(Binding{Job: 4, ToRound: MaxRound, Mode: 7, Gen: 2, Size: 1, Workers: 1})), codes.InvalidArgument, "mode 7"},
 		{"unknown table", p4rt.Insert(p4rt.Table(&p4v1.TableEntry{TableId: 99})), codes.NotFound, "no table"},
 		{"register insert", p4rt.Insert(p4rt.Register(must(n.RegisterEntry(RegCount, 0, 1)))), codes.InvalidArgument, "only be modified"},
-		{"register too wide", p4rt.Modify(p4rt.Register(&p4v1.RegisterEntry{RegisterId: must(n.RegisterID(RegCount)), Index: &p4v1.Index{Index: 0}, Data: &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: []byte{1, 0}}}})), codes.InvalidArgument, "does not fit"},
+		// P4Runtime §8.3: a value wider than its field is OUT_OF_RANGE.
+		{"register too wide", p4rt.Modify(p4rt.Register(&p4v1.RegisterEntry{RegisterId: must(n.RegisterID(RegCount)), Index: &p4v1.Index{Index: 0}, Data: &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: []byte{1, 0}}}})), codes.OutOfRange, "needs 9 bits"},
 		{"register index", p4rt.Modify(p4rt.Register(&p4v1.RegisterEntry{RegisterId: must(n.RegisterID(RegCount)), Index: &p4v1.Index{Index: 32}, Data: &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: []byte{1}}}})), codes.OutOfRange, "outside"},
 		{"group 0", p4rt.Insert(p4rt.MulticastGroup(0, nil)), codes.InvalidArgument, "group id 0"},
 		{"group twice", p4rt.Insert(p4rt.MulticastGroup(9, []p4rt.Replica{{Port: 1, Instance: 1}, {Port: 1, Instance: 1}})), codes.InvalidArgument, "given twice"},
 		{"meter", p4rt.Insert(&p4v1.Entity{Entity: &p4v1.Entity_MeterEntry{MeterEntry: &p4v1.MeterEntry{}}}), codes.Unimplemented, "not supported"},
 		{"no entity", &p4v1.Update{Type: p4v1.Update_INSERT}, codes.InvalidArgument, "without an entity"},
-		{"default action", p4rt.Modify(p4rt.Table(&p4v1.TableEntry{TableId: must(n.TableID(TableJobs)), IsDefaultAction: true})), codes.Unimplemented, "default action"},
+		// P4Runtime §9.1.3: a MODIFY of the default entry without an action
+		// resets it (allowed); the Go twin runs no other default action.
+		{"default action", p4rt.Modify(p4rt.Table(&p4v1.TableEntry{TableId: must(n.TableID(TableJobs)), IsDefaultAction: true,
+			Action: entry(ok).GetTableEntry().GetAction()})), codes.Unimplemented, "default action"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +55,8 @@ func TestDeviceWriteErrors(t *testing.T) {
 			}
 		})
 	}
-	// A batch stops at the first failing update; earlier ones stay.
+	// A batch attempts every update (CONTINUE_ON_ERROR, P4Runtime §12.2)
+	// and reports the failed one by its index.
 	b2 := ok
 	b2.Job = 6
 	err := r.p.Write([]*p4v1.Update{p4rt.Insert(entry(b2)), p4rt.Insert(entry(ok)), p4rt.Insert(entry(Binding{Job: 7, ToRound: MaxRound, Gen: 1, Size: 1, Workers: 1}))})
@@ -61,8 +66,8 @@ func TestDeviceWriteErrors(t *testing.T) {
 	if bs, _ := r.ctl.Bindings(context.Background(), 6); len(bs) != 1 {
 		t.Error("the update before the failure was not applied")
 	}
-	if bs, _ := r.ctl.Bindings(context.Background(), 7); len(bs) != 0 {
-		t.Error("the update after the failure was applied")
+	if bs, _ := r.ctl.Bindings(context.Background(), 7); len(bs) != 1 {
+		t.Error("the update after the failure was not applied")
 	}
 }
 

@@ -42,7 +42,6 @@ type Pipeline struct {
 	fwd  *fwd.Pipeline
 	self [4]byte
 	info *p4configv1.P4Info
-	ids  ids
 
 	// Aggregator cells, 2 per aggregator; values[cell*k+j].
 	bitmap, gen, round, offset []uint32
@@ -52,8 +51,7 @@ type Pipeline struct {
 	jobRound, jobWorkers [MaxJobs]uint32
 
 	jobs     [MaxJobs][]*jobEntry // by job id, highest priority first
-	entries  map[string]*storedEntry
-	seq      uint64
+	rt       *p4rt.Target         // the P4Runtime view (device.go)
 	groups   map[uint16]*group
 	replicas map[uint32]*replica // group<<16 | rid
 
@@ -132,11 +130,15 @@ func New(cfg Config, f *fwd.Pipeline) (*Pipeline, error) {
 		count: make([]uint8, cells), ovf: make([]uint8, cells),
 		values:   make([]int32, cells*cfg.K),
 		holdOpen: make([]bool, cells), holdFrom: make([]time.Duration, cells), holdJob: make([]uint16, cells),
-		entries:  map[string]*storedEntry{},
 		groups:   map[uint16]*group{},
 		replicas: map[uint32]*replica{},
 	}
-	if err := p.ids.resolve(info, cfg.K); err != nil {
+	t, err := p4rt.NewTarget(info)
+	if err != nil {
+		return nil, err
+	}
+	p.rt = t
+	if err := p.bind(t); err != nil {
 		return nil, err
 	}
 	f.Local = p.local
@@ -487,9 +489,6 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 
 // Self returns the switch's address.
 func (p *Pipeline) Self() netip.Addr { return netip.AddrFrom4(p.self) }
-
-// P4Info implements p4rt.Device.
-func (p *Pipeline) P4Info() *p4configv1.P4Info { return p.info }
 
 // SimPipeline returns a sim.Options.Pipeline function that runs the INA
 // pipeline with k values per packet on every switch, sized by the switch's

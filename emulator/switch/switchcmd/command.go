@@ -98,7 +98,7 @@ stops on SIGINT or SIGTERM and prints its counters.`,
 	fl.StringVar(&listen, "grpc", "", "P4Runtime address: a Unix socket path, or 127.0.0.1:PORT")
 	fl.StringVar(&cfg.Program, "program", "fwd", "data plane to start with")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of injected loss, duplication and reordering")
-	fl.Uint64Var(&cfg.DeviceID, "device-id", 1, "P4Runtime device id")
+	fl.Uint64Var(&cfg.DeviceID, "device-id", goswitch.DefaultDeviceID, "P4Runtime device id (0 is valid, as in the P4 tutorials)")
 	fl.StringVar(&spin, "spin", "", "busy-poll for timed events this close (e.g. 200us)")
 	return cmd
 }

@@ -244,7 +244,11 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 		if err != nil {
 			return nil, err
 		}
-		t.switches, err = bmv2.Start(ctx, t.net, opts.BMv2)
+		bopts := opts.BMv2
+		if bopts.CPUPort == 0 {
+			bopts.CPUPort = emulator.CPUPort // fwd.p4's and farmem.p4's packet I/O
+		}
+		t.switches, err = bmv2.Start(ctx, t.net, bopts)
 		if err != nil {
 			return nil, err
 		}
