@@ -41,6 +41,19 @@ type Env interface {
 	Rand() *rand.Rand
 }
 
+// Poster is implemented by the Env of every substrate: Post runs f on the
+// agent's goroutine, after the callback in progress, as if it were a timer
+// of zero delay set from there — but Post, unlike the rest of Env, may be
+// called from any goroutine, in particular from another agent's callback.
+// It is how agents bound to several ports of one host (an RDMA device on
+// UDP 4791 and its connection manager on another port, say) hand work to
+// each other without locks: on sim every agent shares one goroutine, on
+// netns each has its own. Post reports false, dropping f, once the agent
+// has stopped.
+type Poster interface {
+	Post(f func()) bool
+}
+
 // Timer is a pending call scheduled with Env.After.
 type Timer interface {
 	// Stop cancels the call. It reports whether the call was still pending.

@@ -476,6 +476,14 @@ func (e *hostEnv) After(d time.Duration, f func()) emulator.Timer {
 	return e.host.net.Sim.After(FromDuration(d), f)
 }
 
+// Post implements emulator.Poster: f runs at the current time, after the
+// events already scheduled for it. Every agent of a simulation runs on the
+// simulation's goroutine, so any of them may call it.
+func (e *hostEnv) Post(f func()) bool {
+	e.host.net.Sim.At(e.host.net.Sim.now, f)
+	return true
+}
+
 // Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
@@ -492,3 +500,5 @@ func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 type loopback struct{ h *hostNode }
 
 func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
+
+var _ emulator.Poster = (*hostEnv)(nil)
