@@ -138,6 +138,9 @@ func Decode(b []byte) (Msg, error) {
 	}
 	m.MTU = binary.BigEndian.Uint16(b[32:])
 	m.RespRes, m.InitDepth, m.RetryCnt, m.RNRRetry, m.Timeout = b[34], b[35], b[36], b[37], b[38]
+	if b[39] != 0 {
+		return m, fmt.Errorf("%w: reserved byte %#x is not zero", ErrMalformed, b[39])
+	}
 	m.Region = Region{Addr: binary.BigEndian.Uint64(b[40:]), RKey: binary.BigEndian.Uint32(b[48:]), Length: binary.BigEndian.Uint32(b[52:])}
 	m.Private = b[HeaderLen:]
 	return m, nil

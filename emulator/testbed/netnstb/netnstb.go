@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -108,9 +109,10 @@ type Testbed struct {
 	clients  map[string]*p4rt.GRPC
 	rt       *live.Runtime
 
-	mu     sync.Mutex
-	bound  map[emulator.Addr]bool
-	failed error // a switch died
+	mu       sync.Mutex
+	bound    map[emulator.Addr]bool
+	failed   error          // a switch died
+	captures []func() error // stops of the captures running
 
 	closing   chan struct{} // closed when Close starts
 	closed    chan struct{} // closed when Close is done
@@ -472,6 +474,15 @@ func (t *Testbed) Close() error {
 			t.stopWatch()
 		}
 		var errs []error
+		t.mu.Lock()
+		captures := t.captures
+		t.captures = nil
+		t.mu.Unlock()
+		for _, stop := range captures {
+			if err := stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if t.rt != nil {
 			t.rt.Close()
 		}
@@ -493,4 +504,42 @@ func (t *Testbed) Close() error {
 	return t.closeErr
 }
 
+// Capture implements testbed.Capturer: an AF_PACKET capture of the port's
+// interface inside the node's namespace (netns.Network.Capture), both
+// directions, wall-clock timestamps. Close stops the captures still
+// running before it tears the namespaces down.
+func (t *Testbed) Capture(node string, num int, w io.Writer) (func() error, error) {
+	n := t.cfg.Topology.Node(node)
+	if n == nil || num < 1 || num > len(n.Ports) {
+		return nil, fmt.Errorf("netnstb: capture: no port %s:%d", node, num)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := t.net.Capture(ctx, node, n.Ports[num-1].Iface, w, netns.CaptureOptions{Started: func() { close(started) }})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		cancel()
+		return nil, err
+	}
+	var once sync.Once
+	var result error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			result = <-done
+		})
+		return result
+	}
+	t.mu.Lock()
+	t.captures = append(t.captures, stop)
+	t.mu.Unlock()
+	return stop, nil
+}
+
 var _ testbed.Testbed = (*Testbed)(nil)
+var _ testbed.Capturer = (*Testbed)(nil)
