@@ -88,6 +88,15 @@ type Emitter interface {
 	Emit(port int, prio int, frame []byte)
 }
 
+// PayloadBorrower is implemented by agents that never keep the payload
+// passed to Recv once Recv returns (they copy out what they need) and say
+// so by returning true: the substrate may then reuse the payload's buffer
+// for later datagrams. The sim substrate does, which takes an allocation
+// off the path of every packet such an agent receives.
+type PayloadBorrower interface {
+	BorrowsPayload() bool
+}
+
 // AgentFunc adapts plain functions to Agent, for tests and small tools.
 type AgentFunc struct {
 	OnStart func(env Env)

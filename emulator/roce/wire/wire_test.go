@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -405,6 +406,20 @@ func BenchmarkParseVerify4K(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse(buf); err != nil || !VerifyICRC(ps, buf) {
 			b.Fatal("bad")
+		}
+	}
+}
+
+// TestCRCUpdate checks the slicing-by-8 CRC of the headers against
+// hash/crc32 for every length and offset up to 64 bytes.
+func TestCRCUpdate(t *testing.T) {
+	b := pattern(80, 3)
+	for start := range 8 {
+		for n := range 65 {
+			p := b[start : start+n]
+			if got, want := crcUpdate(0x12345678, p), crc32.Update(0x12345678, crc32.IEEETable, p); got != want {
+				t.Fatalf("crcUpdate over %d bytes at %d: %#x, want %#x", n, start, got, want)
+			}
 		}
 	}
 }
