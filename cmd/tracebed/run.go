@@ -31,6 +31,8 @@ func (a *app) runCommand() *cobra.Command {
 		parallel  int
 		plots     bool
 		format    *formatFlag
+		pcapDir   string
+		pcapPorts []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [SPEC...]",
@@ -59,6 +61,10 @@ them into one Markdown report.`,
 				}
 			} else if specs, err = a.loadSpecs(args); err != nil {
 				return err
+			}
+			captured, err := parsePcapPorts(pcapPorts)
+			if err != nil {
+				return badInput(err)
 			}
 			if !slices.Contains(netnstb.Switches, switchArg) {
 				return badInput(fmt.Errorf("--switch %q: want one of %s", switchArg, strings.Join(netnstb.Switches, ", ")))
@@ -102,6 +108,9 @@ them into one Markdown report.`,
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
 				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar}
+				if pcapDir != "" {
+					opts.Capture = pcapCapture(pcapDir, c.spec.Name, captured)
+				}
 				var testbeds *netnstb.Factory
 				if c.spec.Substrate == "netns" {
 					// Real time: one run at a time keeps the cores for
@@ -152,6 +161,8 @@ them into one Markdown report.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")
 	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "runs executed at once")
 	f.BoolVar(&plots, "plots", true, "write the figures (PNG, SVG) next to the results")
+	f.StringVar(&pcapDir, "pcap", "", "write pcapng captures of every run's testbed into this directory: every switch port, or the --pcap-port ones")
+	f.StringSliceVar(&pcapPorts, "pcap-port", nil, "NODE:PORT to capture with --pcap (repeatable, e.g. tor:1)")
 	format = addFormatFlag(f, formatTable, "what to print on stdout: the comparison tables, or the runs as CSV, or results.json")
 	return cmd
 }

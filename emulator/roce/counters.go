@@ -54,6 +54,9 @@ func DropReasons() []DropReason {
 type Counters struct {
 	TxPackets, TxBytes uint64
 	RxPackets, RxBytes uint64
+	// DataPackets are the packets sent that carry message data: SEND and
+	// WRITE requests, READ responses (retransmissions included).
+	DataPackets uint64
 
 	// Requester.
 	Retransmitted uint64 // request packets sent again (go-back-N)
@@ -98,6 +101,7 @@ func (c *Counters) Add(o Counters) {
 	c.TxBytes += o.TxBytes
 	c.RxPackets += o.RxPackets
 	c.RxBytes += o.RxBytes
+	c.DataPackets += o.DataPackets
 	c.Retransmitted += o.Retransmitted
 	c.Timeouts += o.Timeouts
 	c.SeqNAKsRecv += o.SeqNAKsRecv
@@ -131,6 +135,7 @@ func (c Counters) String() string {
 	}
 	add("tx", c.TxPackets)
 	add("rx", c.RxPackets)
+	add("data", c.DataPackets)
 	add("retransmitted", c.Retransmitted)
 	add("timeouts", c.Timeouts)
 	add("seq_naks_recv", c.SeqNAKsRecv)

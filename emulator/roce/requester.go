@@ -205,6 +205,7 @@ func (qp *QP) sendSegment(w *swqe, k int) {
 		h.AckReq = true
 		sq.sinceAckReq = 0
 	}
+	qp.dev.c.DataPackets++
 	qp.dev.send(qp, &h, payload)
 	qp.sent(h.PSN, wire.PSNAdd(h.PSN, 1))
 }

@@ -282,6 +282,7 @@ func (qp *QP) readResponses(psn uint32, buf []byte, msn uint32) {
 		h.AETH = wire.AETH{Syndrome: wire.ACKSyndrome(credits), MSN: msn}
 		payload := buf[k*mtu : min(k*mtu+mtu, len(buf))]
 		qp.dev.c.ReadBytesSent += uint64(len(payload))
+		qp.dev.c.DataPackets++
 		qp.dev.send(qp, &h, payload)
 	}
 }
