@@ -198,7 +198,7 @@ func Move(ctx context.Context, newTB experiments.TestbedFactory, p Params, verb 
 	// The agents have stopped: their state may be read directly.
 	for _, h := range []*host{d.h1, d.h2} {
 		if h.failed != nil {
-			return nil, h.failed
+			return nil, fmt.Errorf("%w (h1: %v%s; h2: %v%s)", h.failed, d.h1.dev.Counters(), sendErrors(d.h1.env), d.h2.dev.Counters(), sendErrors(d.h2.env))
 		}
 	}
 	if runErr != nil {
@@ -206,6 +206,16 @@ func Move(ctx context.Context, newTB experiments.TestbedFactory, p Params, verb 
 			verb, p.Bytes, d.h1.completed, d.n, d.h2.delivered, d.h1.dev.Counters(), d.h2.dev.Counters(), runErr)
 	}
 	return d.outcome(), nil
+}
+
+// sendErrors describes the datagrams a real socket failed to send.
+func sendErrors(env emulator.Env) string {
+	if s, ok := env.(interface{ SendErrors() (uint64, error) }); ok {
+		if n, err := s.SendErrors(); n > 0 {
+			return fmt.Sprintf(", %d sends failed (%v)", n, err)
+		}
+	}
+	return ""
 }
 
 // outcome gathers the counters and checks the target once more: every

@@ -212,15 +212,15 @@ func TestNetns(t *testing.T) {
 	for _, verb := range []string{VerbWriteImm, VerbSend, VerbRead} {
 		t.Run(verb, func(t *testing.T) {
 			p := DefaultParams
-			p.Bytes, p.Message = 4<<20, 256<<10
-			p.Rate = 1 * units.Gbps
+			p.Bytes, p.Message = 2<<20, 256<<10
+			p.Rate = 100 * units.Mbps
 			p.Delay = units.Duration(50 * time.Microsecond)
-			p.Window = 32
-			p.Timeout = units.Duration(5 * time.Millisecond)
+			p.Window = 16
+			p.Timeout = units.Duration(20 * time.Millisecond)
 			p.Loss, p.Duplicate, p.Reorder = 0.01, 0.01, 0.01
 			factory := netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix})
 			defer factory.Close()
-			dir := t.TempDir()
+			dir := keepDir(t, verb)
 			var stops []func() error
 			ports := []string{"h1-1"}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -244,6 +244,19 @@ func TestNetns(t *testing.T) {
 			checkCaptures(t, dir, ports)
 		})
 	}
+}
+
+// keepDir is where a test writes its captures: a temporary directory, or
+// $TRACEBED_KEEP_CAPTURES/<name> to look at them afterwards.
+func keepDir(t *testing.T, name string) string {
+	if d := os.Getenv("TRACEBED_KEEP_CAPTURES"); d != "" {
+		dir := filepath.Join(d, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
 }
 
 func TestCompileErrors(t *testing.T) {

@@ -280,11 +280,21 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	return t, nil
 }
 
-// setBuffers gives conn SocketBuffer bytes of receive and send buffer,
+// setSocket gives conn SocketBuffer bytes of receive and send buffer,
 // past the sysctl limits (net.core.rmem_max, 208 KiB by default) as root
 // may: a window of datagrams in flight must not overflow the receiver's
 // socket, which would be a loss the emulated network does not have.
-func setBuffers(conn *net.UDPConn) error {
+//
+// It also sets IP_PMTUDISC_DO, so that the kernel builds the IPv4 header
+// the sim substrate builds (emulator/frame): don't-fragment set and
+// identification 0. Under the default (IP_PMTUDISC_WANT) Linux also sets
+// DF but draws the identification from its shared counters, which a
+// protocol that covers it — the RoCEv2 ICRC does — cannot know in
+// advance; with DO a DF datagram of a socket with no connected peer gets
+// identification 0 (ip_select_ident_segs). A datagram larger than the
+// path MTU then fails to send (and is counted lost) instead of leaving in
+// IP fragments, which the switches could not classify anyway.
+func setSocket(conn *net.UDPConn) error {
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return err
@@ -295,6 +305,9 @@ func setBuffers(conn *net.UDPConn) error {
 			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, SocketBuffer); e != nil && serr == nil {
 				serr = fmt.Errorf("socket buffer: %w", e)
 			}
+		}
+		if e := unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); e != nil && serr == nil {
+			serr = fmt.Errorf("IP_MTU_DISCOVER: %w", e)
 		}
 	})
 	if err != nil {
@@ -357,7 +370,7 @@ func (t *Testbed) Attach(host string, udpPort uint16, agent emulator.Agent) (emu
 		if err != nil {
 			return err
 		}
-		return setBuffers(conn)
+		return setSocket(conn)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("netnstb: attach %s:%d: %w", host, udpPort, err)
