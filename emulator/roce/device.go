@@ -43,7 +43,9 @@ type Config struct {
 	Window int
 	// AckEvery asks for an acknowledgement (the BTH AckReq bit) at least
 	// every AckEvery request packets, besides the last packet of every
-	// message (default 16; rdma_rxe uses 64).
+	// message and the packet that fills the window (default 16, or a
+	// quarter of a smaller window, so that ACKs keep the window moving;
+	// rdma_rxe uses 64).
 	AckEvery int
 	// OnStart runs on the device's goroutine when the device starts:
 	// the application's entry point.
@@ -115,7 +117,7 @@ func NewDevice(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: window %d; want 1 to %d packets", ErrInvalid, cfg.Window, 1<<22-1)
 	}
 	if cfg.AckEvery == 0 {
-		cfg.AckEvery = DefaultAckEvery
+		cfg.AckEvery = min(DefaultAckEvery, max(1, cfg.Window/4))
 	}
 	if cfg.AckEvery < 1 {
 		return nil, fmt.Errorf("%w: ack_every %d; want at least 1", ErrInvalid, cfg.AckEvery)
