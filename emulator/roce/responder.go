@@ -288,14 +288,18 @@ func (qp *QP) readResponses(psn uint32, buf []byte, msn uint32) {
 }
 
 // duplicate handles a request behind the expected PSN: the requester
-// retransmitted it. A SEND or WRITE is not executed again; the responder
-// acknowledges what it has (IBTA 9.7.5.1.1). A READ is executed again,
-// from the duplicate's PSN on, if it lies within a remembered READ.
+// retransmitted it. A SEND or WRITE is not executed again; if it asks for
+// an acknowledgement, the responder acknowledges what it has, the last PSN
+// received in order (IBTA 9.7.5.1.1, C9-105; rdma_rxe does the same). A
+// READ is executed again, from the duplicate's PSN on, if it lies within a
+// remembered READ.
 func (qp *QP) duplicate(p *wire.Packet) {
 	r := &qp.res
 	qp.dev.c.Duplicates++
 	if p.Opcode != wire.ReadRequest {
-		qp.ackOK(wire.PSNAdd(r.epsn, -1))
+		if p.AckReq {
+			qp.ackOK(wire.PSNAdd(r.epsn, -1))
+		}
 		return
 	}
 	mtu := qp.attr.PathMTU
