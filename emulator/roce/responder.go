@@ -168,12 +168,8 @@ func (qp *QP) sendData(p *wire.Packet) {
 	}
 	copy(r.cur.buf[r.cur.off:], p.Payload)
 	r.cur.off += n
-	qp.dev.c.BytesPlaced += uint64(n)
-	r.epsn = wire.PSNAdd(r.epsn, 1)
-	r.nakSent = false
+	qp.accepted(n, op.EndsMessage())
 	if op.EndsMessage() {
-		r.msn = (r.msn + 1) & wire.PSNMask
-		qp.dev.c.MessagesRecv++
 		qp.dev.complete(qp.cfg.RecvCQ, Completion{WRID: r.recv.ID, Status: StatusSuccess, Opcode: WCRecv, QPN: qp.qpn,
 			ByteLen: uint32(r.cur.off), Imm: p.Imm, HasImm: op.HasImm()})
 		r.cur = message{}
@@ -193,14 +189,10 @@ func (qp *QP) writeData(p *wire.Packet) {
 			qp.errorNAK(p, wire.NAKInvalid, StatusRemInvReqErr)
 			return
 		}
-		var buf []byte
-		if length > 0 { // a zero-length WRITE checks no key (IBTA 9.4.4)
-			var ok bool
-			buf, ok = qp.dev.check(p.RETH.RKey, p.RETH.VA, uint64(length), AccessRemoteWrite)
-			if !ok || qp.attr.Access&AccessRemoteWrite == 0 {
-				qp.errorNAK(p, wire.NAKRemoteAccess, StatusRemAccessErr)
-				return
-			}
+		buf, ok := qp.target(p, AccessRemoteWrite)
+		if !ok {
+			qp.errorNAK(p, wire.NAKRemoteAccess, StatusRemAccessErr)
+			return
 		}
 		r.cur = message{write: true, buf: buf, total: length}
 	}
@@ -215,12 +207,8 @@ func (qp *QP) writeData(p *wire.Packet) {
 	copy(r.cur.buf, p.Payload)
 	r.cur.buf = r.cur.buf[n:]
 	r.cur.active = !op.EndsMessage()
-	qp.dev.c.BytesPlaced += uint64(n)
-	r.epsn = wire.PSNAdd(r.epsn, 1)
-	r.nakSent = false
+	qp.accepted(n, op.EndsMessage())
 	if op.EndsMessage() {
-		r.msn = (r.msn + 1) & wire.PSNMask
-		qp.dev.c.MessagesRecv++
 		if op.HasImm() {
 			rw := qp.rq.pop()
 			qp.dev.complete(qp.cfg.RecvCQ, Completion{WRID: rw.ID, Status: StatusSuccess, Opcode: WCRecvWriteImm, QPN: qp.qpn,
@@ -240,14 +228,10 @@ func (qp *QP) readRequest(p *wire.Packet) {
 		qp.errorNAK(p, wire.NAKInvalid, StatusRemInvReqErr)
 		return
 	}
-	var buf []byte
-	if length > 0 {
-		var ok bool
-		buf, ok = qp.dev.check(p.RETH.RKey, p.RETH.VA, uint64(length), AccessRemoteRead)
-		if !ok || qp.attr.Access&AccessRemoteRead == 0 {
-			qp.errorNAK(p, wire.NAKRemoteAccess, StatusRemAccessErr)
-			return
-		}
+	buf, ok := qp.target(p, AccessRemoteRead)
+	if !ok {
+		qp.errorNAK(p, wire.NAKRemoteAccess, StatusRemAccessErr)
+		return
 	}
 	mtu := qp.attr.PathMTU
 	n := max(1, (int(length)+mtu-1)/mtu)
@@ -257,6 +241,33 @@ func (qp *QP) readRequest(p *wire.Packet) {
 	r.epsn = wire.PSNAdd(p.PSN, n)
 	r.nakSent = false
 	qp.readResponses(p.PSN, buf, r.msn)
+}
+
+// accepted does the bookkeeping of an in-sequence SEND or WRITE packet
+// whose n bytes were placed; end says it completed its message.
+func (qp *QP) accepted(n int, end bool) {
+	r := &qp.res
+	qp.dev.c.BytesPlaced += uint64(n)
+	r.epsn = wire.PSNAdd(r.epsn, 1)
+	r.nakSent = false
+	if end {
+		r.msn = (r.msn + 1) & wire.PSNMask
+		qp.dev.c.MessagesRecv++
+	}
+}
+
+// target resolves the RETH of a WRITE or READ: the bytes it names, in a
+// region with the rights want, which the QP's own access flags must allow
+// too. A zero length checks no key (IBTA 9.4.4). It reports false for a
+// remote access error.
+func (qp *QP) target(p *wire.Packet, want Access) ([]byte, bool) {
+	if p.RETH.Length == 0 {
+		return nil, true
+	}
+	if qp.attr.Access&want == 0 {
+		return nil, false
+	}
+	return qp.dev.check(p.RETH.RKey, p.RETH.VA, uint64(p.RETH.Length), want)
 }
 
 // readResponses sends the responses of a READ of buf whose first response

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
@@ -213,27 +214,18 @@ func readFrames(path string) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var frames [][]byte
-	if len(data) >= 4 && binary.LittleEndian.Uint32(data) == 0x0a0d0d0a {
-		r, err := pcapgo.NewNgReader(bytes.NewReader(data), pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		for {
-			b, _, err := r.ReadPacketData()
-			if err == io.EOF {
-				return frames, nil
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
-			}
-			frames = append(frames, b)
-		}
+	var r interface {
+		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
 	}
-	r, err := pcapgo.NewReader(bytes.NewReader(data))
+	if len(data) >= 4 && binary.LittleEndian.Uint32(data) == 0x0a0d0d0a { // pcapng section header
+		r, err = pcapgo.NewNgReader(bytes.NewReader(data), pcapgo.DefaultNgReaderOptions)
+	} else {
+		r, err = pcapgo.NewReader(bytes.NewReader(data))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	var frames [][]byte
 	for {
 		b, _, err := r.ReadPacketData()
 		if err == io.EOF {
