@@ -49,6 +49,7 @@ func FuzzFrameICRC(f *testing.F) {
 		f.Add(frameOf(v))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseFrame(b)
 		VerifyFrame(b)
 		g := bytes.Clone(b)
 		if SetFrameICRC(g) == nil {

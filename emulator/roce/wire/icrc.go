@@ -167,6 +167,22 @@ func FrameICRC(f []byte) (uint32, []byte, error) {
 	return crc, payload, nil
 }
 
+// ParseFrame decodes the RoCEv2 packet in an Ethernet/IPv4/UDP frame, as
+// a switch pipeline sees it: the addressing, and the packet (whose
+// Payload aliases f). It checks the UDP port and the packet's lengths,
+// not the ICRC (VerifyFrame does).
+func ParseFrame(f []byte) (frame.UDP, Packet, error) {
+	h, payload, err := frame.ParseUDP(f)
+	if err != nil {
+		return h, Packet{}, fmt.Errorf("%w: %v", ErrNotRoCE, err)
+	}
+	if h.Dst.Port() != Port {
+		return h, Packet{}, fmt.Errorf("%w: UDP port %d", ErrNotRoCE, h.Dst.Port())
+	}
+	p, err := Parse(payload)
+	return h, p, err
+}
+
 // VerifyFrame checks the ICRC of the RoCEv2 packet in frame f.
 func VerifyFrame(f []byte) error {
 	crc, payload, err := FrameICRC(f)

@@ -134,9 +134,9 @@ func TestVectors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", v.name, err)
 		}
-		p, err := Parse(payload)
-		if err != nil {
-			t.Errorf("%s: %v", v.name, err)
+		h, p, err := ParseFrame(f)
+		if err != nil || h.Src != srcAddr || h.Dst != dstAddr {
+			t.Errorf("%s: %v, %v → %v", v.name, err, h.Src, h.Dst)
 		}
 		if !bytes.Equal(p.Payload, v.payload) && len(v.payload)+len(p.Payload) > 0 {
 			t.Errorf("%s: payload round trip differs", v.name)
