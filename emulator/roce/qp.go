@@ -263,6 +263,7 @@ func (qp *QP) Modify(a QPAttr, mask AttrMask) error {
 // RESET with its attributes cleared (IBTA: transition to Reset).
 func (qp *QP) reset() {
 	qp.stopTimer()
+	qp.sq.rnrTimer = stop(qp.sq.rnrTimer)
 	qp.sq.clear()
 	qp.rq.clear()
 	qp.res = responder{}
