@@ -23,7 +23,8 @@ func cpuTime() time.Duration {
 // 100 Gbps with a 4096-byte MTU: a stream of 4 MiB RDMA WRITEs, two
 // outstanding at a time (each completion posts the next). It reports the data packets the
 // simulation moves per CPU-second of the process (all of its threads:
-// the target is 1 M), the simulated goodput, and allocations per packet.
+// the target is 1 M), the simulation events each packet costs, the
+// simulated goodput, and allocations per packet.
 func BenchmarkRCFlow(b *testing.B) {
 	const msg = 4 << 20
 	top := pair(b, impairment{name: "clean"}, 100*units.Gbps, time.Microsecond)
@@ -91,7 +92,7 @@ func BenchmarkRCFlow(b *testing.B) {
 	if err := tb.Run(ctx, 10*time.Microsecond, time.Second, func() bool { return completed == 1 }); err != nil {
 		b.Fatal(err)
 	}
-	pkts0, simt0 := da.Counters().TxPackets, doneAt
+	pkts0, simt0, events0 := da.Counters().TxPackets, doneAt, tb.Sim.Fired()
 	b.ReportAllocs()
 	b.SetBytes(msg)
 	cpu0 := cpuTime()
@@ -108,6 +109,10 @@ func BenchmarkRCFlow(b *testing.B) {
 	cpu := cpuTime() - cpu0
 	pkts := da.Counters().TxPackets - pkts0
 	b.ReportMetric(float64(pkts)/cpu.Seconds(), "pkts/cpu-s")
+	// Simulation events per data packet: the share of the work that is
+	// the event core's (compare BenchmarkLinkHop's events/s on the same
+	// machine).
+	b.ReportMetric(float64(tb.Sim.Fired()-events0)/float64(pkts), "events/pkt")
 	b.ReportMetric(float64(b.N)*msg*8/(doneAt-simt0).Seconds()/1e9, "sim-Gbps")
 	if c := da.Counters(); c.Retransmitted != 0 || c.Timeouts != 0 {
 		b.Fatalf("a clean link retransmitted: %v", c)
