@@ -225,6 +225,14 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	}}, nil
 }
 
+// Cost implements experiments.Coster (how shards are balanced): a run's
+// work grows with the bytes it moves and with what go-back-N sends again,
+// about a window per lost or reordered frame on either link.
+func (e *experiment) Cost(r experiments.Run) float64 {
+	p := e.scenarios[r.Scenario]
+	return float64(p.Bytes) * (1 + 2*float64(p.Loss+p.Reorder)*float64(p.Window))
+}
+
 // checkMTU refuses a testbed whose links cannot carry a full-size RoCEv2
 // packet in one frame.
 func checkMTU(tb testbed.Testbed, mtu int) error {
