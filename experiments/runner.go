@@ -124,6 +124,10 @@ type Options struct {
 	// Shard, if its Count is not 0, runs only that shard of the runs
 	// (NewPlan); the results then hold those runs alone.
 	Shard Shard
+	// Capture, if set, is called with every testbed a run builds, as soon
+	// as it is built: it may start packet captures (testbed.Capturer) and
+	// returns what stops them, called when the run is over.
+	Capture func(r Run, tb testbed.Testbed) (stop func() error, err error)
 }
 
 // RunError is a failure of one run (as opposed to bad input).
@@ -202,7 +206,16 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 			for i := range jobs {
 				r := runs[i]
 				r.Progress = func(f float64) { report(i, f) }
+				var stops []func() error
+				if opts.Capture != nil {
+					r.NewTestbed = capturing(r, opts.Capture, &stops)
+				}
 				run, err := runOne(ctx, exp, r)
+				for _, stop := range stops {
+					if serr := stop(); serr != nil && err == nil {
+						err = fmt.Errorf("capture: %w", serr)
+					}
+				}
 				report(i, 1)
 				mu.Lock()
 				if err != nil {
@@ -238,6 +251,28 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 		return nil, fmt.Errorf("experiment %s produced invalid results: %w", spec.Name, err)
 	}
 	return res, nil
+}
+
+// capturing wraps r's testbed factory so that capture starts on every
+// testbed it builds; the stops pile up in stops.
+func capturing(r Run, capture func(Run, testbed.Testbed) (func() error, error), stops *[]func() error) TestbedFactory {
+	var mu sync.Mutex
+	build := r.NewTestbed
+	return func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+		tb, err := build(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		stop, err := capture(r, tb)
+		if err != nil {
+			tb.Close()
+			return nil, fmt.Errorf("capture: %w", err)
+		}
+		mu.Lock()
+		*stops = append(*stops, stop)
+		mu.Unlock()
+		return tb, nil
+	}
 }
 
 // runOne runs r, turning a panic into an error that names the run.

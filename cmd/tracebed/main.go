@@ -26,6 +26,7 @@ import (
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem"
 	"github.com/tracebed/tracebed/workloads/incast"
+	"github.com/tracebed/tracebed/workloads/rdma"
 	"github.com/tracebed/tracebed/workloads/training"
 )
 
@@ -77,6 +78,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			incast.Kind{},
 			training.Kind{},
 			farmem.Kind{},
+			rdma.Kind{},
 		),
 	}
 }

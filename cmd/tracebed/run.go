@@ -26,6 +26,8 @@ func (a *app) runCommand() *cobra.Command {
 		plots     bool
 		shardArg  string
 		format    *formatFlag
+		pcapDir   string
+		pcapPorts []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [SPEC...]",
@@ -69,6 +71,10 @@ writes, byte for byte (docs/scale-out.md).`,
 					out = defaultShardOut
 				}
 			}
+			captured, err := parsePcapPorts(pcapPorts)
+			if err != nil {
+				return badInput(err)
+			}
 			if !slices.Contains(netnstb.Switches, switchArg) {
 				return badInput(fmt.Errorf("--switch %q: want one of %s", switchArg, strings.Join(netnstb.Switches, ", ")))
 			}
@@ -111,6 +117,9 @@ writes, byte for byte (docs/scale-out.md).`,
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
 				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard}
+				if pcapDir != "" {
+					opts.Capture = pcapCapture(pcapDir, c.spec.Name, captured)
+				}
 				var testbeds *netnstb.Factory
 				if c.spec.Substrate == "netns" {
 					// Real time: one run at a time keeps the cores for
@@ -169,6 +178,8 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "runs executed at once")
 	f.BoolVar(&plots, "plots", true, "write the figures (PNG, SVG) next to the results")
 	f.StringVar(&shardArg, "shard", "", "run only shard I/N of each spec's runs (0 ≤ I < N, balanced by estimated cost), writing OUT/<experiment>/shard-I-of-N.json (OUT defaults to "+defaultShardOut+"); join the shards with 'tracebed merge'")
+	f.StringVar(&pcapDir, "pcap", "", "write pcapng captures of every run's testbed into this directory: every switch port, or the --pcap-port ones")
+	f.StringSliceVar(&pcapPorts, "pcap-port", nil, "NODE:PORT to capture with --pcap (repeatable, e.g. tor:1)")
 	format = addFormatFlag(f, formatTable, "what to print on stdout: the comparison tables, or the runs as CSV, or results.json")
 	return cmd
 }

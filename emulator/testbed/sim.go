@@ -21,6 +21,7 @@ type Sim struct {
 	Sim     *sim.Sim
 	Network *sim.Network
 	planes  map[string]goswitch.Dataplane
+	taps    map[portKey]bool // ports being captured (capture.go)
 }
 
 // NewSim builds cfg on a fresh simulation.

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -108,9 +109,10 @@ type Testbed struct {
 	clients  map[string]*p4rt.GRPC
 	rt       *live.Runtime
 
-	mu     sync.Mutex
-	bound  map[emulator.Addr]bool
-	failed error // a switch died
+	mu       sync.Mutex
+	bound    map[emulator.Addr]bool
+	failed   error          // a switch died
+	captures []func() error // stops of the captures running
 
 	closing   chan struct{} // closed when Close starts
 	closed    chan struct{} // closed when Close is done
@@ -282,11 +284,21 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	return t, nil
 }
 
-// setBuffers gives conn SocketBuffer bytes of receive and send buffer,
+// setSocket gives conn SocketBuffer bytes of receive and send buffer,
 // past the sysctl limits (net.core.rmem_max, 208 KiB by default) as root
 // may: a window of datagrams in flight must not overflow the receiver's
 // socket, which would be a loss the emulated network does not have.
-func setBuffers(conn *net.UDPConn) error {
+//
+// It also sets IP_PMTUDISC_DO, so that the kernel builds the IPv4 header
+// the sim substrate builds (emulator/frame): don't-fragment set and
+// identification 0. Under the default (IP_PMTUDISC_WANT) Linux also sets
+// DF but draws the identification from its shared counters, which a
+// protocol that covers it — the RoCEv2 ICRC does — cannot know in
+// advance; with DO a DF datagram of a socket with no connected peer gets
+// identification 0 (ip_select_ident_segs). A datagram larger than the
+// path MTU then fails to send (and is counted lost) instead of leaving in
+// IP fragments, which the switches could not classify anyway.
+func setSocket(conn *net.UDPConn) error {
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return err
@@ -297,6 +309,9 @@ func setBuffers(conn *net.UDPConn) error {
 			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, SocketBuffer); e != nil && serr == nil {
 				serr = fmt.Errorf("socket buffer: %w", e)
 			}
+		}
+		if e := unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); e != nil && serr == nil {
+			serr = fmt.Errorf("IP_MTU_DISCOVER: %w", e)
 		}
 	})
 	if err != nil {
@@ -359,7 +374,7 @@ func (t *Testbed) Attach(host string, udpPort uint16, agent emulator.Agent) (emu
 		if err != nil {
 			return err
 		}
-		return setBuffers(conn)
+		return setSocket(conn)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("netnstb: attach %s:%d: %w", host, udpPort, err)
@@ -476,6 +491,15 @@ func (t *Testbed) Close() error {
 			t.stopWatch()
 		}
 		var errs []error
+		t.mu.Lock()
+		captures := t.captures
+		t.captures = nil
+		t.mu.Unlock()
+		for _, stop := range captures {
+			if err := stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if t.rt != nil {
 			t.rt.Close()
 		}
@@ -497,4 +521,42 @@ func (t *Testbed) Close() error {
 	return t.closeErr
 }
 
+// Capture implements testbed.Capturer: an AF_PACKET capture of the port's
+// interface inside the node's namespace (netns.Network.Capture), both
+// directions, wall-clock timestamps. Close stops the captures still
+// running before it tears the namespaces down.
+func (t *Testbed) Capture(node string, num int, w io.Writer) (func() error, error) {
+	n := t.cfg.Topology.Node(node)
+	if n == nil || num < 1 || num > len(n.Ports) {
+		return nil, fmt.Errorf("netnstb: capture: no port %s:%d", node, num)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := t.net.Capture(ctx, node, n.Ports[num-1].Iface, w, netns.CaptureOptions{Started: func() { close(started) }})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		cancel()
+		return nil, err
+	}
+	var once sync.Once
+	var result error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			result = <-done
+		})
+		return result
+	}
+	t.mu.Lock()
+	t.captures = append(t.captures, stop)
+	t.mu.Unlock()
+	return stop, nil
+}
+
 var _ testbed.Testbed = (*Testbed)(nil)
+var _ testbed.Capturer = (*Testbed)(nil)
