@@ -110,7 +110,7 @@ Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
 		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.versionCommand(), a.topoCommand())
-	root.AddCommand(a.switchCommand(), a.cleanupCommand())
+	root.AddCommand(a.switchCommand(), a.cleanupCommand(), a.mininetCommand())
 	root.AddCommand(a.reportCommand(), a.compareCommand(), a.benchCommand())
 	return root
 }

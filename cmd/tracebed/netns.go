@@ -131,9 +131,7 @@ A run id in use is refused before anything is created.`,
 			<-ctx.Done()
 			stopWatch()
 			fmt.Fprintln(a.stdout, "\ntearing down", r.State.RunID)
-			if r.Procs != nil {
-				r.Procs.Stop()
-			}
+			r.StopSwitches()
 			a.printCounters(r)
 			kept, err := r.Down()
 			for _, k := range kept {

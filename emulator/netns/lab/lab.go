@@ -153,6 +153,8 @@ type Run struct {
 	// Procs are the switch processes this process started (Up), nil
 	// after Attach.
 	Procs *switchcmd.Set
+
+	stopped bool // StopSwitches was called: the switches did not die
 }
 
 // InputError marks an error in what the user asked for: an unknown run,
@@ -397,18 +399,18 @@ func (r *Run) Capture(ctx context.Context, port string, w io.Writer, opts netns.
 	return r.Net.Capture(ctx, node, iface, w, opts)
 }
 
-// Down tears the run down: it asks the process that owns it to tear down
-// (SIGTERM) and gives it a few seconds, stops the switch processes
-// (SIGTERM, so they log their counters), keeps the log of every switch that
-// had died before (KeptLogDir; returned as kept), and removes the
-// namespaces, links and run directory.
+// Down tears the run down: it keeps the log of every switch that had died
+// (KeptLogDir; returned as kept), asks the process that owns the run to
+// tear down (SIGTERM) and gives it a few seconds, stops the switch
+// processes (StopSwitches) and removes the namespaces, links and run
+// directory.
 func (r *Run) Down() (kept []string, err error) {
-	dead := map[string]bool{}
-	for _, s := range r.Status() {
-		if !s.Alive {
-			dead[s.Name] = true
-			if p, err := r.KeepLog(s.Name); err == nil {
-				kept = append(kept, p)
+	if !r.stopped {
+		for _, s := range r.Status() {
+			if !s.Alive {
+				if p, err := r.KeepLog(s.Name); err == nil {
+					kept = append(kept, p)
+				}
 			}
 		}
 	}
@@ -416,26 +418,40 @@ func (r *Run) Down() (kept []string, err error) {
 		syscall.Kill(owner, syscall.SIGTERM)
 		waitGone(10*time.Second, func() bool { return !Alive(owner, r.State.PIDStart) })
 	}
+	r.StopSwitches()
+	return kept, netns.Remove(r.State.RunID)
+}
+
+// StopSwitches stops the run's switch processes (SIGTERM, so that they log
+// their counters; SIGKILL after 3 s) and waits for them: a switch stopped
+// this way did not die.
+func (r *Run) StopSwitches() {
+	r.stopped = true
 	if r.Procs != nil {
 		r.Procs.Stop()
-	} else {
-		var pids []int
-		for name, s := range r.State.Switches {
-			if !dead[name] && Alive(s.PID, s.Start) {
-				syscall.Kill(s.PID, syscall.SIGTERM)
-				pids = append(pids, s.PID)
-			}
-		}
-		waitGone(3*time.Second, func() bool {
-			for _, pid := range pids {
-				if syscall.Kill(pid, 0) == nil {
-					return false
-				}
-			}
-			return true
-		})
+		return
 	}
-	return kept, netns.Remove(r.State.RunID)
+	var pids []int
+	for _, s := range r.State.Switches {
+		if Alive(s.PID, s.Start) {
+			syscall.Kill(s.PID, syscall.SIGTERM)
+			pids = append(pids, s.PID)
+		}
+	}
+	if !waitGone(3*time.Second, func() bool { return !anyAlive(pids) }) {
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func anyAlive(pids []int) bool {
+	for _, pid := range pids {
+		if Alive(pid, 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitGone polls gone until it reports true or timeout passes.
