@@ -390,7 +390,11 @@ func pyIdent(name string, class bool) string {
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			if b.Len() == 0 && unicode.IsDigit(r) {
-				b.WriteString("t")
+				if class {
+					b.WriteString("T")
+				} else {
+					b.WriteString("t")
+				}
 			}
 			if up {
 				r = unicode.ToUpper(r)
