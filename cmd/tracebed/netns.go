@@ -480,5 +480,5 @@ tracebed namespaces (switches, Mininet's node shells), the namespaces
 // topoNetnsCommands are the lifecycle subcommands of 'topo'.
 func (a *app) topoNetnsCommands() []*cobra.Command {
 	return []*cobra.Command{a.topoUpCommand(), a.topoExecCommand(), a.topoCaptureCommand(), a.topoDownCommand(),
-		a.topoStatusCommand(), a.topoPingAllCommand(), a.topoLinkCommand(), a.topoCLICommand()}
+		a.topoStatusCommand(), a.topoPingAllCommand(), a.topoLinkCommand(), a.topoCLICommand(), a.topoAllReduceCommand()}
 }

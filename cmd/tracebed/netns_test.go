@@ -236,7 +236,12 @@ func TestTopoUpInterrupt(t *testing.T) {
 
 func waitState(t *testing.T, id string, up *exec.Cmd, out fmt.Stringer) *lab.State {
 	t.Helper()
-	for range 500 {
+	return waitStateWithin(t, id, up, out, 10*time.Second)
+}
+
+func waitStateWithin(t *testing.T, id string, up *exec.Cmd, out fmt.Stringer, d time.Duration) *lab.State {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
 		if _, err := os.Stat(lab.StatePath(id)); err == nil {
 			return readState(t, id)
 		}

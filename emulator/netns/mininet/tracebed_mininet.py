@@ -499,7 +499,8 @@ def main(topo_class, topology_yaml, argv=None):
         error('*** tracebed_mininet: %s: tearing down\n' % (e or 'interrupted'))
         code = 1
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # finish the teardown
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # finish the teardown
         if watchdog is not None:
             watchdog.halt.set()
             watchdog.join()

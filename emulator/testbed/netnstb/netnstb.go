@@ -121,6 +121,7 @@ type Testbed struct {
 	opts Options
 	net  *netns.Network
 
+	borrowed bool             // Open: the network is someone else's
 	mn       *mininet.Process // Mininet, when it built the network
 	switches *switchcmd.Set   // the Go switch or bmv2 processes
 	clients  map[string]*p4rt.GRPC
@@ -314,6 +315,40 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	t.rt = live.New(cfg.Seed)
 	// From now on, Ctrl-C (any end of ctx) tears the testbed down, even
 	// if the driver is stuck.
+	t.stopWatch = context.AfterFunc(ctx, func() { t.Close() })
+	return t, nil
+}
+
+// Open returns a testbed on a network that is already up — brought up by
+// 'tracebed topo up' or 'tracebed mininet' and found with package
+// emulator/netns/lab — whose switches serve P4Runtime on sockets (by switch
+// name) with device id deviceID. Agents attach to its hosts and controllers
+// program its switches (as primary, election id 1) as on a testbed of New;
+// Close stops the agents and the clients and leaves the network and its
+// switches up. cfg.Topology must be the network's.
+func Open(ctx context.Context, cfg testbed.Config, n *netns.Network, sockets map[string]string, deviceID uint64) (_ *Testbed, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("netnstb: a running topology needs root")
+	}
+	t := &Testbed{cfg: cfg, opts: Options{Switch: SwitchGo, MTU: n.MTU}, net: n, borrowed: true, clients: map[string]*p4rt.GRPC{},
+		bound: map[emulator.Addr]bool{}, closing: make(chan struct{}), closed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	for _, sw := range cfg.Topology.Switches() {
+		sock, ok := sockets[sw.Name]
+		if !ok {
+			return nil, fmt.Errorf("netnstb: switch %s serves no P4Runtime", sw.Name)
+		}
+		c, err := p4rt.Dial(ctx, sock, p4rt.DialOptions{DeviceID: deviceID})
+		if err != nil {
+			return nil, fmt.Errorf("netnstb: switch %s: %w", sw.Name, err)
+		}
+		t.clients[sw.Name] = c
+	}
+	t.rt = live.New(cfg.Seed)
 	t.stopWatch = context.AfterFunc(ctx, func() { t.Close() })
 	return t, nil
 }
@@ -528,7 +563,9 @@ func (t *Testbed) Close() error {
 		if t.switches != nil {
 			t.switches.Stop()
 		}
-		if t.mn != nil {
+		if t.borrowed {
+			// Open: the network and its switches stay up.
+		} else if t.mn != nil {
 			if err := t.mn.Stop(); err != nil {
 				errs = append(errs, fmt.Errorf("netnstb: teardown of Mininet run %s: %w", t.mn.RunID, err))
 			}
