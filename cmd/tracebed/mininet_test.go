@@ -142,6 +142,8 @@ func TestMininetCommand(t *testing.T) {
 		c.Stdin = pr
 		var o syncBuffer
 		c.Stdout, c.Stderr = &o, &o
+		// Mininet inherits the output pipe: do not wait for it forever.
+		c.WaitDelay = 5 * time.Second
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -162,6 +164,9 @@ func TestMininetCommand(t *testing.T) {
 	}
 	if err := netns.CheckClean(id); err != nil {
 		t.Errorf("after SIGKILL of tracebed mininet: %v\n%s", err, o)
+	}
+	for deadline := time.Now().Add(30 * time.Second); lab.Alive(st.PID, st.PIDStart) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
 	}
 	if lab.Alive(st.PID, st.PIDStart) {
 		t.Errorf("Mininet's Python (pid %d) still runs", st.PID)
