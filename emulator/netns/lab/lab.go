@@ -401,7 +401,7 @@ func (r *Run) Capture(ctx context.Context, port string, w io.Writer, opts netns.
 
 // Down tears the run down: it keeps the log of every switch that had died
 // (KeptLogDir; returned as kept), asks the process that owns the run to
-// tear down (SIGTERM) and gives it a few seconds, stops the switch
+// tear down (SIGTERM) and gives it up to ownerGrace, stops the switch
 // processes (StopSwitches) and removes the namespaces, links and run
 // directory.
 func (r *Run) Down() (kept []string, err error) {
@@ -416,7 +416,7 @@ func (r *Run) Down() (kept []string, err error) {
 	}
 	if owner := r.State.PID; owner != os.Getpid() && Alive(owner, r.State.PIDStart) {
 		syscall.Kill(owner, syscall.SIGTERM)
-		waitGone(10*time.Second, func() bool { return !Alive(owner, r.State.PIDStart) })
+		waitGone(ownerGrace, func() bool { return !Alive(owner, r.State.PIDStart) })
 	}
 	r.StopSwitches()
 	return kept, netns.Remove(r.State.RunID)
@@ -453,6 +453,11 @@ func anyAlive(pids []int) bool {
 	}
 	return false
 }
+
+// ownerGrace is how long the owner of a run gets to tear it down after
+// SIGTERM: Mininet stops a leaf-spine's links, switches and hosts in a few
+// seconds, more on a busy machine.
+const ownerGrace = 30 * time.Second
 
 // waitGone polls gone until it reports true or timeout passes.
 func waitGone(timeout time.Duration, gone func() bool) bool {
@@ -544,7 +549,7 @@ func stopOwners(id string) {
 	for _, p := range owners {
 		if p.pid > 0 && p.pid != os.Getpid() && p.start != 0 && Alive(p.pid, p.start) {
 			syscall.Kill(p.pid, syscall.SIGTERM)
-			if !waitGone(10*time.Second, func() bool { return !Alive(p.pid, p.start) }) {
+			if !waitGone(ownerGrace, func() bool { return !Alive(p.pid, p.start) }) {
 				syscall.Kill(p.pid, syscall.SIGKILL)
 			}
 		}
