@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator/bmv2"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/internal/units"
@@ -191,6 +192,32 @@ func TestRunIDInUse(t *testing.T) {
 		}
 	}
 	if _, err := a.Down(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestUpBMv2 brings a star up with bmv2 switches loaded over P4Runtime
+// (where bmv2 is installed) and pings all pairs.
+func TestUpBMv2(t *testing.T) {
+	needRoot(t)
+	if _, err := bmv2.FindTools(bmv2.Options{}); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id := netns.TestRunID(testPrefix)
+	defer Remove(id)
+	r, err := Up(ctx, star(t, 3), nil, Options{Net: netns.Options{RunID: id}, Switch: SwitchBMv2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.PingAll(ctx, 2*time.Second).Received(); got != 6 {
+		t.Errorf("pingall through bmv2: %d of 6 answered", got)
+	}
+	if cs, err := r.Counters(ctx, "tor"); err != nil || len(cs) == 0 {
+		t.Errorf("counters of bmv2: %v, %v", cs, err)
+	}
+	if _, err := r.Down(); err != nil {
 		t.Error(err)
 	}
 }

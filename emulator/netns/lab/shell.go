@@ -409,6 +409,7 @@ func (h *History) trim() {
 
 // Add records a line (not a repeat of the last one) and appends it to File.
 func (h *History) Add(line string) {
+	line = strings.TrimSpace(line)
 	if line == "" || len(h.lines) > 0 && h.lines[len(h.lines)-1] == line {
 		return
 	}

@@ -164,7 +164,7 @@ func TestShellTranscripts(t *testing.T) {
 func TestHistory(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "history")
 	h := LoadHistory(file)
-	for _, l := range []string{"pingall", "pingall", "h1 ping h2", "", "link h1 tor down"} {
+	for _, l := range []string{"pingall ", "pingall", "h1 ping h2", "", "link h1 tor down"} {
 		h.Add(l)
 	}
 	if h.Len() != 3 || h.At(0) != "link h1 tor down" || h.At(2) != "pingall" {

@@ -326,3 +326,55 @@ func TestMininetRunIsATracebedRun(t *testing.T) {
 	p.Stop()
 	checkNothingLeft(t, p, top, before)
 }
+
+// TestBMv2OnMininet brings a star up on Mininet with BMv2Switch, loads fwd
+// over P4Runtime from Go and runs Mininet's pingall: where bmv2 is
+// installed.
+func TestBMv2OnMininet(t *testing.T) {
+	needRoot(t)
+	needMininet(t)
+	tools, err := bmv2.FindTools(bmv2.Options{})
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 3, Rate: 100 * units.Mbps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("star3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rootLinks(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, err := Start(ctx, top, Options{RunID: netns.TestRunID(testPrefix), Switch: SwitchBMv2, SimpleSwitch: tools.Switch,
+		Test: "pingall", Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	defer p.Stop()
+	r, err := lab.Attach(p.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockets := map[string]string{}
+	for name, s := range r.State.Switches {
+		sockets[name] = s.Socket
+	}
+	if r.State.Switch != "bmv2" || len(sockets) != 1 {
+		t.Fatalf("state %+v", r.State)
+	}
+	if err := lab.LoadBMv2(ctx, top, sockets, "fwd", bmv2.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Continue(); err != nil {
+		t.Fatal(err)
+	}
+	werr := p.Wait()
+	if o := out.String(); werr != nil || !strings.Contains(o, "*** Results: 0% dropped (6/6 received)") {
+		t.Errorf("pingall through bmv2 on Mininet (%v):\n%s", werr, o)
+	}
+	checkNothingLeft(t, p, top, before)
+}
