@@ -150,7 +150,7 @@ retransmissions.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	fl.StringSliceVar(&hosts, "hosts", nil, "the workers' hosts, one worker each")
 	fl.StringVar(&sw, "switch", "", "aggregation switch (default: the switch the hosts hang off)")
 	fl.IntVar(&job, "job", 1, "job id")

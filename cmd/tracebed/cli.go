@@ -80,7 +80,7 @@ and the topology stays up.`,
 			return a.interactive(ctx, sh, r, cmdCtx)
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	cmd.Flags().StringVar(&script, "script", "", "run the commands in this file, then leave")
 	return cmd
 }

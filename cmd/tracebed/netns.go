@@ -60,6 +60,11 @@ func attach(what, run string) (*lab.Run, error) {
 	return r, labErr(err)
 }
 
+// addRunFlag adds --run, the run a lifecycle command works on.
+func addRunFlag(cmd *cobra.Command, run *string) {
+	cmd.Flags().StringVar(run, "run", "", "run id (default: the only topology up)")
+}
+
 // warnDead prints on stderr the switch processes of r that have died.
 func (a *app) warnDead(r *lab.Run) {
 	for _, s := range r.Status() {
@@ -232,7 +237,7 @@ exit status is the command's.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	return cmd
 }
 
@@ -283,7 +288,7 @@ interface name. Stops on Ctrl-C, or after --count frames or --duration.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&out, "write", "w", "", "pcapng file to write")
-	fl.StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	fl.IntVarP(&opts.Count, "count", "c", 0, "stop after this many frames")
 	fl.DurationVar(&opts.Duration, "duration", 0, "stop after this long")
 	return cmd
@@ -315,7 +320,7 @@ had died is kept in ` + lab.KeptLogDir + `.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	return cmd
 }
 
@@ -397,7 +402,7 @@ func (a *app) topoPingAllCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Second, "wait this long for each reply")
 	return cmd
 }
@@ -425,7 +430,7 @@ func (a *app) topoLinkCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	return cmd
 }
 

@@ -169,6 +169,20 @@ print(' '.join(s.command()))
 	}
 }
 
+// star3 is a star of three hosts on 100 Mbit/s links.
+func star3(t *testing.T) *topologies.Topology {
+	t.Helper()
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 3, Rate: 100 * units.Mbps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("star3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -262,14 +276,7 @@ func TestPingAllOnMininet(t *testing.T) {
 func TestMininetRunIsATracebedRun(t *testing.T) {
 	needRoot(t)
 	needMininet(t)
-	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 3, Rate: 100 * units.Mbps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := f.Build("star3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := star3(t)
 	before := rootLinks(t)
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -337,14 +344,7 @@ func TestBMv2OnMininet(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: %v", err)
 	}
-	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 3, Rate: 100 * units.Mbps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := f.Build("star3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := star3(t)
 	before := rootLinks(t)
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
