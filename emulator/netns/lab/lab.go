@@ -192,7 +192,7 @@ func Up(ctx context.Context, topo *topologies.Topology, topoData []byte, opts Op
 	case SwitchGo, SwitchBridge:
 	case SwitchBMv2:
 		if _, err := bmv2.FindTools(opts.BMv2); err != nil {
-			return nil, err
+			return nil, InputError{err}
 		}
 		opts.Net.L2Hosts = true // bmv2 routes without rewriting MACs
 	default:
@@ -322,7 +322,7 @@ func Attach(id string) (*Run, error) {
 	}
 	st, err := ReadState(id)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("run %s has no state: it is still starting, or was killed before it finished (then 'tracebed cleanup --run %s' removes it)", id, id)
+		return nil, fmt.Errorf("run %s has no state: it is an experiment's network ('tracebed run --substrate netns'), or still starting, or was killed before it finished (then 'tracebed cleanup --run %s' removes it)", id, id)
 	}
 	if err != nil {
 		return nil, err
