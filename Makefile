@@ -4,12 +4,14 @@ COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X main.commit=$(COMMIT)
 BIN     := bin/tracebed
 
-.PHONY: all build run test bench lint fuzz clean p4
+.PHONY: all build run test bench lint fuzz clean p4 image
 
 all: build
 
+# Static (no cgo): the binary runs on any Linux, in an image without a C
+# library too ('bin/tracebed image', docs/scale-out.md).
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tracebed
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tracebed
 
 # The main job: every default experiment on the simulation substrate, then
 # one report of all of them (tables, figures, command, seed, machine).
@@ -29,6 +31,15 @@ BENCH_OUT ?= results/bench.json
 bench: build
 	@mkdir -p $(dir $(BENCH_OUT))
 	./$(BIN) bench --go $(GO) --benchtime $(BENCHTIME) --out $(BENCH_OUT)
+
+# An OCI image of tracebed for clusters (docs/scale-out.md): a static Linux
+# binary of this commit with the ready specs, topologies and traces, in
+# bin/tracebed.tar, tagged tracebed:COMMIT, for docker load, podman load or
+# ctr image import. IMAGE_ARCH picks the architecture (default: this Go's).
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+image: build
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags "$(LDFLAGS)" -o bin/linux-$(IMAGE_ARCH)/tracebed ./cmd/tracebed
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) ./$(BIN) image --binary bin/linux-$(IMAGE_ARCH)/tracebed --out bin/tracebed.tar
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,6 +34,11 @@ type Provenance struct {
 	Version    string  `json:"tracebed_version"`
 	Commit     string  `json:"commit,omitempty"`
 	Machine    Machine `json:"machine"`
+	// Shard is "I/N" for one shard of a sharded run (tracebed run
+	// --shard); Shards, for results merged from shards (tracebed merge),
+	// are the shards' own records, in shard order.
+	Shard  string       `json:"shard,omitempty"`
+	Shards []Provenance `json:"shards,omitempty"`
 }
 
 // Machine describes the computer a run or benchmark ran on.
@@ -158,4 +164,18 @@ func ShellQuote(args []string) string {
 		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(out, " ")
+}
+
+// shardSummary describes the shards of merged results: how many, on how
+// many machines, and the longest shard's wall time.
+func (p *Provenance) shardSummary() string {
+	var machines []string
+	longest := 0.0
+	for _, s := range p.Shards {
+		if m := s.Machine.String(); !slices.Contains(machines, m) {
+			machines = append(machines, m)
+		}
+		longest = max(longest, s.WallS)
+	}
+	return fmt.Sprintf("%d shards merged (longest %.1f s) on %d machine(s); provenance.json lists each", len(p.Shards), longest, len(machines))
 }

@@ -96,6 +96,9 @@ func (rep *Report) WriteMarkdown(w io.Writer, base string) error {
 			row("command", "`"+p.Command+"`")
 			row("machine", p.Machine.String())
 			row("started", fmt.Sprintf("%s; %d runs in %.1f s wall time, %d at once", p.Started, p.Runs, p.WallS, p.Parallel))
+			if len(p.Shards) > 0 {
+				row("shards", p.shardSummary())
+			}
 		} else {
 			row("command", "not recorded (no provenance.json)")
 			row("machine", "not recorded")
@@ -142,6 +145,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "  spec:      %s (sha256 %s)\n", r.Spec, r.SpecHash)
 		if p := e.Provenance; p != nil {
 			fmt.Fprintf(w, "  command:   %s\n  machine:   %s\n  started:   %s (%.1f s)\n", p.Command, p.Machine, p.Started, p.WallS)
+			if len(p.Shards) > 0 {
+				fmt.Fprintf(w, "  shards:    %s\n", p.shardSummary())
+			}
 		}
 		fmt.Fprintf(w, "  reproduce: %s\n", e.Reproduce())
 		for _, n := range e.Notes {

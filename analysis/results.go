@@ -279,6 +279,8 @@ func schemaMismatch(got, version, want, what string) string {
 		return fmt.Sprintf("this is a benchmark file (%s, from tracebed bench), not %s (%s)", got, what, want)
 	case got == FiguresSchema:
 		return fmt.Sprintf("this is the data of the figures (%s), not %s (%s); use the results.json next to it", got, what, want)
+	case got == ShardSchema:
+		return fmt.Sprintf("this is one shard of a sharded run (%s, from tracebed run --shard), not %s (%s); join the shards with 'tracebed merge'", got, what, want)
 	case got == ProvenanceSchema:
 		return fmt.Sprintf("this is the record of how a run was made (%s), not %s (%s); use the results.json next to it", got, what, want)
 	}

@@ -25,6 +25,11 @@ func ReadyFiles() []string {
 	return names
 }
 
+// ReadyFile returns the content of an embedded spec ("incast.yaml").
+func ReadyFile(name string) ([]byte, error) {
+	return ready.ReadFile(name)
+}
+
 // Open loads a spec from a path on disk or, when no such file exists, from
 // the embedded specs by name ("incast", "experiments/incast.yaml").
 // readFile serves other files built into the binary (traces).

@@ -121,6 +121,9 @@ type Options struct {
 	Progress Progress // nil: none
 	// NewTestbed builds testbeds for runs; nil means SimTestbed.
 	NewTestbed TestbedFactory
+	// Shard, if its Count is not 0, runs only that shard of the runs
+	// (NewPlan); the results then hold those runs alone.
+	Shard Shard
 }
 
 // RunError is a failure of one run (as opposed to bad input).
@@ -135,8 +138,8 @@ func (e *RunError) Error() string {
 
 func (e *RunError) Unwrap() error { return e.Err }
 
-// Execute runs every (scenario, policy, seed) of spec, in parallel, and
-// returns the results in canonical order.
+// Execute runs every (scenario, policy, seed) of spec, or those of
+// opts.Shard, in parallel, and returns the results in canonical order.
 func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*analysis.Results, error) {
 	res := &analysis.Results{
 		Schema: analysis.Schema, Experiment: spec.Name, Kind: spec.Kind,
@@ -157,13 +160,12 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 	if newTestbed == nil {
 		newTestbed = SimTestbed
 	}
-	var runs []Run
-	for _, sc := range spec.Scenarios {
-		for _, p := range spec.Policies {
-			for _, seed := range spec.Seeds {
-				runs = append(runs, Run{Policy: p.Name, Scenario: sc.Name, Seed: seed, Substrate: spec.Substrate, Scale: spec.Scale, NewTestbed: newTestbed})
-			}
-		}
+	runs := Runs(spec)
+	if opts.Shard.Count > 0 {
+		runs = NewPlan(spec, exp, opts.Shard.Count).Of(opts.Shard.Index)
+	}
+	for i := range runs {
+		runs[i].NewTestbed = newTestbed
 	}
 	parallel := opts.Parallel
 	if parallel <= 0 {

@@ -285,6 +285,30 @@ func (s *Spec) DecodeEntry(e Entry, v any) error {
 	return yamlx.Decode(s.File, withoutKey(e.Node, "name"), e.Path, v)
 }
 
+// DecodeEntryWithout decodes an entry's parameters into v as DecodeEntry
+// does, leaving out keys as well as the name (keys the kind reads itself,
+// such as a policy's system).
+func (s *Spec) DecodeEntryWithout(e Entry, v any, keys ...string) error {
+	if e.Node == nil {
+		return nil
+	}
+	n := withoutKey(e.Node, "name")
+	for _, k := range keys {
+		n = withoutKey(n, k)
+	}
+	return yamlx.Decode(s.File, n, e.Path, v)
+}
+
+// EntryScalar returns the scalar value of key in a mapping entry, and
+// whether the entry sets it.
+func EntryScalar(e Entry, key string) (string, bool) {
+	v := valueOf(e.Node, key)
+	if v == nil || v.Kind != yaml.ScalarNode {
+		return "", v != nil
+	}
+	return v.Value, true
+}
+
 // DecodeWorkload decodes the workload section into v over its defaults.
 func (s *Spec) DecodeWorkload(v any) error {
 	if s.Workload == nil {

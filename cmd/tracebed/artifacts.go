@@ -21,13 +21,24 @@ type runInfo struct {
 // command line, the machine, the wall time). Neither touches results.json,
 // which stays byte-identical for the same spec and seeds.
 func (a *app) writeArtifacts(dir string, res *analysis.Results, info runInfo, plots bool) error {
+	return writeArtifacts(dir, res, a.provenance(res, info), plots)
+}
+
+// writeArtifacts writes the figures of res (unless plots is false) and
+// prov to dir.
+func writeArtifacts(dir string, res *analysis.Results, prov analysis.Provenance, plots bool) error {
 	if plots {
 		if _, err := analysis.WriteFigures(dir, analysis.Figures(res)); err != nil {
 			return fmt.Errorf("plots of %s: %w", res.Experiment, err)
 		}
 	}
-	return analysis.WriteProvenance(dir, analysis.Provenance{
-		Command:    analysis.ShellQuote(append([]string{"tracebed"}, a.args...)),
+	return analysis.WriteProvenance(dir, prov)
+}
+
+// provenance is the record of this command's execution of res.
+func (a *app) provenance(res *analysis.Results, info runInfo) analysis.Provenance {
+	return analysis.Provenance{
+		Command:    a.commandLine(),
 		Experiment: res.Experiment,
 		Started:    info.start.UTC().Format(time.RFC3339),
 		WallS:      float64(info.wall.Round(time.Millisecond)) / float64(time.Second),
@@ -36,7 +47,12 @@ func (a *app) writeArtifacts(dir string, res *analysis.Results, info runInfo, pl
 		Version:    version,
 		Commit:     buildCommit(),
 		Machine:    analysis.CurrentMachine(),
-	})
+	}
+}
+
+// commandLine is this command line, shell-quoted, as "tracebed …".
+func (a *app) commandLine() string {
+	return analysis.ShellQuote(append([]string{"tracebed"}, a.args...))
 }
 
 // printResults prints one experiment's outcome on stdout in format: its

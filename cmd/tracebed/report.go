@@ -37,23 +37,9 @@ Markdown image links are relative to the report file (--out).`,
 		Example: "  tracebed report results > REPORT.md\n  tracebed report --out results/REPORT.md results\n  tracebed report --format csv results/incast",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dirs, benchPath, err := resultsDirs(args)
+			rep, err := a.buildReport(args, title)
 			if err != nil {
-				return badInput(err)
-			}
-			rep := &analysis.Report{Title: title}
-			if benchPath != "" {
-				if rep.Bench, err = analysis.ReadBench(benchPath); err != nil {
-					return badInput(err)
-				}
-				rep.BenchPath = benchPath
-			}
-			for _, dir := range dirs {
-				e, err := a.reportEntry(dir)
-				if err != nil {
-					return err
-				}
-				rep.Entries = append(rep.Entries, e)
+				return err
 			}
 			var b bytes.Buffer
 			base := "."
@@ -96,6 +82,30 @@ Markdown image links are relative to the report file (--out).`,
 	f.StringVar(&title, "title", "tracebed results", "the report's title")
 	format = addFormatFlag(f, formatMarkdown, "report format")
 	return cmd
+}
+
+// buildReport gathers the results directories args name (as
+// resultsDirs expands them) into a report.
+func (a *app) buildReport(args []string, title string) (*analysis.Report, error) {
+	dirs, benchPath, err := resultsDirs(args)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	rep := &analysis.Report{Title: title}
+	if benchPath != "" {
+		if rep.Bench, err = analysis.ReadBench(benchPath); err != nil {
+			return nil, badInput(err)
+		}
+		rep.BenchPath = benchPath
+	}
+	for _, dir := range dirs {
+		e, err := a.reportEntry(dir)
+		if err != nil {
+			return nil, err
+		}
+		rep.Entries = append(rep.Entries, e)
+	}
+	return rep, nil
 }
 
 // resultsDirs expands the arguments of report into results directories:

@@ -31,6 +31,7 @@ func (a *app) runCommand() *cobra.Command {
 		quiet     bool
 		parallel  int
 		plots     bool
+		shardArg  string
 		format    *formatFlag
 	)
 	cmd := &cobra.Command{
@@ -45,8 +46,13 @@ with --substrate netns and no SPEC, run the ready specs written for netns
 Results go to OUT/<experiment>/: results.json, results.csv, results.md,
 the figures (PNG and SVG, their data in figures.json) and provenance.json
 (the command, the machine, the wall time). 'tracebed report OUT' gathers
-them into one Markdown report.`,
-		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC\n  sudo tracebed run --substrate netns --network mininet SPEC",
+them into one Markdown report.
+
+With --shard I/N, run only the I-th of N parts of each spec's runs, split
+by their estimated cost, and write OUT/<experiment>/shard-I-of-N.json;
+'tracebed merge' joins the N shards into the results an unsharded run
+writes, byte for byte (docs/scale-out.md).`,
+		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC\n  sudo tracebed run --substrate netns --network mininet SPEC\n  tracebed run --shard 2/8 --out /data/shards dynaina-sweep",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("substrate") && !slices.Contains(experiments.Substrates, substrate) {
 				return badInput(fmt.Errorf("--substrate %q: want one of %s", substrate, strings.Join(experiments.Substrates, ", ")))
@@ -60,6 +66,15 @@ them into one Markdown report.`,
 				}
 			} else if specs, err = a.loadSpecs(args); err != nil {
 				return err
+			}
+			var shard experiments.Shard
+			if shardArg != "" {
+				if shard, err = experiments.ParseShard(shardArg); err != nil {
+					return badInput(fmt.Errorf("--shard: %w", err))
+				}
+				if !cmd.Flags().Changed("out") {
+					out = defaultShardOut
+				}
 			}
 			if !slices.Contains(netnstb.Switches, switchArg) {
 				return badInput(fmt.Errorf("--switch %q: want one of %s", switchArg, strings.Join(netnstb.Switches, ", ")))
@@ -105,7 +120,7 @@ them into one Markdown report.`,
 			for _, c := range todo {
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
-				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar}
+				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard}
 				var testbeds *netnstb.Factory
 				if c.spec.Substrate == "netns" {
 					// Real time: one run at a time keeps the cores for
@@ -129,12 +144,19 @@ them into one Markdown report.`,
 					return err
 				}
 				wall := time.Since(start)
+				info := runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}
+				if shard.Count > 0 {
+					if err := a.writeShard(out, c.spec, c.exp, shard, res, info, quiet); err != nil {
+						return err
+					}
+					continue
+				}
 				tables := experiments.Tables(c.exp, res)
 				dir, err := experiments.Write(out, res, tables)
 				if err != nil {
 					return err
 				}
-				if err := a.writeArtifacts(dir, res, runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}, plots); err != nil {
+				if err := a.writeArtifacts(dir, res, info, plots); err != nil {
 					return err
 				}
 				if err := printResults(a.stdout, format.value, res, tables); err != nil {
@@ -157,6 +179,7 @@ them into one Markdown report.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")
 	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "runs executed at once")
 	f.BoolVar(&plots, "plots", true, "write the figures (PNG, SVG) next to the results")
+	f.StringVar(&shardArg, "shard", "", "run only shard I/N of each spec's runs (0 ≤ I < N, balanced by estimated cost), writing OUT/<experiment>/shard-I-of-N.json (OUT defaults to "+defaultShardOut+"); join the shards with 'tracebed merge'")
 	format = addFormatFlag(f, formatTable, "what to print on stdout: the comparison tables, or the runs as CSV, or results.json")
 	return cmd
 }

@@ -41,14 +41,29 @@ func (s *Scheduler) Admit(_ time.Duration, j inasched.Job) { s.jobs[j.ID] = j }
 func (s *Scheduler) Depart(_ time.Duration, id int) { delete(s.jobs, id) }
 
 // Binding implements inasched.Scheduler: the whole memory of the job's
-// switch, shared by hash.
+// switches (the smallest of them, for a job aggregating on several),
+// shared by hash — unless the estimate says the ring is faster for the
+// job (its window through the parameter server is capped by the pool).
 func (s *Scheduler) Binding(_ time.Duration, id int) inasched.Binding {
 	j, ok := s.jobs[id]
-	if !ok || !j.Distributed() || s.mem[j.Switch] <= 0 {
+	if !ok || !j.Distributed() {
 		return inasched.RingBinding
 	}
-	return inasched.Binding{Mode: inasched.Shared, Pool: 0, Base: 0, Size: s.mem[j.Switch]}
+	size := s.mem[j.Switch]
+	for _, sw := range j.Lower {
+		size = min(size, s.mem[sw])
+	}
+	if size <= 0 || !j.SharedUseful(size) {
+		return inasched.RingBinding
+	}
+	return inasched.Binding{Mode: inasched.Shared, Pool: 0, Base: 0, Size: size}
 }
 
 // Priority implements inasched.Scheduler; ATP has no priorities.
 func (s *Scheduler) Priority(int) float64 { return 0 }
+
+// Register adds the ATP policy to r.
+func Register(r *inasched.Registry) error {
+	return r.Register(inasched.Policy{Name: "atp", Doc: "one shared pool per switch, aggregators by hash, collisions to a parameter server",
+		Params: func() inasched.Params { return &inasched.NoParams{New: New} }})
+}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tracebed/tracebed/systems/inasched"
@@ -38,38 +39,50 @@ type Params struct {
 	// MaxOverlap bounds the predicted slowdown — the fraction of an
 	// iteration a member spends waiting for its turn — that packing a job
 	// into a shared pool may cause to any member, the newcomer included.
-	MaxOverlap float64
+	MaxOverlap float64 `yaml:"max_overlap"`
 	// MaxPoolLoad bounds the sum of the communication fractions of a
 	// shared pool's members: above 1 the pool could not serve them all
 	// even with perfect interleaving.
-	MaxPoolLoad float64
+	MaxPoolLoad float64 `yaml:"max_pool_load"`
 	// Share enables temporal sharing (packing jobs into shared pools).
 	// Without it DynaINA only isolates (an ablation).
-	Share bool
+	Share bool `yaml:"share"`
 	// Priority is "intensity" (rank by communication intensity, gradient
 	// bytes per second of compute: the paper's rule as DESIGN.md §5
 	// states it), "benefit" (rank by the all-reduce time INA saves per
 	// second of compute, which also weighs how much faster INA is than the
 	// ring for the job's worker count: nothing for 2 workers) or "arrival"
 	// (first come first served; an ablation).
-	Priority string
+	Priority string `yaml:"priority"`
 }
+
+// Priorities DynaINA can rank jobs by.
+var Priorities = []string{"intensity", "benefit", "arrival"}
 
 // DefaultParams are the values the experiments use unless a spec sets
 // others.
-var DefaultParams = Params{MaxOverlap: 0.1, MaxPoolLoad: 0.9, Share: true, Priority: "intensity"}
+var DefaultParams = Params{MaxOverlap: 0.1, MaxPoolLoad: 0.9, Share: true, Priority: "benefit"}
 
-// Check validates p.
-func (p Params) Check() error {
+// Check validates p; errors name the field (inasched.ParamError).
+func (p *Params) Check() error {
 	switch {
 	case !(p.MaxOverlap >= 0 && p.MaxOverlap <= 1):
-		return fmt.Errorf("max_overlap %v: want 0 to 1", p.MaxOverlap)
+		return inasched.ParamErrorf("max_overlap", "%v: want 0 to 1", p.MaxOverlap)
 	case !(p.MaxPoolLoad > 0 && p.MaxPoolLoad <= 1):
-		return fmt.Errorf("max_pool_load %v: want more than 0, at most 1", p.MaxPoolLoad)
-	case p.Priority != "intensity" && p.Priority != "benefit" && p.Priority != "arrival":
-		return fmt.Errorf("priority %q: want intensity, benefit or arrival", p.Priority)
+		return inasched.ParamErrorf("max_pool_load", "%v: want more than 0, at most 1", p.MaxPoolLoad)
+	case !slices.Contains(Priorities, p.Priority):
+		return inasched.ParamErrorf("priority", "%q: want %s", p.Priority, strings.Join(Priorities, ", "))
 	}
 	return nil
+}
+
+// Factory implements inasched.Params.
+func (p *Params) Factory(inasched.Network) (inasched.Factory, error) { return Factory(*p), nil }
+
+// Register adds DynaINA to r.
+func Register(r *inasched.Registry) error {
+	return r.Register(inasched.Policy{Name: "dynaina", Doc: "dynamic memory pools, contention-aware sharing, priority for communication-intensive jobs",
+		Params: func() inasched.Params { p := DefaultParams; return &p }})
 }
 
 // Scheduler is the DynaINA policy.
@@ -180,23 +193,59 @@ func phases(j inasched.Job, size int) (period, comm, frac float64) {
 }
 
 type pool struct {
-	id      int
-	members []inasched.Job
-	size    int
-	wait    []float64 // predicted slowdown of each member
-	load    float64   // sum of the members' communication fractions
+	id       int
+	members  []inasched.Job
+	switches []string // every member aggregates on exactly these
+	size     int
+	wait     []float64 // predicted slowdown of each member
+	load     float64   // sum of the members' communication fractions
 }
 
-// replan recomputes the pools of one switch.
+// component returns the running jobs whose switches connect, through
+// jobs' trees, to sw: the jobs one plan must place together, since a job
+// holds the same range on each of its switches.
+func (s *Scheduler) component(sw string) []inasched.Job {
+	in := map[string]bool{sw: true}
+	var jobs []inasched.Job
+	taken := map[int]bool{}
+	for grew := true; grew; {
+		grew = false
+		for _, j := range s.jobs {
+			if taken[j.ID] {
+				continue
+			}
+			hit := false
+			for _, x := range j.Switches() {
+				if in[x] {
+					hit = true
+					break
+				}
+			}
+			if !hit {
+				continue
+			}
+			taken[j.ID] = true
+			jobs = append(jobs, j)
+			for _, x := range j.Switches() {
+				if !in[x] {
+					in[x], grew = true, true
+				}
+			}
+		}
+	}
+	return jobs
+}
+
+// replan recomputes the pools of the switches connected to sw.
 func (s *Scheduler) replan(sw string) {
 	s.Replans++
 	var jobs []inasched.Job
-	for _, j := range s.jobs {
-		if j.Switch == sw {
-			delete(s.plan, j.ID)
-			if j.Distributed() {
-				jobs = append(jobs, j)
-			}
+	for _, j := range s.component(sw) {
+		delete(s.plan, j.ID)
+		// A job for which INA is no faster than the ring even at its
+		// line-rate window never gets memory (the estimate's Useful).
+		if j.Distributed() && j.Useful <= j.Demand {
+			jobs = append(jobs, j)
 		}
 	}
 	slices.SortFunc(jobs, func(a, b inasched.Job) int {
@@ -211,17 +260,30 @@ func (s *Scheduler) replan(sw string) {
 		}
 		return a.ID - b.ID
 	})
-	free := s.mem[sw] - s.mem[sw]%s.slot
+	free := map[string]int{}
+	avail := func(sws []string) int {
+		m := math.MaxInt
+		for _, x := range sws {
+			if _, ok := free[x]; !ok {
+				free[x] = s.mem[x] - s.mem[x]%s.slot
+			}
+			m = min(m, free[x])
+		}
+		return m
+	}
 	var pools []*pool
 	open := func(j inasched.Job, size int) {
 		_, _, phi := phases(j, size)
-		pools = append(pools, &pool{id: s.nextPool, members: []inasched.Job{j}, size: size, wait: []float64{0}, load: phi})
+		pools = append(pools, &pool{id: s.nextPool, members: []inasched.Job{j}, switches: j.Switches(), size: size, wait: []float64{0}, load: phi})
 		s.nextPool++
-		free -= size
+		for _, x := range j.Switches() {
+			free[x] -= size
+		}
 	}
 	for _, j := range jobs {
 		demand := s.round(j.Demand)
-		if demand <= free {
+		left := avail(j.Switches())
+		if demand <= left {
 			open(j, demand)
 			continue
 		}
@@ -234,8 +296,8 @@ func (s *Scheduler) replan(sw string) {
 				continue
 			}
 		}
-		if useful := s.round(j.Useful); free >= useful && free > 0 {
-			open(j, free)
+		if useful := s.round(j.Useful); left >= useful && left > 0 {
+			open(j, left)
 		}
 		// Otherwise the job uses the host ring until a later plan finds it
 		// memory.
@@ -247,21 +309,68 @@ func (s *Scheduler) replan(sw string) {
 		for _, m := range p.members {
 			want = max(want, s.round(m.Demand))
 		}
-		if grow := min(free, want-p.size); grow > 0 {
+		if grow := min(avail(p.switches), want-p.size); grow > 0 {
 			p.size += grow
-			free -= grow
+			for _, x := range p.switches {
+				free[x] -= grow
+			}
 		}
 	}
-	base := 0
+	// Layout: each pool takes the lowest range free on all its switches,
+	// in priority order (on one switch: contiguous). Ranges of pools on
+	// several switches may not line up; a pool that finds no room shrinks
+	// to the largest common gap if its members still gain from it, and is
+	// dropped (its members use the ring) otherwise.
+	used := map[string][][2]int{}
 	for _, p := range pools {
+		base, size := s.fit(used, p)
+		if size == 0 {
+			continue
+		}
+		for _, x := range p.switches {
+			used[x] = append(used[x], [2]int{base, base + size})
+		}
 		for _, m := range p.members {
-			s.plan[m.ID] = inasched.Binding{Mode: inasched.Pool, Pool: p.id, Base: base, Size: p.size}
+			s.plan[m.ID] = inasched.Binding{Mode: inasched.Pool, Pool: p.id, Base: base, Size: size}
 		}
 		if len(p.members) > 1 {
 			s.Shared += len(p.members)
 		}
-		base += p.size
 	}
+}
+
+// fit returns the lowest base where p's size is free on all its
+// switches, or the largest common gap if it is at least every member's
+// Useful size; size 0: no room.
+func (s *Scheduler) fit(used map[string][][2]int, p *pool) (base, size int) {
+	limit := math.MaxInt
+	var taken [][2]int
+	for _, x := range p.switches {
+		limit = min(limit, s.mem[x]-s.mem[x]%s.slot)
+		taken = append(taken, used[x]...)
+	}
+	slices.SortFunc(taken, func(a, b [2]int) int { return a[0] - b[0] })
+	bestBase, bestGap := 0, 0
+	at := 0
+	for _, t := range append(taken, [2]int{limit, limit}) {
+		if gap := min(t[0], limit) - at; gap > 0 {
+			if gap >= p.size {
+				return at, p.size
+			}
+			if gap > bestGap {
+				bestBase, bestGap = at, gap
+			}
+		}
+		at = max(at, t[1])
+	}
+	need := 0
+	for _, m := range p.members {
+		need = max(need, s.round(m.Useful))
+	}
+	if bestGap >= need && bestGap > 0 {
+		return bestBase, bestGap - bestGap%s.slot
+	}
+	return 0, 0
 }
 
 // bestPool returns the pool where j costs least to add, if any is
@@ -276,7 +385,7 @@ func (s *Scheduler) bestPool(pools []*pool, j inasched.Job) (*pool, []float64) {
 		bestCost  = math.Inf(1)
 	)
 	for _, p := range pools {
-		if p.size < s.round(j.Useful) {
+		if p.size < s.round(j.Useful) || !slices.Equal(p.switches, j.Switches()) {
 			continue
 		}
 		period, comm, phi := phases(j, p.size)

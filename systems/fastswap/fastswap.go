@@ -21,7 +21,7 @@ import (
 	"math"
 
 	"github.com/tracebed/tracebed/p4/farmem"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
+	"github.com/tracebed/tracebed/systems/evict"
 )
 
 // MaxReclaimOffload is Fastswap's MAX_RECLAIM_OFFLOAD: the largest excess

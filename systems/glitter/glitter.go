@@ -40,8 +40,8 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/systems/fastswap"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
 )
 
 // Params tune Glitter (all page counts at full scale).

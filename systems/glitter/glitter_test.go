@@ -8,11 +8,11 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/systems/fastswap"
 	"github.com/tracebed/tracebed/systems/glitter"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
 	"github.com/tracebed/tracebed/workloads/farmem/paging"
 )
 

@@ -63,14 +63,17 @@ func (c *Controller) Begin(now time.Duration, id int) (Binding, error) {
 		return b, nil
 	}
 	if c.b != nil {
-		var err error
-		if b.INA() {
-			err = c.b.Bind(context.Background(), e.job.Switch, id, b, e.workers)
-		} else if e.bound {
-			err = c.b.Unbind(context.Background(), e.job.Switch, id)
-		}
-		if err != nil {
-			return RingBinding, fmt.Errorf("controller: job %d on %s: %w", id, e.job.Switch, err)
+		// The same range on every switch of the job's tree.
+		for _, sw := range e.job.Switches() {
+			var err error
+			if b.INA() {
+				err = c.b.Bind(context.Background(), sw, id, b, e.workers)
+			} else if e.bound {
+				err = c.b.Unbind(context.Background(), sw, id)
+			}
+			if err != nil {
+				return RingBinding, fmt.Errorf("controller: job %d on %s: %w", id, sw, err)
+			}
 		}
 	}
 	c.writes++
@@ -88,8 +91,10 @@ func (c *Controller) Depart(now time.Duration, id int) error {
 	c.s.Depart(now, id)
 	if e.bound && c.b != nil {
 		c.writes++
-		if err := c.b.Unbind(context.Background(), e.job.Switch, id); err != nil {
-			return fmt.Errorf("controller: job %d on %s: %w", id, e.job.Switch, err)
+		for _, sw := range e.job.Switches() {
+			if err := c.b.Unbind(context.Background(), sw, id); err != nil {
+				return fmt.Errorf("controller: job %d on %s: %w", id, sw, err)
+			}
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ package inasched
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -23,9 +24,14 @@ type Job struct {
 	ID      int
 	Model   string
 	Workers int
-	// Switch is the aggregation switch: the lowest switch every worker
-	// reaches (the ToR for a rack-local job).
+	// Switch is the aggregation switch: the ToR for a rack-local job; for
+	// a job across racks the switch where the partial sums of its racks
+	// meet (a spine). Lower lists the switches below it that aggregate a
+	// rack's contributions first (two-level aggregation; empty for a
+	// rack-local job). A binding holds the same aggregator range on every
+	// switch of the job.
 	Switch  string
+	Lower   []string
 	Arrival time.Duration
 	// Compute is the compute time of one iteration.
 	Compute time.Duration
@@ -38,8 +44,62 @@ type Job struct {
 	// Demand is the aggregators that let the job aggregate at line rate
 	// (its bandwidth-delay product in window slots, times the aggregators
 	// per slot). Useful is the fewest aggregators with which INA is
-	// faster than the host ring; below it a pool is worse than none.
+	// faster than the host ring; below it a pool is worse than none. When
+	// INA is no faster than the ring even at Demand, Useful is above
+	// Demand: the job should never get memory.
 	Demand, Useful int
+	// Latency is the INA round trip (a slot's packet out to its result
+	// back): the fixed part of CommINA.
+	Latency time.Duration
+	// CommPS is the all-reduce time in shared mode (ATP: results through
+	// the parameter server) with DemandPS aggregators, the window that
+	// keeps that longer round trip, LatencyPS, at line rate; no collisions.
+	CommPS    time.Duration
+	DemandPS  int
+	LatencyPS time.Duration
+}
+
+// windowed is the time of an all-reduce over a window of size slots when
+// demand slots keep it at line rate: the streaming part slows in
+// proportion below demand.
+func windowed(comm, latency time.Duration, demand, size int) time.Duration {
+	if size <= 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	if size >= demand {
+		return comm
+	}
+	return time.Duration(float64(comm-latency)*float64(demand)/float64(size)) + latency
+}
+
+// INATime estimates the job's all-reduce time over a pool of size
+// aggregators (pool mode, the job alone).
+func (j Job) INATime(size int) time.Duration { return windowed(j.CommINA, j.Latency, j.Demand, size) }
+
+// SharedTime estimates the job's all-reduce time in shared mode over a
+// pool of size aggregators (ATP: its window is at most the pool), without
+// collisions.
+func (j Job) SharedTime(size int) time.Duration {
+	return windowed(j.CommPS, j.LatencyPS, j.DemandPS, size)
+}
+
+// PoolUseful reports whether a pool of size aggregators makes the job's
+// all-reduce faster than the ring (size at least Useful).
+func (j Job) PoolUseful(size int) bool {
+	return j.Distributed() && j.Useful <= j.Demand && size >= j.Useful
+}
+
+// SharedUseful reports whether shared mode over size aggregators makes the
+// job's all-reduce no slower than the ring, collisions aside.
+func (j Job) SharedUseful(size int) bool { return j.Distributed() && j.SharedTime(size) <= j.CommRing }
+
+// Switches returns every switch the job aggregates on: Switch, then
+// Lower.
+func (j Job) Switches() []string {
+	if len(j.Lower) == 0 {
+		return []string{j.Switch}
+	}
+	return append([]string{j.Switch}, j.Lower...)
 }
 
 // Period is the length of one iteration at full INA rate.

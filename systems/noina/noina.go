@@ -29,3 +29,9 @@ func (Scheduler) Binding(time.Duration, int) inasched.Binding { return inasched.
 
 // Priority implements inasched.Scheduler.
 func (Scheduler) Priority(int) float64 { return 0 }
+
+// Register adds the no-INA policy to r.
+func Register(r *inasched.Registry) error {
+	return r.Register(inasched.Policy{Name: "noina", Doc: "host ring all-reduce for every job, no switch memory",
+		Params: func() inasched.Params { return &inasched.NoParams{New: New} }})
+}

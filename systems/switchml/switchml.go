@@ -23,8 +23,35 @@ type Params struct {
 	// Partition is the target size of one partition in aggregators. Each
 	// switch with M aggregators gets max(1, ⌊M/Partition⌋) equal
 	// partitions (the remainder of the division is spread over them).
-	// The experiment defaults it to a job's line-rate demand.
-	Partition int
+	// 0 in a spec means the network's line-rate window
+	// (inasched.Network.Window).
+	Partition int `yaml:"partition"`
+}
+
+// Check implements inasched.Params.
+func (p *Params) Check() error {
+	if p.Partition < 0 {
+		return inasched.ParamErrorf("partition", "%d; want a positive number of aggregators, or 0 for the network's line-rate window", p.Partition)
+	}
+	return nil
+}
+
+// Factory implements inasched.Params.
+func (p *Params) Factory(n inasched.Network) (inasched.Factory, error) {
+	q := *p
+	if q.Partition == 0 {
+		q.Partition = n.Window()
+	}
+	if q.Partition <= 0 {
+		return nil, fmt.Errorf("switchml: the network gives a window of %d aggregators", q.Partition)
+	}
+	return Factory(q), nil
+}
+
+// Register adds the SwitchML policy to r.
+func Register(r *inasched.Registry) error {
+	return r.Register(inasched.Policy{Name: "switchml", Doc: "isolation: static equal partitions, held by a job from start to finish",
+		Params: func() inasched.Params { return &Params{} }})
 }
 
 // Scheduler is the SwitchML isolation policy.
@@ -32,12 +59,12 @@ type Scheduler struct {
 	p        Params
 	switches map[string]*swState
 	jobs     map[int]*jobState
+	waiting  []int // job ids without a partition, in start order
 }
 
 type swState struct {
-	size    int   // aggregators per partition
-	owner   []int // job id per partition, -1 free
-	waiting []int // job ids without a partition, in start order
+	size  int   // aggregators per partition
+	owner []int // job id per partition, -1 free
 }
 
 type jobState struct {
@@ -85,42 +112,78 @@ func (s *Scheduler) Partitions(sw string) (n, size int) {
 	return len(st.owner), st.size
 }
 
-// Admit implements inasched.Scheduler.
+// free returns the lowest partition index free on every switch of j whose
+// range on j's top switch lies inside that partition on every other
+// switch, or -1.
+func (s *Scheduler) free(j inasched.Job) int {
+	top := s.switches[j.Switch]
+	if top == nil {
+		return -1
+	}
+next:
+	for i, o := range top.owner {
+		if o != -1 {
+			continue
+		}
+		lo, hi := i*top.size, (i+1)*top.size
+		for _, sw := range j.Lower {
+			st := s.switches[sw]
+			if st == nil || i >= len(st.owner) || st.owner[i] != -1 || lo < i*st.size || hi > (i+1)*st.size {
+				continue next
+			}
+		}
+		return i
+	}
+	return -1
+}
+
+// take gives partition i to job js on every switch of its tree.
+func (s *Scheduler) take(js *jobState, i int) {
+	js.partition = i
+	for _, sw := range js.job.Switches() {
+		s.switches[sw].owner[i] = js.job.ID
+	}
+}
+
+// Admit implements inasched.Scheduler. A job for which a partition would
+// not beat the host ring (the estimate: a partition below its Useful
+// size) stays on the ring and never waits for one.
 func (s *Scheduler) Admit(_ time.Duration, j inasched.Job) {
 	js := &jobState{job: j, partition: -1}
 	s.jobs[j.ID] = js
 	st := s.switches[j.Switch]
-	if !j.Distributed() || st == nil {
+	if !j.Distributed() || st == nil || st.size == 0 || !j.PoolUseful(st.size) {
 		return
 	}
-	if i := slices.Index(st.owner, -1); i >= 0 {
-		st.owner[i], js.partition = j.ID, i
+	if i := s.free(j); i >= 0 {
+		s.take(js, i)
 		return
 	}
-	st.waiting = append(st.waiting, j.ID)
+	s.waiting = append(s.waiting, j.ID)
 }
 
-// Depart implements inasched.Scheduler.
+// Depart implements inasched.Scheduler: the job's partition goes to the
+// longest-waiting job that can use it.
 func (s *Scheduler) Depart(_ time.Duration, id int) {
 	js := s.jobs[id]
 	if js == nil {
 		return
 	}
 	delete(s.jobs, id)
-	st := s.switches[js.job.Switch]
-	if st == nil {
-		return
-	}
-	st.waiting = slices.DeleteFunc(st.waiting, func(w int) bool { return w == id })
+	s.waiting = slices.DeleteFunc(s.waiting, func(w int) bool { return w == id })
 	if js.partition < 0 {
 		return
 	}
-	st.owner[js.partition] = -1
-	if len(st.waiting) > 0 {
-		next := st.waiting[0]
-		st.waiting = st.waiting[1:]
-		st.owner[js.partition] = next
-		s.jobs[next].partition = js.partition
+	for _, sw := range js.job.Switches() {
+		s.switches[sw].owner[js.partition] = -1
+	}
+	for k := 0; k < len(s.waiting); k++ {
+		w := s.jobs[s.waiting[k]]
+		if i := s.free(w.job); i >= 0 {
+			s.take(w, i)
+			s.waiting = slices.Delete(s.waiting, k, k+1)
+			k--
+		}
 	}
 }
 

@@ -62,11 +62,11 @@ func Mix(name string) ([]Choice[string], error) {
 func (p GenParams) Check() error {
 	switch {
 	case p.Jobs < 1 || p.Jobs > 1_000_000:
-		return fmt.Errorf("jobs: %d; want 1 to 1000000", p.Jobs)
+		return fieldErrorf("jobs", "%d; want 1 to 1000000", p.Jobs)
 	case p.MeanInterarrival < 0:
-		return fmt.Errorf("interarrival: %v is negative", p.MeanInterarrival)
+		return fieldErrorf("interarrival", "%v is negative", p.MeanInterarrival)
 	case p.GPUTime[0] <= 0 || p.GPUTime[1] < p.GPUTime[0]:
-		return fmt.Errorf("gpu_time: [%v, %v]; want 0 < min <= max", p.GPUTime[0], p.GPUTime[1])
+		return fieldErrorf("gpu_time", "[%v, %v]; want 0 < min <= max", p.GPUTime[0], p.GPUTime[1])
 	}
 	if err := checkChoices(p.Models, "models", func(m string) error {
 		if _, ok := models.Lookup(m); !ok {
@@ -84,22 +84,36 @@ func (p GenParams) Check() error {
 	})
 }
 
+// FieldError is an invalid generator parameter: Field is its yaml key.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErrorf(field, format string, args ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
 func checkChoices[T any](cs []Choice[T], what string, ok func(T) error) error {
 	if len(cs) == 0 {
-		return fmt.Errorf("%s: empty; give at least one choice", what)
+		return fieldErrorf(what, "empty; give at least one choice")
 	}
 	var sum float64
 	for _, c := range cs {
 		if err := ok(c.Value); err != nil {
-			return fmt.Errorf("%s: %v", what, err)
+			return fieldErrorf(what, "%v", err)
 		}
 		if c.Weight < 0 || math.IsNaN(c.Weight) || math.IsInf(c.Weight, 0) {
-			return fmt.Errorf("%s: weight %v of %v; want a finite weight >= 0", what, c.Weight, c.Value)
+			return fieldErrorf(what, "weight %v of %v; want a finite weight >= 0", c.Weight, c.Value)
 		}
 		sum += c.Weight
 	}
 	if sum <= 0 {
-		return fmt.Errorf("%s: the weights sum to zero", what)
+		return fieldErrorf(what, "the weights sum to zero")
 	}
 	return nil
 }

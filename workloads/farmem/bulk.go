@@ -19,7 +19,8 @@ const BulkPort = 9
 // far-memory packets queue, and drop, behind them.
 type bulk struct {
 	env     emulator.Env
-	to      emulator.Addr
+	to      []emulator.Addr
+	pick    *picker
 	payload []byte
 	perSec  float64 // frames per second at line rate
 	on, off time.Duration
@@ -28,8 +29,10 @@ type bulk struct {
 	next    time.Duration // when the next burst is due
 }
 
-func newBulk(to emulator.Addr, size units.Bytes, rate units.Rate, share float64, burst time.Duration, stopped func() bool) *bulk {
-	b := &bulk{to: to, payload: make([]byte, int(size)-frame.HeaderLen), stopped: stopped}
+// newBulk returns a sender that is ON a share of the time and sends each
+// burst to one of to, chosen by weights (spreadBulk).
+func newBulk(to []emulator.Addr, weights []float64, size units.Bytes, rate units.Rate, share float64, burst time.Duration, stopped func() bool) *bulk {
+	b := &bulk{to: to, pick: newPicker(weights), payload: make([]byte, int(size)-frame.HeaderLen), stopped: stopped}
 	b.perSec = float64(rate) / (float64(size) * 8)
 	b.on = burst
 	b.off = time.Duration(float64(burst) * (1 - share) / share)
@@ -57,8 +60,9 @@ func (b *bulk) burst() {
 	}
 	d := b.exp(b.on)
 	n := int(math.Max(1, math.Round(d.Seconds()*b.perSec)))
+	to := b.to[b.pick.next()]
 	for range n {
-		b.env.Send(b.to, b.payload)
+		b.env.Send(to, b.payload)
 	}
 	b.sent += uint64(n)
 	b.next += d + b.exp(b.off)

@@ -32,12 +32,12 @@ import (
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	pfarmem "github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/systems/fastswap"
 	"github.com/tracebed/tracebed/systems/glitter"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem/apps"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
 	"github.com/tracebed/tracebed/workloads/farmem/paging"
 )
 
@@ -93,8 +93,10 @@ type Roles struct {
 
 // Background describes other tenants' bulk traffic.
 type Background struct {
-	// Senders is the number of bulk senders, spread over the memory servers
-	// in turn.
+	// Senders is the number of bulk senders. Every server's link gets the
+	// load whatever their number: the senders share the total equally, and
+	// a sender sends to several servers when there are fewer senders than
+	// servers (spreadBulk).
 	Senders int `yaml:"senders"`
 	// Load is the mean offered load on each memory server's link, as a
 	// fraction of its rate (0: none).
@@ -292,6 +294,11 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	s.scaleTopology()
 	if err := s.assignRoles(spec, sc); err != nil {
 		return nil, err
+	}
+	if p.Background.Load > 0 {
+		if _, err := s.bulkPlan(); err != nil {
+			return nil, bad("background", "%v", err)
+		}
 	}
 	// The applications.
 	switch {
@@ -625,13 +632,18 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		hosts[i] = h
 	}
 	if bg := sc.p.Background; bg.Load > 0 {
-		perServer := float64(len(sc.senders)) / float64(len(sc.servers))
+		plan, err := sc.bulkPlan()
+		if err != nil {
+			return nil, err
+		}
+		dests := make([]emulator.Addr, len(sc.servers))
+		for i, name := range sc.servers {
+			dests[i] = netip.AddrPortFrom(sc.top.Node(name).IP, BulkPort)
+		}
 		stopped := func() bool { return running.Load() == 0 }
 		for i, name := range sc.senders {
-			to := netip.AddrPortFrom(sc.top.Node(sc.servers[i%len(sc.servers)]).IP, BulkPort)
 			rate := sc.top.Node(name).Ports[0].Link.Rate
-			share := min(bg.Load/perServer, 0.99)
-			if _, err := tb.Attach(name, BulkPort, newBulk(to, bg.Frame, rate, share, sc.stretch(time.Duration(bg.Burst)), stopped)); err != nil {
+			if _, err := tb.Attach(name, BulkPort, newBulk(dests, plan.weights[i], bg.Frame, rate, plan.share[i], sc.stretch(time.Duration(bg.Burst)), stopped)); err != nil {
 				return nil, fmt.Errorf("bulk sender %s: %w", name, err)
 			}
 		}

@@ -1,7 +1,14 @@
+// Package training is the multi-tenant INA experiment kind ("ina"): it
+// compiles a spec (jobs, topology, policies, scenarios), runs each policy
+// with the flow-level model (package flow) or with packets on a testbed
+// (package packet), both from the same estimates of the fabric (package
+// fabric), and reports and summarizes the results. The policies are
+// assembled in policies.go (docs/dynaina.md).
 package training
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -15,14 +22,13 @@ import (
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/ina"
-	"github.com/tracebed/tracebed/systems/atp"
-	"github.com/tracebed/tracebed/systems/dynaina"
 	"github.com/tracebed/tracebed/systems/inasched"
-	"github.com/tracebed/tracebed/systems/noina"
-	"github.com/tracebed/tracebed/systems/switchml"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
+	"github.com/tracebed/tracebed/workloads/training/flow"
+	"github.com/tracebed/tracebed/workloads/training/packet"
 )
 
 // Kind is the multi-tenant INA experiment kind ("ina"): jobs from a trace
@@ -35,9 +41,6 @@ type Kind struct{}
 
 // Name implements experiments.Kind.
 func (Kind) Name() string { return "ina" }
-
-// Systems are the policies an ina spec may name.
-var Systems = []string{"noina", "switchml", "atp", "dynaina"}
 
 // Params are the workload section; every scenario may override any field.
 type Params struct {
@@ -61,14 +64,24 @@ type Params struct {
 	// Aggregators, when set, replaces the aggregator memory of every
 	// switch of the topology.
 	Aggregators *int `yaml:"aggregators"`
+	// RackAggregators, when set, replaces the aggregator memory of every
+	// switch with hosts (the racks' ToRs) after Aggregators: 0 makes jobs
+	// across racks aggregate at a spine alone, their rack's workers
+	// sharing its uplinks.
+	RackAggregators *int `yaml:"rack_aggregators"`
+	// FabricRate, when set, replaces the rate of every link between two
+	// switches: the uplinks of a leaf-spine, hence its oversubscription
+	// (hosts per leaf × host rate ÷ (spines × fabric rate)).
+	FabricRate units.Rate `yaml:"fabric_rate"`
 	// Protocol and host parameters (Net).
-	Payload      units.Bytes    `yaml:"payload"`
-	Frame        units.Bytes    `yaml:"frame"`
-	Turnaround   units.Duration `yaml:"turnaround"`
-	Control      units.Duration `yaml:"control"`
-	Jitter       float64        `yaml:"jitter"`
-	ComputeScale float64        `yaml:"compute_scale"`
-	ATPHold      string         `yaml:"atp_hold"`
+	Payload       units.Bytes    `yaml:"payload"`
+	Frame         units.Bytes    `yaml:"frame"`
+	Turnaround    units.Duration `yaml:"turnaround"`
+	Control       units.Duration `yaml:"control"`
+	Jitter        float64        `yaml:"jitter"`
+	ComputeScale  float64        `yaml:"compute_scale"`
+	ATPHold       string         `yaml:"atp_hold"`
+	ATPCollisions string         `yaml:"atp_collisions"`
 	// Bins is the number of points of the mem_util series.
 	Bins int `yaml:"bins"`
 	// JobList is an inline trace: the jobs, in paper units.
@@ -119,35 +132,21 @@ var DefaultParams = Params{
 	Jobs: 24, Mix: "mixed", Load: 1,
 	Workers: map[string]float64{"2": 1, "4": 2, "8": 1},
 	GPUTime: []units.Duration{units.Duration(2 * time.Minute), units.Duration(20 * time.Minute)},
-	Payload: units.Bytes(DefaultNet.Payload), Frame: units.Bytes(DefaultNet.Frame),
-	Turnaround: units.Duration(DefaultNet.Turnaround), Control: units.Duration(DefaultNet.Control),
-	Jitter: DefaultNet.Jitter, ComputeScale: 1, ATPHold: HoldCompletion, Bins: 200,
+	Payload: units.Bytes(fabric.DefaultNet.Payload), Frame: units.Bytes(fabric.DefaultNet.Frame),
+	Turnaround: units.Duration(fabric.DefaultNet.Turnaround), Control: units.Duration(fabric.DefaultNet.Control),
+	Jitter: fabric.DefaultNet.Jitter, ComputeScale: 1, Bins: 200,
 	Granularity: GranularityFlow, Sample: units.Duration(50 * time.Millisecond), HostLatencySigma: 1.4,
-}
-
-// PolicyParams are a policy entry's fields.
-type PolicyParams struct {
-	// System is the policy implementation; default: the entry's name.
-	System string `yaml:"system"`
-	// switchml: target partition size in aggregators (0: a job's
-	// line-rate demand on this network).
-	Partition int `yaml:"partition"`
-	// dynaina (see dynaina.Params).
-	MaxOverlap  *float64 `yaml:"max_overlap"`
-	MaxPoolLoad *float64 `yaml:"max_pool_load"`
-	Share       *bool    `yaml:"share"`
-	Priority    string   `yaml:"priority"`
 }
 
 type scenario struct {
 	p    Params
 	top  *topologies.Topology
-	net  Net
+	net  fabric.Net
 	jobs []jobtrace.Job // a replayed trace (nil: generate per seed)
 	gen  jobtrace.GenParams
 
 	// Packet level: the scaled topology and run parameters.
-	scaled      *Scaled
+	scaled      *packet.Scaled
 	timeout     time.Duration
 	ringTimeout time.Duration
 	ringWindow  int
@@ -155,9 +154,16 @@ type scenario struct {
 
 type experiment struct {
 	scenarios map[string]*scenario
-	policies  map[string]func(*scenario) inasched.Factory
-	order     []string // policy names in spec order
+	policies  map[string]inasched.Params // by the spec's policy name
+	systems   map[string]string          // the registered policy each runs
+	order     []string                   // policy names in spec order
 	scale     float64
+}
+
+// factory builds the scheduler factory of a spec policy for a scenario's
+// network.
+func (e *experiment) factory(policy string, sc *scenario) (inasched.Factory, error) {
+	return e.policies[policy].Factory(sc)
 }
 
 // Compile implements experiments.Kind.
@@ -170,7 +176,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]func(*scenario) inasched.Factory{}, scale: spec.Scale}
+	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
 	var firstTop *topologies.Topology
 	var packet []experiments.Entry
 	for _, sc := range spec.Scenarios {
@@ -194,21 +200,30 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 	}
 	needPS := false
+	reg := Policies()
 	for _, pe := range spec.Policies {
-		var pp PolicyParams
-		if err := spec.DecodeEntry(pe, &pp); err != nil {
-			return nil, err
+		system := pe.Name
+		if v, ok := experiments.EntryScalar(pe, "system"); ok {
+			system = v
 		}
-		if pp.System == "" {
-			pp.System = pe.Name
-		}
-		f, err := policyFactory(spec, pe, pp)
+		pol, err := reg.Lookup(system)
 		if err != nil {
+			return nil, experiments.EntryError(spec, pe, "system", "%v", err)
+		}
+		params := pol.Params()
+		if err := spec.DecodeEntryWithout(pe, params, "system"); err != nil {
 			return nil, err
 		}
-		e.policies[pe.Name] = f
+		if err := params.Check(); err != nil {
+			var pe2 *inasched.ParamError
+			if errors.As(err, &pe2) {
+				return nil, experiments.EntryError(spec, pe, pe2.Field, "%v", pe2.Err)
+			}
+			return nil, experiments.EntryError(spec, pe, "system", "%v", err)
+		}
+		e.policies[pe.Name], e.systems[pe.Name] = params, system
 		e.order = append(e.order, pe.Name)
-		if pp.System == "atp" {
+		if system == "atp" {
 			needPS = true
 		}
 	}
@@ -232,8 +247,10 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		return bad("payload", "%d; packet-level runs carry %d bytes (k = %d values) per INA packet", s.net.Payload, 4*ina.DefaultK, ina.DefaultK)
 	case s.net.Frame != 42+ina.HeaderLen+4*ina.DefaultK:
 		return bad("frame", "%d; an INA frame of the data plane is %d bytes", s.net.Frame, 42+ina.HeaderLen+4*ina.DefaultK)
-	case s.net.ATPHold == HoldReturn:
-		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", HoldReturn, HoldCompletion)
+	case s.net.ATPHold == fabric.HoldReturn:
+		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", fabric.HoldReturn, fabric.HoldCompletion)
+	case s.net.ATPCollisions == fabric.CollideRemap:
+		return bad("atp_collisions", "%q is a flow-model setting; the data plane hashes every chunk anew (use %s)", fabric.CollideRemap, fabric.CollideHash)
 	case p.HostTurnaround < 0 || p.Timeout < 0 || p.RingTimeout < 0 || p.Sample < 0:
 		return bad("timeout", "host_turnaround, timeout, ring_timeout and sample must not be negative")
 	case p.RingWindow < 0 || p.RingWindow > 1<<16:
@@ -255,10 +272,10 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		hosts := len(s.top.Hosts())
 		perSwitch = hosts / 2
 		if s.jobs != nil {
-			perSwitch = maxDistributed(s.jobs, hosts)
+			perSwitch = packet.MaxDistributed(s.jobs, hosts)
 		}
 	}
-	scaled, err := ScaleTopology(s.top, s.net, ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch})
+	scaled, err := packet.ScaleTopology(s.top, s.net, packet.ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch})
 	if err != nil {
 		return spec.Errorf("scale", "%v", err)
 	}
@@ -280,12 +297,12 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		// In shared mode every worker of a job may have its whole window
 		// of packets collide and queue at the parameter server's link.
 		n := s.maxWorkers()
-		rtt, w := psRoundTrip(scaled.Top, scaled.Workers, scaled.Net, n)
-		s.timeout = secs(max(2e-3, 1.5*(rtt+float64((n+1)*w)*frame)))
+		rtt, w := fabric.PSRoundTrip(scaled.Top, scaled.Workers, scaled.Net, n)
+		s.timeout = fabric.Secs(max(2e-3, 1.5*(rtt+float64((n+1)*w)*frame)))
 	}
 	s.ringTimeout = time.Duration(p.RingTimeout)
 	if s.ringTimeout == 0 {
-		s.ringTimeout = secs(max(2e-3, 5*float64(s.ringWindow)*frame))
+		s.ringTimeout = fabric.Secs(max(2e-3, 5*float64(s.ringWindow)*frame))
 	}
 	return nil
 }
@@ -318,14 +335,52 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 			sw.Aggregators = *p.Aggregators
 		}
 	}
+	if p.RackAggregators != nil {
+		if *p.RackAggregators < 0 || *p.RackAggregators > 1<<24 {
+			return nil, bad("rack_aggregators", "%d; want 0 to %d", *p.RackAggregators, 1<<24)
+		}
+		for _, h := range top.Hosts() {
+			h.Uplink().Node.Aggregators = *p.RackAggregators
+		}
+	}
+	if p.FabricRate < 0 {
+		return nil, bad("fabric_rate", "%v; want a positive rate (e.g. 200Gbps)", p.FabricRate)
+	}
+	if p.FabricRate > 0 {
+		n := 0
+		for _, l := range top.Links {
+			if !l.A.Node.IsHost() && !l.B.Node.IsHost() {
+				l.Rate = p.FabricRate
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, bad("fabric_rate", "topology %s has no link between two switches", top.Name)
+		}
+	}
 	if len(top.Hosts()) < 2 {
 		return nil, spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, len(top.Hosts()))
 	}
-	net := Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
-		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold}
+	net := fabric.Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
+		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold, ATPCollisions: p.ATPCollisions}
+	// ATP as published on the flow model; as the data plane runs it at
+	// packet level (docs/dynaina.md, "ATP as published").
+	def := fabric.DefaultNet
+	if p.Granularity == GranularityPacket {
+		def = def.DataPlaneATP()
+	}
+	if net.ATPHold == "" {
+		net.ATPHold = def.ATPHold
+	}
+	if net.ATPCollisions == "" {
+		net.ATPCollisions = def.ATPCollisions
+	}
 	if err := net.Check(); err != nil {
-		key := strings.Fields(err.Error())[0]
-		return nil, bad(key, "%v", err)
+		var ne *fabric.NetError
+		if errors.As(err, &ne) {
+			return nil, bad(ne.Field, "%v", err)
+		}
+		return nil, err
 	}
 	if !(p.Load > 0 && p.Load <= 100) {
 		return nil, bad("load", "%v; want more than 0, at most 100", p.Load)
@@ -421,8 +476,11 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	g.GPUTime = [2]time.Duration{time.Duration(p.GPUTime[0]), time.Duration(p.GPUTime[1])}
 	g.MeanInterarrival = time.Second
 	if err := g.Check(); err != nil {
-		key := strings.TrimSuffix(strings.Fields(err.Error())[0], ":")
-		return nil, bad(key, "%v", err)
+		var fe *jobtrace.FieldError
+		if errors.As(err, &fe) {
+			return nil, bad(fe.Field, "%v", err)
+		}
+		return nil, err
 	}
 	s.gen = g
 	return s, nil
@@ -436,52 +494,6 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
-}
-
-func policyFactory(spec *experiments.Spec, pe experiments.Entry, pp PolicyParams) (func(*scenario) inasched.Factory, error) {
-	same := func(f inasched.Factory) func(*scenario) inasched.Factory {
-		return func(*scenario) inasched.Factory { return f }
-	}
-	bad := func(key, format string, args ...any) error {
-		return experiments.EntryError(spec, pe, key, format, args...)
-	}
-	switch pp.System {
-	case "noina":
-		return same(noina.New), nil
-	case "atp":
-		return same(atp.New), nil
-	case "switchml":
-		if pp.Partition < 0 {
-			return nil, bad("partition", "%d; want a positive number of aggregators, or 0 for a job's line-rate demand", pp.Partition)
-		}
-		return func(sc *scenario) inasched.Factory {
-			part := pp.Partition
-			if part == 0 {
-				part = LineRateDemand(sc.top, sc.net)
-			}
-			return switchml.Factory(switchml.Params{Partition: part})
-		}, nil
-	case "dynaina":
-		p := dynaina.DefaultParams
-		if pp.MaxOverlap != nil {
-			p.MaxOverlap = *pp.MaxOverlap
-		}
-		if pp.MaxPoolLoad != nil {
-			p.MaxPoolLoad = *pp.MaxPoolLoad
-		}
-		if pp.Share != nil {
-			p.Share = *pp.Share
-		}
-		if pp.Priority != "" {
-			p.Priority = pp.Priority
-		}
-		if err := p.Check(); err != nil {
-			key := strings.Fields(err.Error())[0]
-			return nil, bad(key, "%v", err)
-		}
-		return same(dynaina.Factory(p)), nil
-	}
-	return nil, bad("system", "%q is not an INA policy; want one of %s", pp.System, strings.Join(Systems, ", "))
 }
 
 // Metric names (fixed in results.json; DESIGN.md §5).
@@ -562,11 +574,15 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if sc.p.Granularity == GranularityPacket {
 		return e.runPacket(ctx, r, sc, js)
 	}
-	binder, _, err := SimBinder(sc.top)
+	binder, _, err := flow.SimBinder(sc.top)
 	if err != nil {
 		return nil, err
 	}
-	o, err := Simulate(ctx, Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: e.policies[r.Policy](sc), Binder: binder, Seed: uint64(r.Seed), Bins: sc.p.Bins, Progress: r.Progress})
+	policy, err := e.factory(r.Policy, sc)
+	if err != nil {
+		return nil, err
+	}
+	o, err := flow.Simulate(ctx, flow.Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: policy, Binder: binder, Seed: uint64(r.Seed), Bins: sc.p.Bins, Progress: r.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -574,8 +590,13 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	// The sensitivity settings, so that plots group runs that differ in
 	// them apart from the memory and load sweeps.
 	run.Params["compute_scale"] = sc.net.ComputeScale
+	if sc.p.FabricRate > 0 || sc.p.RackAggregators != nil {
+		// Fabric scenarios: plots keep the ToRs' memory apart.
+		run.Params["oversubscription"] = oversubscription(sc.top)
+		run.Params["rack_aggregators"] = float64(sc.top.Hosts()[0].Uplink().Node.Aggregators)
+	}
 	run.Params["atp_hold_return"] = 0
-	if sc.net.ATPHold == HoldReturn {
+	if sc.net.ATPHold == fabric.HoldReturn {
 		run.Params["atp_hold_return"] = 1
 	}
 	return run, nil
@@ -591,7 +612,7 @@ func aggregatorsParam(top *topologies.Topology) float64 {
 }
 
 // Report turns an outcome into a run's metrics, series and params.
-func Report(o *Outcome, load, aggregators float64) *analysis.Run {
+func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 	jcts := make([]float64, len(o.Jobs))
 	for i, j := range o.Jobs {
 		jcts[i] = j.JCT()
@@ -615,25 +636,32 @@ func Report(o *Outcome, load, aggregators float64) *analysis.Run {
 }
 
 // Summarize implements experiments.Summarizer: DynaINA's reduction of the
-// average JCT and gain in memory utilisation over each baseline, per
-// scenario and at best.
+// average JCT and gain in memory utilisation over every other policy of
+// the spec (the baselines and DynaINA's own ablations), per scenario and
+// at best. The reduction is paired: one difference per seed, both
+// policies having run the same trace, with its mean and 95% confidence
+// interval; a difference is significant only when the interval excludes
+// zero.
 func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
-	var dyn []string
+	d := ""
+	for _, name := range res.Policies {
+		if e.systems[name] == "dynaina" || e.systems[name] == "" && strings.HasPrefix(name, "dynaina") {
+			d = name
+			break
+		}
+	}
 	var bases []string
 	for _, name := range res.Policies {
-		if strings.HasPrefix(name, "dynaina") {
-			dyn = append(dyn, name)
-		} else {
+		if name != d {
 			bases = append(bases, name)
 		}
 	}
-	if len(dyn) == 0 || len(bases) == 0 {
+	if d == "" || len(bases) == 0 {
 		return nil
 	}
-	d := dyn[0]
 	t := analysis.Table{
-		Title:  fmt.Sprintf("%s — %s against each baseline (mean over seeds)", res.Experiment, d),
-		Header: []string{"scenario", "baseline", "training-time reduction", "mem_util gain", "ina_fraction (base → dynaina)"},
+		Title:  fmt.Sprintf("%s — %s against each other policy (paired over seeds)", res.Experiment, d),
+		Header: []string{"scenario", "against", "training-time reduction", "95% CI", "significant", "mem_util gain", "ina_fraction (other → " + d + ")"},
 	}
 	best := map[string][2]float64{}
 	for _, b := range bases {
@@ -646,8 +674,16 @@ func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
 			if len(ba) == 0 || len(da) == 0 {
 				continue
 			}
-			red := 100 * (ba[MetricAvgJCT].Mean - da[MetricAvgJCT].Mean) / ba[MetricAvgJCT].Mean
-			gain := "n/a (baseline holds no memory)"
+			p := res.PairedRelative(sc, MetricAvgJCT, d, b)
+			ci, sig := "n/a (1 seed)", "n/a"
+			if p.N() > 1 {
+				ci = fmt.Sprintf("[%+.2f%%, %+.2f%%]", p.Lo, p.Hi)
+				sig = "no"
+				if p.Significant() {
+					sig = "yes"
+				}
+			}
+			gain := "n/a (holds no memory)"
 			if u := ba[MetricMemUtil].Mean; u > 0 {
 				g := 100 * (da[MetricMemUtil].Mean - u) / u
 				gain = fmt.Sprintf("%+.2f%%", g)
@@ -656,22 +692,24 @@ func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
 				best[b] = bb
 			}
 			bb := best[b]
-			bb[0] = max(bb[0], red)
+			bb[0] = max(bb[0], p.Mean)
 			best[b] = bb
-			t.Rows = append(t.Rows, []string{sc, b, fmt.Sprintf("%+.2f%%", red), gain,
+			t.Rows = append(t.Rows, []string{sc, b, fmt.Sprintf("%+.2f%%", p.Mean), ci, sig, gain,
 				fmt.Sprintf("%.3f → %.3f", ba[MetricINAFraction].Mean, da[MetricINAFraction].Mean)})
 		}
 	}
 	pct := func(v float64) string {
-		if math.IsInf(v, -1) {
+		if math.IsInf(v, -1) || math.IsNaN(v) {
 			return "n/a"
 		}
 		return fmt.Sprintf("%+.2f%%", v)
 	}
 	for _, b := range bases {
-		t.Rows = append(t.Rows, []string{"up to", b, pct(best[b][0]), pct(best[b][1]), ""})
+		t.Rows = append(t.Rows, []string{"up to", b, pct(best[b][0]), "", "", pct(best[b][1]), ""})
 	}
-	t.Notes = append(t.Notes, "Training-time reduction: (baseline avg_jct_s − dynaina avg_jct_s) ÷ baseline. Memory-utilization gain: (dynaina mem_util − baseline) ÷ baseline. The DynaINA paper reports up to 65.16% and 85.02%; docs/dynaina.md explains the difference.")
+	t.Notes = append(t.Notes,
+		"Training-time reduction: the mean over seeds of (other avg_jct_s − "+d+" avg_jct_s) ÷ other, seed by seed (paired: both ran the same trace); 95% CI by Student's t; significant when the interval excludes zero. The ± std of the tables above mostly measures how the seeds' traces differ, not the policies.",
+		"Memory-utilization gain: ("+d+" mem_util − other) ÷ other, of the means. The DynaINA paper reports up to 65.16% and 85.02%; docs/dynaina.md explains the difference.")
 	return []analysis.Table{t}
 }
 
@@ -684,15 +722,19 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 		newTB = experiments.SimTestbed
 	}
 	scaled := sc.scaled
+	policy, err := e.factory(r.Policy, sc.scaledScenario())
+	if err != nil {
+		return nil, err
+	}
 	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: "ina", Seed: uint64(r.Seed)})
 	if err != nil {
 		return nil, err
 	}
 	defer tb.Close()
-	o, err := RunPacket(ctx, PacketSetup{
+	o, err := packet.Run(ctx, packet.Setup{
 		Testbed: sc.hostModel(tb, uint64(r.Seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
-		Net: scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, scaled.Factor),
-		Policy: e.policies[r.Policy](sc.scaledScenario()), Seed: uint64(r.Seed),
+		Net: scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, scaled.Factor),
+		Policy: policy, Seed: uint64(r.Seed),
 		Timeout: sc.timeout, RingTimeout: sc.ringTimeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample),
 		Bins: sc.p.Bins, Progress: r.Progress,
 	})
@@ -735,4 +777,25 @@ func (s *scenario) scaledScenario() *scenario {
 	c := *s
 	c.top, c.net = s.scaled.Top, s.scaled.Net
 	return &c
+}
+
+// oversubscription is the ratio of the first rack's host bandwidth to its
+// uplinks' (1 when its switch has no uplink).
+func oversubscription(top *topologies.Topology) float64 {
+	for _, h := range top.Hosts() {
+		tor := h.Uplink().Node
+		var down, up float64
+		for _, p := range tor.Ports {
+			if p.Peer.Node.IsHost() {
+				down += float64(p.Link.Rate)
+			} else {
+				up += float64(p.Link.Rate)
+			}
+		}
+		if up == 0 {
+			return 1
+		}
+		return down / up
+	}
+	return 1
 }

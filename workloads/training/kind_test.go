@@ -2,6 +2,8 @@ package training
 
 import (
 	"context"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
+	"github.com/tracebed/tracebed/workloads/training/flow"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/traces/jobs"
 )
 
@@ -24,7 +27,7 @@ func embedded(path string) ([]byte, error) {
 	return nil, fs.ErrNotExist
 }
 
-var suite = []string{"dynaina-100g", "dynaina-tiresias", "dynaina-sweep", "dynaina-sensitivity"}
+var suite = []string{"dynaina-100g", "dynaina-tiresias", "dynaina-sweep", "dynaina-sensitivity", "dynaina-fabric"}
 
 func TestReadySpecs(t *testing.T) {
 	// Run from a directory without traces/ so the embedded copy is used.
@@ -77,8 +80,11 @@ func TestSpecErrors(t *testing.T) {
 		name, body, want string
 	}{
 		{"unknown policy", head + "policies: [noina, {name: fancy}]\n", "s.yaml:3:19: policies[1].system: \"fancy\" is not an INA policy"},
-		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: max_overlap 2"},
+		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: 2: want 0 to 1"},
 		{"bad partition", head + "policies: [{name: switchml, partition: -5}]\n", "policies[0].partition: -5"},
+		{"bad priority", head + "policies: [{name: dyn-x, system: dynaina, priority: size}]\n", "policies[0].priority: \"size\": want intensity, benefit, arrival"},
+		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina"},
+		{"param of another policy", head + "policies: [{name: atp, partition: 4}]\n", "policies[0].partition"},
 		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
 		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
 		{"bad load", head + "policies: [noina]\nscenarios: [{name: a, load: 0}]\n", "scenarios[0].load: 0"},
@@ -89,6 +95,9 @@ func TestSpecErrors(t *testing.T) {
 		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: netns: scenario \"default\" runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet"},
 		{"granularity", head + "policies: [noina]\nworkload: {granularity: packets}\n", "workload.granularity: \"packets\"; want flow"},
 		{"packet atp_hold", head + "policies: [noina]\nworkload: {granularity: packet, atp_hold: return}\n", "atp_hold: \"return\" is a flow-model setting"},
+		{"packet atp_collisions", head + "policies: [noina]\nworkload: {granularity: packet, atp_collisions: remap}\n", "atp_collisions: \"remap\" is a flow-model setting"},
+		{"bad atp_collisions", head + "policies: [noina]\nworkload: {atp_collisions: often}\n", "workload.atp_collisions: atp_collisions \"often\""},
+		{"bad fabric_rate", head + "policies: [noina]\nworkload: {fabric_rate: 100Gbps}\n", "workload.fabric_rate: topology star has no link between two switches"},
 		{"packet payload", head + "policies: [noina]\nworkload: {granularity: packet, payload: 512B, frame: 600B}\n", "payload: 512; packet-level runs carry 256 bytes"},
 		{"packet loss", head + "policies: [noina]\nworkload: {granularity: packet, loss: 1}\n", "loss: 1; want a probability below 1"},
 		{"packet scale", head + "scale: 1e9\npolicies: [noina]\nworkload: {granularity: packet}\n", "scale: "},
@@ -163,7 +172,7 @@ scenarios:
 		if r.Scenario == "b" {
 			wantAgg, wantLoad = 512, 2
 		}
-		if r.Params["aggregators"] != wantAgg || r.Params["load"] != wantLoad || r.Params["compute_scale"] != 1 || r.Params["atp_hold_return"] != 0 {
+		if r.Params["aggregators"] != wantAgg || r.Params["load"] != wantLoad || r.Params["compute_scale"] != 1 || r.Params["atp_hold_return"] != 1 {
 			t.Errorf("%s: params %v", r.Scenario, r.Params)
 		}
 	}
@@ -175,8 +184,14 @@ scenarios:
 		t.Errorf("series info %v", res.SeriesInfo)
 	}
 	tables := experiments.Tables(exp, res)
-	if len(tables) != 3 || !strings.Contains(tables[2].Title, "dynaina against each baseline") || len(tables[2].Rows) != 2*3+3 {
+	if len(tables) != 3 || !strings.Contains(tables[2].Title, "dynaina against each other policy (paired over seeds)") || len(tables[2].Rows) != 2*3+3 {
 		t.Fatalf("tables: %d, last %q with %d rows", len(tables), tables[len(tables)-1].Title, len(tables[len(tables)-1].Rows))
+	}
+	// Two seeds: each row has a confidence interval and a verdict.
+	for _, row := range tables[2].Rows[:6] {
+		if !strings.HasPrefix(row[3], "[") || (row[4] != "yes" && row[4] != "no") {
+			t.Errorf("row %v: want a 95%% CI and a verdict", row)
+		}
 	}
 	// Same spec and seeds: byte-identical results.
 	again, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{Parallel: 1})
@@ -249,7 +264,7 @@ func BenchmarkFlowRun(b *testing.B) {
 	var events uint64
 	b.ResetTimer()
 	for range b.N {
-		o, err := Simulate(context.Background(), Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: e.policies["dynaina"](sc), Seed: 1})
+		o, err := flow.Simulate(context.Background(), flow.Setup{Top: sc.top, Net: sc.net, Jobs: js, Policy: mustFactory(b, e, "dynaina", sc), Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -267,4 +282,41 @@ func cpuSeconds() float64 {
 	}
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// mustFactory builds a spec policy's scheduler factory for a scenario.
+func mustFactory(t testing.TB, e *experiment, policy string, sc *scenario) inasched.Factory {
+	t.Helper()
+	f, err := e.factory(policy, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestATPDefaults: the ina kind runs ATP as published on the flow model
+// and as the data plane does at packet level; the data plane's rules are
+// refused at packet level only when set the other way.
+func TestATPDefaults(t *testing.T) {
+	head := "kind: ina\ntopology: {generate: star, hosts: 8, aggregators: 256}\npolicies: [atp]\n"
+	for _, tt := range []struct {
+		body, hold, collisions string
+	}{
+		{"", fabric.HoldReturn, fabric.CollideRemap},
+		{"workload: {granularity: packet}\n", fabric.HoldCompletion, fabric.CollideHash},
+		{"workload: {atp_hold: completion, atp_collisions: hash}\n", fabric.HoldCompletion, fabric.CollideHash},
+	} {
+		spec, err := experiments.ParseSpec("s.yaml", []byte(head+tt.body), embedded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := Kind{}.Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := exp.(*experiment).scenarios["default"].net
+		if n.ATPHold != tt.hold || n.ATPCollisions != tt.collisions {
+			t.Errorf("%q: hold %s, collisions %s; want %s, %s", tt.body, n.ATPHold, n.ATPCollisions, tt.hold, tt.collisions)
+		}
+	}
 }

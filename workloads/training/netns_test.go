@@ -3,6 +3,7 @@ package training
 import (
 	"cmp"
 	"context"
+	"github.com/tracebed/tracebed/workloads/training/packet"
 	"math"
 	"os"
 	"slices"
@@ -34,7 +35,7 @@ var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix}
 
 // packetRun runs one policy of one packet-level scenario of spec directly
 // with RunPacket, logging the controller's decisions when verbose.
-func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, seed int64, newTB experiments.TestbedFactory, verbose bool) *PacketOutcome {
+func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, seed int64, newTB experiments.TestbedFactory, verbose bool) *packet.Outcome {
 	t.Helper()
 	exp, err := Kind{}.Compile(spec)
 	if err != nil {
@@ -58,16 +59,16 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 		t.Fatal(err)
 	}
 	defer tb.Close()
-	s := PacketSetup{
+	s := packet.Setup{
 		Testbed: sc.hostModel(tb, uint64(seed)), Workers: sc.scaled.Workers, Controller: sc.scaled.Controller, PS: sc.scaled.PS,
-		Net: sc.scaled.Net, Jobs: js, Lookup: ScaleProfiles(models.Lookup, sc.scaled.Factor),
-		Policy: e.policies[policy](sc.scaledScenario()), Seed: uint64(seed),
+		Net: sc.scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, sc.scaled.Factor),
+		Policy: mustFactory(t, e, policy, sc.scaledScenario()), Seed: uint64(seed),
 		Timeout: sc.timeout, RingTimeout: sc.ringTimeout, RingWindow: sc.ringWindow, Sample: time.Duration(sc.p.Sample), Bins: sc.p.Bins,
 	}
 	if verbose {
 		s.Log = t.Logf
 	}
-	o, err := RunPacket(ctx, s)
+	o, err := packet.Run(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,8 @@ import (
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/systems/evict"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
 )
 
 // Replacement is a victim-selection algorithm.

@@ -12,9 +12,9 @@ import (
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
-	"github.com/tracebed/tracebed/workloads/farmem/evict"
 )
 
 // engine is a test policy: a fixed background rule and direct batch.

@@ -1,7 +1,14 @@
-package training
+// Package flow is the flow-level model of multi-tenant INA training
+// (docs/dynaina.md §4): an event-driven simulation whose events are job
+// arrivals, compute phases, all-reduce starts and ends and plan changes,
+// with every all-reduce a flow whose rate max-min fair sharing of the
+// links and the job's window set. It runs the policies of systems/
+// through inasched's controller and admission state machine at paper
+// scale, from the estimates of package fabric; SimBinder writes every
+// binding to the switches' P4 pipelines.
+package flow
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -14,72 +21,13 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
-
-// Net holds the protocol and host parameters of the INA model beyond the
-// topology (docs/dynaina.md lists their defaults and sources).
-type Net struct {
-	// Payload is the gradient bytes one INA packet carries (k × 4; 256 for
-	// k = 64, as SwitchML and p4/ina).
-	Payload int
-	// Frame is the bytes an INA or ring packet occupies on the wire
-	// (322 for k = 64: Ethernet, IPv4, UDP, the 24-byte INA header).
-	Frame int
-	// Turnaround is a worker's (and a parameter server's) time from
-	// receiving a result to sending the slot's next packet.
-	Turnaround time.Duration
-	// Control is the latency of a pool turn handoff: the controller tells
-	// a waiting job's workers that the pool is theirs.
-	Control time.Duration
-	// Jitter is the coefficient of variation of each worker's compute
-	// time per iteration (normal, truncated at ±3σ); the all-reduce starts
-	// when the slowest worker is done.
-	Jitter float64
-	// ComputeScale multiplies every model's compute time (a faster GPU
-	// than the reference: < 1).
-	ComputeScale float64
-	// ATPHold is how long a shared-mode (ATP) aggregator stays held:
-	// "completion" — from a chunk's first to its last contribution, as
-	// p4/ina does (the default, validated against it) — or "return" —
-	// until the result comes back from the parameter server through the
-	// switch, as the ATP paper releases it (a sensitivity setting the
-	// packet-level twin does not implement).
-	ATPHold string
-}
-
-// ATP hold settings.
-const (
-	HoldCompletion = "completion"
-	HoldReturn     = "return"
-)
-
-// DefaultNet are the parameters of the experiments unless a spec says
-// otherwise.
-var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond, Control: 50 * time.Microsecond, Jitter: 0.02, ComputeScale: 1, ATPHold: HoldCompletion}
-
-// Check validates n.
-func (n Net) Check() error {
-	switch {
-	case n.Payload < 4 || n.Payload > 9000:
-		return fmt.Errorf("payload %d: want 4 to 9000 bytes", n.Payload)
-	case n.Frame < n.Payload || n.Frame > 9216:
-		return fmt.Errorf("frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
-	case n.Turnaround < 0 || n.Control < 0:
-		return fmt.Errorf("turnaround and control latency must not be negative")
-	case !(n.Jitter >= 0 && n.Jitter <= 0.3):
-		return fmt.Errorf("jitter %v: want 0 to 0.3", n.Jitter)
-	case !(n.ComputeScale > 0 && n.ComputeScale <= 100):
-		return fmt.Errorf("compute_scale %v: want more than 0, at most 100", n.ComputeScale)
-	case n.ATPHold != "" && n.ATPHold != HoldCompletion && n.ATPHold != HoldReturn:
-		return fmt.Errorf("atp_hold %q: want %s or %s", n.ATPHold, HoldCompletion, HoldReturn)
-	}
-	return nil
-}
 
 // Setup is one flow-level run.
 type Setup struct {
 	Top    *topologies.Topology
-	Net    Net
+	Net    fabric.Net
 	Jobs   []jobtrace.Job
 	Policy inasched.Factory
 	// Binder, if not nil, receives every binding the controller makes
@@ -157,10 +105,7 @@ const (
 	done
 )
 
-type coef struct {
-	link int
-	a    float64 // wire bytes on the link per payload byte of progress
-}
+type coef = fabric.Coef
 
 // run is a job in the model.
 type run struct {
@@ -169,30 +114,24 @@ type run struct {
 	prof    models.Profile
 	sj      inasched.Job
 	hosts   []int
-	sw      *topologies.Node
+	sw      *topologies.Node // the top of tree
+	tree    fabric.Tree
 	rng     *rand.Rand
 	iter    int
 	phase   phase
 	ver     uint64
 	compute float64 // seconds per iteration before jitter
 
-	// Network constants.
-	line        float64 // payload bytes/s at the workers' line rate
-	rtt, rttATP float64 // INA slot round trip; through the PS in shared mode
-	tauRing     float64 // ring all-reduce latency term
-	hold        float64 // spread of a chunk's packets at the switch (shared mode)
-	wATP        int     // ATP window, slots
-	ina, ring   []coef  // link coefficients per mode
-	shared      []coef  // shared mode: ina plus the PS links (scaled by p)
-	psLinks     [2]int  // virtual PS links: switch→PS, PS→switch
-	boundComm   float64 // gradient bits ÷ line rate, seconds per iteration
+	// Network constants: the fabric's estimate, and the job's virtual
+	// parameter-server links (directed link indices in engine.links).
+	est     fabric.Estimate
+	psLinks [2]int
+	shared  []coef // shared mode: the INA links plus the PS links (scaled by p)
 
 	// Current all-reduce.
 	b         inasched.Binding
 	haveB     bool // b is the binding of this iteration
-	holder    bool // holds its pool range (pool mode)
-	waiting   bool // queued for its pool
-	asked     float64
+	holder    bool // holds its pool range (pool mode; mirrors the admission)
 	granted   float64
 	lastDone  float64 // when the slowest worker finishes computing
 	computed  bool
@@ -272,12 +211,14 @@ func (q *eventQueue) pop() event {
 // engine is the flow-level model.
 type engine struct {
 	s       Setup
-	cl      *Cluster
+	cl      *fabric.Cluster
 	ctl     *inasched.Controller
+	adm     *inasched.Admission[float64]
 	now     float64
 	seq     uint64
 	q       eventQueue
 	runs    []*run
+	byID    map[int]*run
 	pending []*run    // arrived, waiting for hosts, in arrival order
 	active  []*run    // started and not done, by index
 	links   []float64 // capacity of each directed link, wire bytes/s
@@ -312,7 +253,9 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 	if s.Bins <= 0 {
 		s.Bins = 200
 	}
-	e := &engine{s: s, cl: NewCluster(s.Top), mem: map[string]int{}, inUse: map[string]float64{}}
+	cl := fabric.NewCluster(s.Top)
+	cl.TwoLevel = true
+	e := &engine{s: s, cl: cl, mem: map[string]int{}, inUse: map[string]float64{}, byID: map[int]*run{}}
 	e.sws = s.Top.Switches()
 	for _, sw := range e.sws {
 		e.mem[sw.Name] = sw.Aggregators
@@ -323,6 +266,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 		return nil, err
 	}
 	e.ctl = inasched.NewController(sched, s.Binder)
+	e.adm = inasched.NewAdmission[float64](e.ctl)
 	for _, l := range s.Top.Links {
 		c := float64(l.Rate) / 8
 		e.links = append(e.links, c, c) // A→B, B→A
@@ -340,10 +284,14 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 		if j.Workers > hosts {
 			return nil, fmt.Errorf("job %d needs %d workers; the topology has %d hosts", j.ID, j.Workers, hosts)
 		}
+		if e.byID[j.ID] != nil {
+			return nil, fmt.Errorf("job id %d is used twice", j.ID)
+		}
 		r := &run{idx: i, spec: j, prof: prof, compute: prof.Compute.Seconds() * s.Net.ComputeScale,
 			rng: rand.New(rand.NewPCG(s.Seed, uint64(j.ID)<<1|1))}
 		r.res = JobResult{ID: j.ID, Workers: j.Workers, Iterations: j.Iterations, Model: prof.Name, Arrival: j.Arrival.Seconds()}
 		e.runs = append(e.runs, r)
+		e.byID[j.ID] = r
 		e.first = min(e.first, r.res.Arrival)
 		e.push(r.res.Arrival, evArrive, i, 0)
 	}
@@ -402,6 +350,15 @@ func (e *engine) advance(t float64) {
 		e.area += e.used * dt
 	}
 	e.now = t
+}
+
+// use records a change of the aggregators r uses on every switch of its
+// tree (a binding holds the same range on each).
+func (e *engine) use(r *run, delta float64) {
+	e.setUse(r.sw.Name, delta)
+	for _, t := range r.tree.Lower {
+		e.setUse(t.Name, delta)
+	}
 }
 
 // setUse records a change of the aggregators in use on a switch.
@@ -482,20 +439,45 @@ func (e *engine) index(r *run) int { return r.idx }
 // start places r on hosts and begins its first iteration.
 func (e *engine) start(r *run, hosts []int) error {
 	r.hosts = hosts
-	sw, err := e.cl.AggregationSwitch(hosts)
+	t, err := e.cl.Tree(hosts)
 	if err != nil {
 		return fmt.Errorf("job %d: %w", r.spec.ID, err)
 	}
-	r.sw = sw
-	r.res.Switch = sw.Name
+	e.cl.Hold(t.Top)
+	r.sw, r.tree = t.Top, t
+	r.res.Switch = t.Top.Name
 	r.res.Start = e.now
-	e.derive(r)
+	r.est = e.cl.Estimate(e.s.Net, r.spec, r.prof, r.compute, hosts, t)
+	r.psLinks = [2]int{len(e.links), len(e.links) + 1}
+	e.links = append(e.links, r.est.PSRate, r.est.PSRate)
 	e.active = append(e.active, r)
 	slices.SortFunc(e.active, func(a, b *run) int { return a.idx - b.idx })
-	e.ctl.Admit(time.Duration(e.now*1e9), r.sj, e.workerAddrs(r))
-	e.rebindWaiters(sw.Name)
+	acts, err := e.adm.Admit(e.clock(), e.now, r.est.Job, e.workerAddrs(r))
+	if err != nil {
+		return err
+	}
+	e.apply(acts)
 	e.computeStart(r)
 	return nil
+}
+
+// clock is the model's time as the controller sees it.
+func (e *engine) clock() time.Duration { return time.Duration(e.now * 1e9) }
+
+// apply carries out the admission's decisions about waiting jobs.
+func (e *engine) apply(acts []inasched.Action) {
+	for _, a := range acts {
+		r := e.byID[a.Job]
+		r.b = a.Binding
+		switch a.Verdict {
+		case inasched.Grant:
+			e.grant(r, a.Handoff)
+		case inasched.Proceed:
+			if r.computed {
+				e.tryStart(r)
+			}
+		}
+	}
 }
 
 func (e *engine) workerAddrs(r *run) []string {
@@ -519,7 +501,7 @@ func (e *engine) computeStart(r *run) {
 		c := r.compute * max(f, 0.01)
 		lo, hi = min(lo, c), max(hi, c)
 	}
-	r.res.Bound += hi + r.boundComm
+	r.res.Bound += hi + r.est.BoundComm
 	if len(r.hosts) == 1 {
 		r.ver++
 		e.push(e.now+hi, evDrainEnd, e.index(r), r.ver) // nothing to all-reduce
@@ -536,48 +518,29 @@ func (e *engine) computeStart(r *run) {
 // mode its early workers start claiming aggregators.
 func (e *engine) firstDone(r *run) error {
 	r.phase = skew
-	b, err := e.ctl.Begin(time.Duration(e.now*1e9), r.sj.ID)
+	act, err := e.adm.Begin(e.clock(), e.now, r.est.Job.ID)
 	if err != nil {
 		return err
 	}
-	r.b, r.haveB = b, true
+	r.b, r.haveB = act.Binding, true
 	switch {
-	case b.Mode == inasched.Pool && b.INA():
-		e.request(r)
-	case b.Mode == inasched.Shared && b.INA():
-		e.setUse(r.sw.Name, float64(r.wATP))
+	case act.Verdict == inasched.Grant:
+		e.grant(r, false)
+	case act.Verdict == inasched.Proceed && r.b.Mode == inasched.Shared && r.b.INA():
+		e.use(r, float64(r.est.WindowPS))
 		e.dirty = true
 	}
 	return nil
 }
 
-// request queues r for its pool range, or grants it at once.
-func (e *engine) request(r *run) {
-	r.asked = e.now
-	if e.rangeFree(r) {
-		e.grant(r, false)
-		return
-	}
-	r.waiting = true
-}
-
-func (e *engine) rangeFree(r *run) bool {
-	for _, o := range e.active {
-		if o != r && o.holder && o.sw == r.sw && o.b.Overlaps(r.b) {
-			return false
-		}
-	}
-	return true
-}
-
+// grant: r holds its pool range; it all-reduces once every worker is done.
 func (e *engine) grant(r *run, handoff bool) {
-	r.waiting = false
 	r.holder = true
 	r.granted = e.now
 	if handoff {
 		r.granted += e.s.Net.Control.Seconds()
 	}
-	e.setUse(r.sw.Name, float64(r.b.Size))
+	e.use(r, float64(r.b.Size))
 	if r.computed {
 		e.tryStart(r)
 	}
@@ -606,11 +569,11 @@ func (e *engine) tryStart(r *run) {
 func (e *engine) setTau(r *run) {
 	switch {
 	case r.b.Mode == inasched.Pool && r.b.INA():
-		r.tau = r.rtt
+		r.tau = r.est.RTT
 	case r.b.Mode == inasched.Shared && r.b.INA():
-		r.tau = r.rttATP
+		r.tau = r.est.RTTPS
 	default:
-		r.tau = r.tauRing
+		r.tau = r.est.TauRing
 	}
 }
 
@@ -618,8 +581,8 @@ func (e *engine) setTau(r *run) {
 func (e *engine) endIteration(r *run) error {
 	if r.holder {
 		r.holder = false
-		e.setUse(r.sw.Name, -float64(r.b.Size))
-		e.grantWaiters(r.sw)
+		e.use(r, -float64(r.b.Size))
+		e.apply(e.adm.End(r.est.Job.ID))
 	}
 	if r.haveB && r.b.Mode == inasched.Shared && r.b.INA() {
 		e.dirty = true
@@ -634,70 +597,17 @@ func (e *engine) endIteration(r *run) error {
 	e.last = max(e.last, e.now)
 	e.active = slices.DeleteFunc(e.active, func(o *run) bool { return o == r })
 	e.cl.Release(r.hosts)
-	if err := e.ctl.Depart(time.Duration(e.now*1e9), r.sj.ID); err != nil {
+	e.cl.Unhold(r.sw)
+	acts, err := e.adm.Depart(e.clock(), e.now, r.est.Job.ID)
+	if err != nil {
 		return err
 	}
 	e.done++
 	if e.s.Progress != nil {
 		e.s.Progress(float64(e.done) / float64(len(e.runs)))
 	}
-	e.rebindWaiters(r.sw.Name)
-	e.grantWaiters(r.sw)
+	e.apply(acts)
 	return e.admit()
-}
-
-// waiters returns the jobs queued for a pool on sw, by priority then by
-// the time they asked.
-func (e *engine) waiters(sw *topologies.Node) []*run {
-	var ws []*run
-	for _, o := range e.active {
-		if o.waiting && o.sw == sw {
-			ws = append(ws, o)
-		}
-	}
-	slices.SortFunc(ws, func(a, b *run) int {
-		return waitOrder(e.ctl, a.sj.ID, b.sj.ID, a.asked, b.asked)
-	})
-	return ws
-}
-
-// waitOrder orders two jobs waiting for a switch's memory, on the flow and
-// the packet level alike: higher controller priority first, then the one
-// that asked first, then the lower job id.
-func waitOrder[T cmp.Ordered](ctl *inasched.Controller, a, b int, askedA, askedB T) int {
-	if c := cmp.Compare(ctl.Priority(b), ctl.Priority(a)); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(askedA, askedB); c != 0 {
-		return c
-	}
-	return a - b
-}
-
-func (e *engine) grantWaiters(sw *topologies.Node) {
-	for _, w := range e.waiters(sw) {
-		if e.rangeFree(w) {
-			e.grant(w, true)
-		}
-	}
-}
-
-// rebindWaiters gives jobs waiting for a pool the binding of the current
-// plan (a new plan may have moved them or sent them to the ring).
-func (e *engine) rebindWaiters(sw string) {
-	for _, w := range e.waiters(e.s.Top.Node(sw)) {
-		b, err := e.ctl.Begin(time.Duration(e.now*1e9), w.sj.ID)
-		if err != nil || b == w.b {
-			continue
-		}
-		w.b = b
-		w.waiting = false
-		if b.Mode == inasched.Pool && b.INA() {
-			e.request(w)
-		} else if w.computed {
-			e.tryStart(w)
-		}
-	}
 }
 
 // reallocate recomputes every streaming job's rate: collision
@@ -714,12 +624,12 @@ func (e *engine) reallocate() {
 	clear(e.want)
 	for _, r := range e.active {
 		if r.holder {
-			e.want[r.sw.Index] += float64(r.b.Size)
+			r.addTo(e.want, float64(r.b.Size))
 		}
 		if r.sharing() {
 			o := r.occupancy()
-			e.occ[r.sw.Index] += o
-			e.want[r.sw.Index] += o
+			r.addTo(e.occ, o)
+			r.addTo(e.want, o)
 		}
 	}
 	flows := e.flows[:0]
@@ -733,7 +643,7 @@ func (e *engine) reallocate() {
 	// hold. Occupancy depends on p when chunks hold aggregators until the
 	// result returns, so iterate to the fixed point.
 	passes := 1
-	if e.s.Net.ATPHold == HoldReturn {
+	if e.s.Net.ATPHold == fabric.HoldReturn || e.s.Net.ATPCollisions != fabric.CollideHash {
 		passes = 8
 	}
 	for pass := range passes {
@@ -741,15 +651,21 @@ func (e *engine) reallocate() {
 			clear(e.occ)
 			for _, r := range e.active {
 				if r.sharing() {
-					e.occ[r.sw.Index] += r.occupancy()
+					r.addTo(e.occ, r.occupancy())
 				}
 			}
 		}
 		moved := 0.0
 		for _, r := range flows {
 			if r.b.Mode == inasched.Shared && r.b.INA() {
-				others := e.occ[r.sw.Index] - r.occupancy()
-				p := min(1, max(0, others)/float64(r.b.Size))
+				// A chunk collides at a level where other jobs' chunks
+				// hold its aggregator (a share of the pool).
+				own := r.occupancy()
+				p := e.collide(e.occ[r.sw.Index], own, float64(r.b.Size))
+				for _, t := range r.tree.Lower {
+					q := e.collide(e.occ[t.Index], own, float64(r.b.Size))
+					p = 1 - (1-p)*(1-q)
+				}
 				moved = max(moved, math.Abs(p-r.p))
 				r.p = p
 			}
@@ -762,10 +678,10 @@ func (e *engine) reallocate() {
 		clear(e.want)
 		for _, r := range e.active {
 			if r.holder {
-				e.want[r.sw.Index] += float64(r.b.Size)
+				r.addTo(e.want, float64(r.b.Size))
 			}
 			if r.sharing() {
-				e.want[r.sw.Index] += r.occupancy()
+				r.addTo(e.want, r.occupancy())
 			}
 		}
 	}
@@ -798,6 +714,29 @@ func (e *engine) reallocate() {
 	}
 }
 
+// collide is the probability that a chunk of a shared-mode job collides
+// at a switch where the jobs' chunks hold total aggregators of a pool of
+// size, own of them the job's (Net.ATPCollisions).
+func (e *engine) collide(total, own, size float64) float64 {
+	if e.s.Net.ATPCollisions == fabric.CollideHash {
+		return min(1, max(0, total-own)/size)
+	}
+	// Remapped slots settle on free aggregators; the windows' excess over
+	// the pool keeps colliding, shared in proportion to what each holds.
+	if total <= size || total <= 0 {
+		return 0
+	}
+	return (total - size) / total
+}
+
+// addTo adds v to the entries of per-node values of r's tree switches.
+func (r *run) addTo(per []float64, v float64) {
+	per[r.sw.Index] += v
+	for _, t := range r.tree.Lower {
+		per[t.Index] += v
+	}
+}
+
 // sharing reports whether r holds shared-mode aggregators now.
 func (r *run) sharing() bool {
 	return r.haveB && r.b.Mode == inasched.Shared && r.b.INA() && (r.phase == skew || r.phase == streaming || r.phase == draining)
@@ -808,9 +747,9 @@ func (r *run) sharing() bool {
 // between first and last contribution.
 func (r *run) occupancy() float64 {
 	if r.phase == skew {
-		return float64(min(r.wATP, r.b.Size))
+		return float64(min(r.est.WindowPS, r.b.Size))
 	}
-	return float64(min(r.wATP, r.b.Size)) * (1 - r.p) * min(1, r.hold/r.rttATP)
+	return float64(min(r.est.WindowPS, r.b.Size)) * (1 - r.p) * min(1, r.est.Hold/r.est.RTTPS)
 }
 
 // demand returns the link coefficients and the window cap of a streaming
@@ -818,19 +757,19 @@ func (r *run) occupancy() float64 {
 func (e *engine) demand(r *run) ([]coef, float64) {
 	switch {
 	case r.b.Mode == inasched.Pool && r.b.INA():
-		return r.ina, float64(r.b.Size) * float64(e.s.Net.Payload) / r.rtt
+		return r.est.INA, float64(r.b.Size) * float64(e.s.Net.Payload) / r.est.RTT
 	case r.b.Mode == inasched.Shared && r.b.INA():
 		if len(r.shared) == 0 {
-			r.shared = append(append(r.shared, r.ina...), coef{link: r.psLinks[0]}, coef{link: r.psLinks[1]})
+			r.shared = append(append(r.shared, r.est.INA...), coef{Link: r.psLinks[0]}, coef{Link: r.psLinks[1]})
 		}
 		f := float64(e.s.Net.Frame) / float64(e.s.Net.Payload)
 		n := float64(len(r.hosts))
-		r.shared[len(r.shared)-2].a = f * (1 - r.p + n*r.p)
-		r.shared[len(r.shared)-1].a = f
-		w := float64(min(r.wATP, r.b.Size))
-		return r.shared, w * float64(e.s.Net.Payload) / r.rttATP
+		r.shared[len(r.shared)-2].A = f * (1 - r.p + n*r.p)
+		r.shared[len(r.shared)-1].A = f
+		w := float64(min(r.est.WindowPS, r.b.Size))
+		return r.shared, w * float64(e.s.Net.Payload) / r.est.RTTPS
 	}
-	return r.ring, math.Inf(1)
+	return r.est.Ring, math.Inf(1)
 }
 
 // solver holds maxMin's scratch space, indexed by directed link.
@@ -878,10 +817,10 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 	sv.touched = sv.touched[:0]
 	for _, cs := range coefs {
 		for _, c := range cs {
-			if !sv.seen[c.link] {
-				sv.seen[c.link] = true
-				sv.touched = append(sv.touched, c.link)
-				sv.residual[c.link] = capacity[c.link]
+			if !sv.seen[c.Link] {
+				sv.seen[c.Link] = true
+				sv.touched = append(sv.touched, c.Link)
+				sv.residual[c.Link] = capacity[c.Link]
 			}
 		}
 	}
@@ -900,7 +839,7 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 		for i, cs := range coefs {
 			if !frozen[i] {
 				for _, c := range cs {
-					sv.load[c.link] += c.a
+					sv.load[c.Link] += c.A
 				}
 			}
 		}
@@ -933,7 +872,7 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 			}
 			stop := rates[i] >= caps[i]*(1-1e-12)
 			for _, c := range cs {
-				if sv.residual[c.link] <= capacity[c.link]*1e-12 {
+				if sv.residual[c.Link] <= capacity[c.Link]*1e-12 {
 					stop = true
 				}
 			}
@@ -999,6 +938,22 @@ func binSteps(steps []analysis.Point, from, to float64, n int) []analysis.Point 
 		}
 		area += cur * (hi - t)
 		out[i] = analysis.Point{X: (lo + hi) / 2, Y: area / w}
+	}
+	return out
+}
+
+// Draws returns the compute times the model draws for the workers of a
+// job (id job, seed seed) over its iterations, per worker: what a
+// packet-level worker replays to see the same phases.
+func Draws(seed uint64, job, workers, iterations int, compute time.Duration, jitter float64) [][]time.Duration {
+	r := rand.New(rand.NewPCG(seed, uint64(job)<<1|1))
+	out := make([][]time.Duration, workers)
+	for range iterations {
+		for w := range workers {
+			f := 1 + jitter*max(-3, min(3, r.NormFloat64()))
+			c := compute.Seconds() * max(f, 0.01)
+			out[w] = append(out[w], time.Duration(c*1e9))
+		}
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package training
+package fabric
 
 import (
 	"slices"
@@ -67,6 +67,18 @@ func TestPlacementRackLocalFirst(t *testing.T) {
 	if err != nil || sw.Name != "spine1" {
 		t.Errorf("spanning job aggregates at %v (%v); want spine1", sw, err)
 	}
+	// With a job holding spine1, the next job across racks goes to spine2;
+	// in two levels, through the ToRs of its racks.
+	c.Hold(sw)
+	c.TwoLevel = true
+	tr, err := c.Tree(e)
+	if err != nil || tr.Top.Name != "spine2" || len(tr.Lower) != 2 || tr.Lower[0].Name != "leaf3" || tr.Lower[1].Name != "leaf1" {
+		t.Errorf("tree %v %v (%v); want spine2 over leaf3, leaf1", tr.Top, tr.Lower, err)
+	}
+	c.Unhold(sw)
+	if tr, _ := c.Tree(e); tr.Top.Name != "spine1" {
+		t.Errorf("after Unhold the job goes to %v; want spine1", tr.Top)
+	}
 	if _, ok := c.Place(2); ok {
 		t.Errorf("placed 2 with %d free", c.Free())
 	}
@@ -86,8 +98,19 @@ func TestPaths(t *testing.T) {
 	if len(p) != 4 {
 		t.Fatalf("h1→h3: %d hops, want 4", len(p))
 	}
-	if p[0].from != h1 || p[1].from.Name != "leaf1" || p[2].from.Name != "spine1" || p[3].from.Name != "leaf2" {
+	if p[0].from != h1 || p[1].from.Name != "leaf1" || (p[2].from.Name != "spine1" && p[2].from.Name != "spine2") || p[3].from.Name != "leaf2" {
 		t.Errorf("path %v %v %v %v", p[0].from.Name, p[1].from.Name, p[2].from.Name, p[3].from.Name)
+	}
+	// ECMP: host pairs spread over both spines.
+	spines := map[string]int{}
+	for _, a := range []string{"h1", "h2"} {
+		for _, b := range []string{"h3", "h4"} {
+			spines[c.path(top.Node(a), top.Node(b))[2].from.Name]++
+			spines[c.path(top.Node(b), top.Node(a))[2].from.Name]++
+		}
+	}
+	if len(spines) != 2 {
+		t.Errorf("host-to-host paths cross spines %v; want both", spines)
 	}
 	// Directions: both ends of a link map to different directed links.
 	back := c.path(h3, h1)

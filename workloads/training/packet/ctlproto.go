@@ -1,4 +1,4 @@
-package training
+package packet
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package training
+package flow
 
 import (
 	"github.com/tracebed/tracebed/emulator/p4rt"

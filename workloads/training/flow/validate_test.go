@@ -1,10 +1,10 @@
-package training
+package flow
 
 import (
 	"context"
 	"fmt"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -109,7 +109,7 @@ func flowLevel(t *testing.T, c valCase) []float64 {
 		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
 		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
 	}
-	net := DefaultNet
+	net := fabric.DefaultNet.DataPlaneATP() // as the data plane it is checked against
 	net.Turnaround, net.Control, net.Jitter = 0, 0, 0
 	o, err := Simulate(context.Background(), Setup{
 		Top: top, Net: net, Jobs: trace, Policy: c.policy, Seed: 1,
@@ -140,7 +140,9 @@ func TestFlowMatchesPacketLevel(t *testing.T) {
 	cases := []valCase{
 		{name: "pool at line rate", hosts: 4, rate: "10Gbps", aggregators: 64, policy: switchml.Factory(switchml.Params{Partition: 64}),
 			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeINA, size: 64, window: 64}}},
-		{name: "pool window-limited", hosts: 4, rate: "10Gbps", aggregators: 4, policy: switchml.Factory(switchml.Params{Partition: 4}),
+		// A pool below the job's Useful size: no policy would choose it
+		// (the ring is faster), so a fixed binding forces it.
+		{name: "pool window-limited", hosts: 4, rate: "10Gbps", aggregators: 4, policy: func(inasched.Memory, int) (inasched.Scheduler, error) { return onePool{size: 4}, nil },
 			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeINA, size: 4, window: 4}}},
 		{name: "ring", hosts: 4, rate: "10Gbps", aggregators: 0, policy: noina.New,
 			jobs: []valJob{{workers: hosts(1, 4), elements: elems, iterations: 4, compute: 300 * time.Microsecond, mode: allreduce.ModeRing}}},
@@ -179,14 +181,14 @@ func unitsUs(n int) units.Duration { return units.Duration(time.Duration(n) * ti
 
 // atpWindow is the shared-mode window the flow model uses on top.
 func atpWindow(t *testing.T, top *topologies.Topology) int {
-	e := &engine{s: Setup{Top: top, Net: func() Net { n := DefaultNet; n.Turnaround = 0; return n }()}, cl: NewCluster(top)}
-	for _, l := range top.Links {
-		e.links = append(e.links, float64(l.Rate)/8, float64(l.Rate)/8)
+	n := fabric.DefaultNet
+	n.Turnaround = 0
+	var hosts []string
+	for _, h := range top.Hosts() {
+		hosts = append(hosts, h.Name)
 	}
-	r := &run{hosts: []int{0, 1, 2, 3}, prof: models.Profile{GradientBytes: 1, Compute: time.Millisecond}}
-	r.sw = top.Switches()[0]
-	e.derive(r)
-	return r.wATP
+	_, w := fabric.PSRoundTrip(top, hosts, n, 4)
+	return w
 }
 
 // onePool binds every distributed job to the same pool [0, size): jobs
@@ -336,7 +338,7 @@ func TestTurnTakingMatchesPacketLevel(t *testing.T) {
 		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
 		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
 	}
-	n := DefaultNet
+	n := fabric.DefaultNet.DataPlaneATP()
 	n.Turnaround, n.Jitter, n.Control = 0, 0, control
 	o := simulate(t, Setup{Top: flowTop, Net: n, Jobs: trace, Policy: func(inasched.Memory, int) (inasched.Scheduler, error) { return onePool{32}, nil },
 		Lookup: func(name string) (models.Profile, bool) { p, ok := profiles[name]; return p, ok }})
@@ -374,21 +376,6 @@ func (s *skewed) AllReduce(t []int32, round uint32, done func(error)) {
 	s.env.After(d, func() { s.Reducer.AllReduce(t, round, done) })
 }
 
-// flowDraws replays the flow model's compute-time draws of a job: per
-// iteration, one per worker, in worker order.
-func flowDraws(seed uint64, job, workers, iterations int, compute time.Duration, jitter float64) [][]time.Duration {
-	r := rand.New(rand.NewPCG(seed, uint64(job)<<1|1))
-	out := make([][]time.Duration, workers)
-	for range iterations {
-		for w := range workers {
-			f := 1 + jitter*max(-3, min(3, r.NormFloat64()))
-			c := compute.Seconds() * max(f, 0.01)
-			out[w] = append(out[w], time.Duration(c*1e9))
-		}
-	}
-	return out
-}
-
 // sharedRun runs two shared-mode (ATP) jobs hashing onto one small pool at
 // packet level, with the workers' compute times drawn as the flow model
 // draws them, and with the flow model; it returns both JCTs per job and the
@@ -420,7 +407,7 @@ func sharedRun(t *testing.T, jitter float64) (pk, fl []float64, collisions uint6
 		if err != nil {
 			t.Fatal(err)
 		}
-		draws := flowDraws(seed, i, len(vj.workers), vj.iterations, vj.compute, jitter)
+		draws := Draws(seed, i, len(vj.workers), vj.iterations, vj.compute, jitter)
 		for w, wk := range j.Workers {
 			wk.Reducer = &skewed{Reducer: wk.Reducer, delay: draws[w]}
 		}
@@ -445,7 +432,7 @@ func sharedRun(t *testing.T, jitter float64) (pk, fl []float64, collisions uint6
 		profiles[name] = models.Profile{Name: name, GradientBytes: int64(vj.elements) * 4, Compute: vj.compute, Batch: 1}
 		trace = append(trace, jobtrace.Job{ID: i, Arrival: vj.arrival, Model: name, Workers: len(vj.workers), Iterations: vj.iterations})
 	}
-	n := DefaultNet
+	n := fabric.DefaultNet.DataPlaneATP()
 	n.Turnaround, n.Control, n.Jitter = 0, 0, jitter
 	o := simulate(t, Setup{Top: valTopology(t, 6, "10Gbps", aggs), Net: n, Jobs: trace, Policy: atp.New, Seed: seed,
 		Lookup: func(name string) (models.Profile, bool) { p, ok := profiles[name]; return p, ok }})

@@ -1,8 +1,9 @@
-package training
+package flow
 
 import (
 	"context"
 	"fmt"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -35,8 +36,8 @@ func star(t testing.TB, hosts, aggregators int, rate units.Rate) *topologies.Top
 }
 
 // quiet is the model without jitter or host latencies, for closed forms.
-func quiet() Net {
-	n := DefaultNet
+func quiet() fabric.Net {
+	n := fabric.DefaultNet
 	n.Turnaround, n.Control, n.Jitter = 0, 0, 0
 	return n
 }
@@ -197,7 +198,7 @@ func TestJobsFinishAboveBound(t *testing.T) {
 		for topName, top := range tops {
 			for _, pol := range policyNames {
 				t.Run(fmt.Sprintf("%s/%s/%d", topName, pol, seed), func(t *testing.T) {
-					net := DefaultNet
+					net := fabric.DefaultNet
 					net.Jitter = 0.05
 					o := simulate(t, Setup{Top: top, Net: net, Jobs: trace, Policy: policies()[pol], Seed: seed})
 					if len(o.Jobs) != len(trace) {
@@ -240,14 +241,14 @@ func TestOneJobAlone(t *testing.T) {
 				trace := []jobtrace.Job{{ID: 0, Model: model, Workers: workers, Iterations: 50}}
 				jct := map[string]float64{}
 				for _, pol := range policyNames {
-					o := simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 1})
+					o := simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 1})
 					jct[pol] = o.Jobs[0].JCT()
 				}
 				if jct["switchml"] != jct["dynaina"] {
 					t.Errorf("switchml %.9f s, dynaina %.9f s; want equal", jct["switchml"], jct["dynaina"])
 				}
 				// ATP's extra round trip: worker → switch → PS → switch.
-				extra := 50 * (2*(1e-6+322*8/100e9) + DefaultNet.Turnaround.Seconds())
+				extra := 50 * (2*(1e-6+322*8/100e9) + fabric.DefaultNet.Turnaround.Seconds())
 				if d := jct["atp"] - jct["switchml"]; d < -1e-12 || d > extra*(1+1e-6) {
 					t.Errorf("atp %.9f s, switchml %.9f s: difference %.3g s, want 0 to %.3g", jct["atp"], jct["switchml"], d, extra)
 				}
@@ -268,9 +269,9 @@ func TestNoMemoryIsNoINA(t *testing.T) {
 	}
 	for name, top := range map[string]*topologies.Topology{"star": star(t, 12, 0, 100*units.Gbps), "leafspine": leafTop} {
 		trace := randomTrace(11, 20, 8)
-		want := simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: noina.New, Seed: 3})
+		want := simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: noina.New, Seed: 3})
 		for _, pol := range policyNames[1:] {
-			got := simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 3})
+			got := simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 3})
 			for i := range got.Jobs {
 				if got.Jobs[i].JCT() != want.Jobs[i].JCT() {
 					t.Errorf("%s/%s: job %d JCT %.9f, noina %.9f", name, pol, i, got.Jobs[i].JCT(), want.Jobs[i].JCT())
@@ -289,12 +290,12 @@ func TestDeterministic(t *testing.T) {
 	top := star(t, 16, 1024, 100*units.Gbps)
 	trace := randomTrace(5, 16, 8)
 	for _, pol := range policyNames {
-		a := simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 9})
-		b := simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 9})
+		a := simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 9})
+		b := simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 9})
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: two runs with seed 9 differ", pol)
 		}
-		c := simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 10})
+		c := simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 10})
 		if reflect.DeepEqual(a.Jobs, c.Jobs) {
 			t.Errorf("%s: seeds 9 and 10 give the same jobs", pol)
 		}
@@ -314,7 +315,7 @@ func TestContention(t *testing.T) {
 	}
 	out := map[string]*Outcome{}
 	for _, pol := range policyNames {
-		out[pol] = simulate(t, Setup{Top: top, Net: DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 1})
+		out[pol] = simulate(t, Setup{Top: top, Net: fabric.DefaultNet, Jobs: trace, Policy: policies()[pol], Seed: 1})
 	}
 	if out["atp"].FallbackBytes <= 0 || out["atp"].INAFraction >= 1 {
 		t.Errorf("atp: fallback %v bytes, ina_fraction %v; want collisions", out["atp"].FallbackBytes, out["atp"].INAFraction)
@@ -328,10 +329,16 @@ func TestContention(t *testing.T) {
 	if out["dynaina"].INAFraction <= out["switchml"].INAFraction {
 		t.Errorf("dynaina ina_fraction %v not above switchml's %v: sharing pools should keep more jobs off the ring", out["dynaina"].INAFraction, out["switchml"].INAFraction)
 	}
-	for _, pol := range policyNames[1:] {
+	// ATP as published may lose to the ring here: its collided chunks
+	// overload the parameter servers' links (docs/dynaina.md, "ATP as
+	// published"); the pool policies may not, and DynaINA beats ATP.
+	for _, pol := range []string{"switchml", "dynaina"} {
 		if out[pol].AvgJCT() >= out["noina"].AvgJCT() {
 			t.Errorf("%s avg JCT %.2f not below noina's %.2f", pol, out[pol].AvgJCT(), out["noina"].AvgJCT())
 		}
+	}
+	if out["dynaina"].AvgJCT() >= out["atp"].AvgJCT() {
+		t.Errorf("dynaina avg JCT %.2f not below atp's %.2f under contention", out["dynaina"].AvgJCT(), out["atp"].AvgJCT())
 	}
 }
 
@@ -344,12 +351,12 @@ func TestMaxMin(t *testing.T) {
 		limit []float64
 		want  []float64
 	}{
-		{"one flow, link-bound", []float64{10}, [][]coef{{{0, 1}}}, []float64{math.Inf(1)}, []float64{10}},
-		{"one flow, cap-bound", []float64{10}, [][]coef{{{0, 1}}}, []float64{4}, []float64{4}},
-		{"two share a link", []float64{10}, [][]coef{{{0, 1}}, {{0, 1}}}, []float64{math.Inf(1), math.Inf(1)}, []float64{5, 5}},
-		{"capped flow leaves room", []float64{10}, [][]coef{{{0, 1}}, {{0, 1}}}, []float64{2, math.Inf(1)}, []float64{2, 8}},
-		{"coefficient", []float64{12}, [][]coef{{{0, 2}}, {{0, 1}}}, []float64{math.Inf(1), math.Inf(1)}, []float64{4, 4}},
-		{"classic three links", []float64{10, 4}, [][]coef{{{0, 1}}, {{0, 1}, {1, 1}}, {{1, 1}}}, []float64{math.Inf(1), math.Inf(1), math.Inf(1)}, []float64{8, 2, 2}},
+		{"one flow, link-bound", []float64{10}, [][]coef{{{Link: 0, A: 1}}}, []float64{math.Inf(1)}, []float64{10}},
+		{"one flow, cap-bound", []float64{10}, [][]coef{{{Link: 0, A: 1}}}, []float64{4}, []float64{4}},
+		{"two share a link", []float64{10}, [][]coef{{{Link: 0, A: 1}}, {{Link: 0, A: 1}}}, []float64{math.Inf(1), math.Inf(1)}, []float64{5, 5}},
+		{"capped flow leaves room", []float64{10}, [][]coef{{{Link: 0, A: 1}}, {{Link: 0, A: 1}}}, []float64{2, math.Inf(1)}, []float64{2, 8}},
+		{"coefficient", []float64{12}, [][]coef{{{Link: 0, A: 2}}, {{Link: 0, A: 1}}}, []float64{math.Inf(1), math.Inf(1)}, []float64{4, 4}},
+		{"classic three links", []float64{10, 4}, [][]coef{{{Link: 0, A: 1}}, {{Link: 0, A: 1}, {Link: 1, A: 1}}, {{Link: 1, A: 1}}}, []float64{math.Inf(1), math.Inf(1), math.Inf(1)}, []float64{8, 2, 2}},
 	}
 	for _, tt := range tests {
 		got := sv.maxMin(tt.caps, tt.coefs, tt.limit)

@@ -1,4 +1,11 @@
-package training
+// Package packet runs multi-tenant INA training with real packets on a
+// testbed of either substrate (docs/dynaina.md §9): worker, parameter
+// server and controller agents exchange every gradient chunk through the
+// switches' INA data plane, the controller runs the policies through
+// inasched's controller and admission state machine and programs the
+// switches with P4Runtime. Scale shrinks a paper-scale scenario to what
+// the machine can run (docs/scaling.md).
+package packet
 
 import (
 	"context"
@@ -20,15 +27,17 @@ import (
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/allreduce"
 	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
+	"github.com/tracebed/tracebed/workloads/training/flow"
 )
 
-// PacketSetup is one packet-level run: every job's workers are real agents
+// Setup is one packet-level run: every job's workers are real agents
 // (allreduce.Worker, Ring, Stream, PS) on the testbed's hosts, every
 // aggregation crosses the switches' INA data plane, and a controller agent
 // on its own host runs the policy (inasched.Controller) and programs the
 // switches through their P4Runtime clients (docs/dynaina.md, "Packet
 // level").
-type PacketSetup struct {
+type Setup struct {
 	// Testbed runs the network; its topology must hold the worker hosts,
 	// the controller's host and the parameter-server hosts named below,
 	// and its switches must run the "ina" program.
@@ -41,7 +50,7 @@ type PacketSetup struct {
 	PS         map[string][]string
 	// Net holds the protocol parameters; Turnaround is the host turnaround
 	// the windows are sized for.
-	Net    Net
+	Net    fabric.Net
 	Jobs   []jobtrace.Job
 	Lookup func(name string) (models.Profile, bool)
 	Policy inasched.Factory
@@ -64,10 +73,10 @@ type PacketSetup struct {
 	Log func(format string, args ...any)
 }
 
-// PacketOutcome is what a packet-level run gives: the outcome the flow
+// Outcome is what a packet-level run gives: the outcome the flow
 // model gives, plus what only packets show.
-type PacketOutcome struct {
-	Outcome
+type Outcome struct {
+	flow.Outcome
 	// Verified counts all-reduced tensors the workers found exactly equal
 	// to the sum of the workers' gradients; Rounds the all-reduces of
 	// distributed jobs' workers (every one is verified, or the run fails).
@@ -92,7 +101,7 @@ type PacketOutcome struct {
 
 // finish computes the byte metrics from the rounds each job all-reduced in
 // each mode and what the parameter servers did.
-func (o *PacketOutcome) finish(s PacketSetup, ps map[int]allreduce.PSJobStats) {
+func (o *Outcome) finish(s Setup, ps map[int]allreduce.PSJobStats) {
 	var grad, inab float64
 	for i := range o.Jobs {
 		j := &o.Jobs[i]
@@ -120,10 +129,22 @@ func (o *PacketOutcome) finish(s PacketSetup, ps map[int]allreduce.PSJobStats) {
 	}
 }
 
+// jobRun is a job's placement, network estimate and result.
+type jobRun struct {
+	spec    jobtrace.Job
+	prof    models.Profile
+	compute float64 // seconds per iteration before jitter
+	hosts   []int
+	sw      *topologies.Node // the top of tree
+	tree    fabric.Tree
+	est     fabric.Estimate
+	res     flow.JobResult
+}
+
 // prun is a job in the packet-level controller.
 type prun struct {
 	idx    int
-	r      *run // placement, network constants, scheduler view (derive)
+	r      *jobRun // placement, network estimate (the flow model's), result
 	hosts  []string
 	addrs  []emulator.Addr
 	target emulator.Addr // the aggregation switch's INA address
@@ -146,9 +167,8 @@ type prun struct {
 
 	b            inasched.Binding
 	holder       bool
-	waiting      bool
-	asked        time.Duration
-	psSwJob      int // switch job id the PS aggregates for; -1 none
+	waiting      bool // for its pool range (logs)
+	psSwJob      int  // switch job id the PS aggregates for; -1 none
 	psPending    bool
 	poolRounds   int
 	sharedRounds int
@@ -163,12 +183,12 @@ type memSpan struct {
 // controller is the packet-level controller agent. All its state is
 // touched on its own loop only; the driver reads it with Inspect.
 type controller struct {
-	s       *PacketSetup
+	s       *Setup
 	env     emulator.Env
 	t0      time.Duration
-	cl      *Cluster
-	eng     *engine
+	cl      *fabric.Cluster
 	ctl     *inasched.Controller
+	adm     *inasched.Admission[time.Duration]
 	binder  *inasched.P4RT
 	clients map[string]p4rt.Client
 	names   map[string]*p4rt.Names
@@ -273,14 +293,16 @@ func (c *controller) admit() {
 func (c *controller) start(p *prun, hosts []int) error {
 	r := p.r
 	r.hosts = hosts
-	sw, err := c.cl.AggregationSwitch(hosts)
+	t, err := c.cl.Tree(hosts)
 	if err != nil {
 		return fmt.Errorf("job %d: %w", r.spec.ID, err)
 	}
-	r.sw = sw
+	c.cl.Hold(t.Top)
+	sw := t.Top
+	r.sw, r.tree = sw, t
 	r.res.Switch = sw.Name
 	r.res.Start = c.now().Seconds()
-	c.eng.derive(r)
+	r.est = c.cl.Estimate(c.s.Net, r.spec, r.prof, r.compute, hosts, t)
 	n := len(hosts)
 	p.hosts = make([]string, n)
 	p.addrs = make([]emulator.Addr, n)
@@ -307,21 +329,24 @@ func (c *controller) start(p *prun, hosts []int) error {
 	// will draw (the flow model's JobResult.Bound).
 	draws := make([]*computeDraws, n)
 	for i := range n {
-		draws[i] = newComputeDraws(c.s.Seed, uint32(r.spec.ID), n, i, secs(r.compute), c.s.Net.Jitter)
+		draws[i] = newComputeDraws(c.s.Seed, uint32(r.spec.ID), n, i, fabric.Secs(r.compute), c.s.Net.Jitter)
 	}
 	for it := range r.spec.Iterations {
 		var slowest time.Duration
 		for _, d := range draws {
 			slowest = max(slowest, d.at(it))
 		}
-		r.res.Bound += slowest.Seconds() + r.boundComm
+		r.res.Bound += slowest.Seconds() + r.est.BoundComm
 	}
-	c.logf("job %d starts on %v (switch %s, PS %q): demand %d, useful %d, comm INA %v ring %v", r.spec.ID, p.hosts, sw.Name, p.ps, r.sj.Demand, r.sj.Useful, r.sj.CommINA, r.sj.CommRing)
-	c.ctl.Admit(c.now(), r.sj, p.hosts)
-	c.rebindWaiters(sw.Name)
+	c.logf("job %d starts on %v (switch %s, PS %q): demand %d, useful %d, comm INA %v ring %v", r.spec.ID, p.hosts, sw.Name, p.ps, r.est.Job.Demand, r.est.Job.Useful, r.est.Job.CommINA, r.est.Job.CommRing)
+	acts, err := c.adm.Admit(c.now(), c.now(), r.est.Job, p.hosts)
+	if err != nil {
+		return err
+	}
+	c.apply(acts)
 	l := launchBody{
 		K: ina.DefaultK, Iterations: uint32(r.spec.Iterations), Elements: uint32(r.prof.GradientBytes / 4),
-		Compute: secs(r.compute), Jitter: c.s.Net.Jitter, Seed: c.s.Seed,
+		Compute: fabric.Secs(r.compute), Jitter: c.s.Net.Jitter, Seed: c.s.Seed,
 		Timeout: c.s.Timeout, RingTimeout: c.s.RingTimeout, RingWindow: uint32(c.s.RingWindow), Peers: p.addrs,
 	}
 	for i := range n {
@@ -445,56 +470,74 @@ func (c *controller) begin(p *prun) {
 	clear(p.doneBy)
 	p.doneN, p.doneAt = 0, 0
 	t := c.now()
-	b, err := c.ctl.Begin(c.now(), p.r.sj.ID)
+	act, err := c.adm.Begin(c.now(), c.now(), p.r.est.Job.ID)
 	if err != nil {
 		c.fail(err)
 		return
 	}
-	p.b = b
-	if b.INA() {
+	p.b = act.Binding
+	if p.b.INA() {
 		// A move made at an earlier boundary leaves the old binding for
 		// the rounds before it; every worker has now finished those.
-		if _, err := c.binder.Retire(context.Background(), p.r.sw.Name, p.r.sj.ID); err != nil {
+		if _, err := c.binder.Retire(context.Background(), p.r.sw.Name, p.r.est.Job.ID); err != nil {
 			c.fail(fmt.Errorf("job %d: %w", p.r.spec.ID, err))
 			return
 		}
 	}
-	c.logf("job %d round %d begins: %v (decided in %v)", p.r.spec.ID, p.cur, b, c.now()-t)
-	c.proceed(p)
+	c.logf("job %d round %d begins: %v (decided in %v)", p.r.spec.ID, p.cur, p.b, c.now()-t)
+	c.act(p, act)
 }
 
-// proceed acts on p's binding for the round it is about to all-reduce.
-func (c *controller) proceed(p *prun) {
-	switch {
-	case p.b.Mode == inasched.Pool && p.b.INA():
-		p.asked = c.now()
-		if c.rangeFree(p) {
-			c.grant(p)
-		} else {
-			p.waiting = true
+// apply carries out the admission's decisions about waiting jobs.
+func (c *controller) apply(acts []inasched.Action) {
+	for _, a := range acts {
+		p := c.byID[uint32(a.Job)]
+		if a.Binding != p.b {
+			c.logf("job %d rebound while waiting: %v → %v", a.Job, p.b, a.Binding)
 		}
-	case p.b.Mode == inasched.Shared && p.b.INA():
-		sw, ok := c.binder.SwitchJob(p.r.sw.Name, p.r.sj.ID)
-		if !ok {
-			c.fail(fmt.Errorf("job %d: shared binding without a switch job id", p.r.spec.ID))
-			return
-		}
-		if p.psSwJob == int(sw) {
-			c.grant(p)
-			return
-		}
-		if !p.psAddr.IsValid() {
-			c.fail(fmt.Errorf("job %d: no parameter-server host left on %s for a shared binding", p.r.spec.ID, p.r.sw.Name))
-			return
-		}
-		p.psPending = true
-		c.request(p.psAddr, &ctlMsg{Type: msgPSAdd, Job: uint32(p.r.spec.ID), PS: psBody{
-			SwJob: sw, Elements: uint32(p.r.prof.GradientBytes / 4), K: ina.DefaultK, Multicast: p.target, Workers: p.addrs,
-		}}, [3]uint32{uint32(msgPSAdd), uint32(p.r.spec.ID), uint32(sw)})
-		p.psSwJob = int(sw)
-	default:
-		c.grant(p)
+		p.b = a.Binding
+		c.act(p, a)
 	}
+}
+
+// act carries out the admission's verdict on p's current round.
+func (c *controller) act(p *prun, a inasched.Action) {
+	switch a.Verdict {
+	case inasched.Grant:
+		c.grant(p)
+	case inasched.Wait:
+		p.waiting = true
+	case inasched.Proceed:
+		c.proceed(p)
+	}
+}
+
+// proceed starts an all-reduce that needs no turn: shared mode (after its
+// parameter server is told about the job) or the ring.
+func (c *controller) proceed(p *prun) {
+	p.waiting = false
+	if !(p.b.Mode == inasched.Shared && p.b.INA()) {
+		c.grant(p)
+		return
+	}
+	sw, ok := c.binder.SwitchJob(p.r.sw.Name, p.r.est.Job.ID)
+	if !ok {
+		c.fail(fmt.Errorf("job %d: shared binding without a switch job id", p.r.spec.ID))
+		return
+	}
+	if p.psSwJob == int(sw) {
+		c.grant(p)
+		return
+	}
+	if !p.psAddr.IsValid() {
+		c.fail(fmt.Errorf("job %d: no parameter-server host left on %s for a shared binding", p.r.spec.ID, p.r.sw.Name))
+		return
+	}
+	p.psPending = true
+	c.request(p.psAddr, &ctlMsg{Type: msgPSAdd, Job: uint32(p.r.spec.ID), PS: psBody{
+		SwJob: sw, Elements: uint32(p.r.prof.GradientBytes / 4), K: ina.DefaultK, Multicast: p.target, Workers: p.addrs,
+	}}, [3]uint32{uint32(msgPSAdd), uint32(p.r.spec.ID), uint32(sw)})
+	p.psSwJob = int(sw)
 }
 
 func (c *controller) onPSAck(p *prun, m ctlMsg) {
@@ -513,7 +556,7 @@ func (c *controller) onPSAck(p *prun, m ctlMsg) {
 
 // grant lets p's workers all-reduce the current round.
 func (c *controller) grant(p *prun) {
-	c.logf("job %d round %d granted %v (asked %.3fms)", p.r.spec.ID, p.cur, p.b, float64(p.asked)/1e6)
+	c.logf("job %d round %d granted %v", p.r.spec.ID, p.cur, p.b)
 	p.granted, p.waiting = true, false
 	p.grantAt = c.now()
 	switch {
@@ -536,13 +579,13 @@ func (c *controller) grant(p *prun) {
 func (c *controller) sendGrant(p *prun, rank int) {
 	m := &ctlMsg{Type: msgGrant, Job: uint32(p.r.spec.ID), Rank: uint8(rank), Round: uint32(p.cur), Mode: grantRing}
 	if p.b.INA() {
-		sw, _ := c.binder.SwitchJob(p.r.sw.Name, p.r.sj.ID)
+		sw, _ := c.binder.SwitchJob(p.r.sw.Name, p.r.est.Job.ID)
 		m.SwJob, m.Target = sw, p.target
 		switch p.b.Mode {
 		case inasched.Pool:
 			m.Mode, m.Window = grantPool, uint32(p.b.Size)
 		default:
-			m.Mode, m.Window = grantShared, uint32(min(p.r.wATP, p.b.Size, 1<<16))
+			m.Mode, m.Window = grantShared, uint32(min(p.r.est.WindowPS, p.b.Size, 1<<16))
 		}
 	}
 	c.send(p.addrs[rank], m)
@@ -584,7 +627,7 @@ func (c *controller) endIteration(p *prun) {
 	if p.holder {
 		p.holder = false
 		c.spans = append(c.spans, memSpan{from: p.grantAt, to: max(p.doneAt, p.grantAt), n: float64(p.b.Size)})
-		c.grantWaiters(p.r.sw.Name)
+		c.apply(c.adm.End(p.r.est.Job.ID))
 	}
 	if p.cur == p.r.spec.Iterations-1 {
 		c.jobDone(p)
@@ -605,7 +648,9 @@ func (c *controller) jobDone(p *prun) {
 	c.last = max(c.last, fin)
 	c.active = slices.DeleteFunc(c.active, func(o *prun) bool { return o == p })
 	c.cl.Release(p.r.hosts)
-	if err := c.ctl.Depart(c.now(), p.r.sj.ID); err != nil {
+	c.cl.Unhold(p.r.sw)
+	acts, err := c.adm.Depart(c.now(), c.now(), p.r.est.Job.ID)
+	if err != nil {
 		c.fail(err)
 		return
 	}
@@ -617,62 +662,11 @@ func (c *controller) jobDone(p *prun) {
 		c.psFree[p.r.sw.Name] = append(c.psFree[p.r.sw.Name], p.ps)
 	}
 	c.done++
-	c.rebindWaiters(p.r.sw.Name)
-	c.grantWaiters(p.r.sw.Name)
+	c.apply(acts)
 	c.admit()
 	if c.done == len(c.runs) {
 		c.stopSampling()
 		c.finished = true
-	}
-}
-
-func (c *controller) rangeFree(p *prun) bool {
-	for _, o := range c.active {
-		if o != p && o.holder && o.r.sw == p.r.sw && o.b.Overlaps(p.b) {
-			return false
-		}
-	}
-	return true
-}
-
-// waiters returns the jobs queued for a pool on sw, by priority then by
-// the time they asked (as the flow model).
-func (c *controller) waiters(sw string) []*prun {
-	var ws []*prun
-	for _, o := range c.active {
-		if o.waiting && o.r.sw.Name == sw {
-			ws = append(ws, o)
-		}
-	}
-	slices.SortFunc(ws, func(a, b *prun) int {
-		return waitOrder(c.ctl, a.r.sj.ID, b.r.sj.ID, a.asked, b.asked)
-	})
-	return ws
-}
-
-func (c *controller) grantWaiters(sw string) {
-	for _, w := range c.waiters(sw) {
-		if c.rangeFree(w) {
-			c.grant(w)
-		}
-	}
-}
-
-// rebindWaiters gives jobs waiting for a pool the binding of the current
-// plan.
-func (c *controller) rebindWaiters(sw string) {
-	for _, w := range c.waiters(sw) {
-		b, err := c.ctl.Begin(c.now(), w.r.sj.ID)
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		if b == w.b {
-			continue
-		}
-		c.logf("job %d rebound while waiting: %v → %v", w.r.spec.ID, w.b, b)
-		w.b, w.waiting = b, false
-		c.proceed(w)
 	}
 }
 
@@ -775,9 +769,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// RunPacket runs jobs at packet level on s.Testbed and returns the
+// Run runs jobs at packet level on s.Testbed and returns the
 // outcome in the testbed's units. It does not close the testbed.
-func RunPacket(ctx context.Context, s PacketSetup) (*PacketOutcome, error) {
+func Run(ctx context.Context, s Setup) (*Outcome, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -798,11 +792,7 @@ func RunPacket(ctx context.Context, s PacketSetup) (*PacketOutcome, error) {
 	ctlAddr := netip.AddrPortFrom(ctlNode.IP, CtlPort)
 	c := &controller{s: &s, clients: map[string]p4rt.Client{}, names: map[string]*p4rt.Names{},
 		byID: map[uint32]*prun{}, psFree: map[string][]string{}, out: map[[3]uint32]*outMsg{}, shared: map[string]*sharedSample{}}
-	c.cl = newCluster(top, workers)
-	c.eng = &engine{s: Setup{Top: top, Net: s.Net}, cl: c.cl}
-	for _, l := range top.Links {
-		c.eng.links = append(c.eng.links, float64(l.Rate)/8, float64(l.Rate)/8)
-	}
+	c.cl = fabric.NewClusterOf(top, workers)
 	mem := inasched.Memory{}
 	for _, sw := range top.Switches() {
 		mem[sw.Name] = sw.Aggregators
@@ -844,6 +834,7 @@ func RunPacket(ctx context.Context, s PacketSetup) (*PacketOutcome, error) {
 		return nil, err
 	}
 	c.ctl = inasched.NewController(sched, binder)
+	c.adm = inasched.NewAdmission[time.Duration](c.ctl)
 	for i, j := range s.Jobs {
 		prof, ok := s.Lookup(j.Model)
 		if !ok {
@@ -855,8 +846,8 @@ func RunPacket(ctx context.Context, s PacketSetup) (*PacketOutcome, error) {
 		if j.Workers > len(workers) || j.Workers < 1 {
 			return nil, fmt.Errorf("job %d needs %d workers; %d hosts run workers", j.ID, j.Workers, len(workers))
 		}
-		r := &run{idx: i, spec: j, prof: prof, compute: prof.Compute.Seconds() * s.Net.ComputeScale}
-		r.res = JobResult{ID: j.ID, Workers: j.Workers, Iterations: j.Iterations, Model: prof.Name, Arrival: j.Arrival.Seconds()}
+		r := &jobRun{spec: j, prof: prof, compute: prof.Compute.Seconds() * s.Net.ComputeScale}
+		r.res = flow.JobResult{ID: j.ID, Workers: j.Workers, Iterations: j.Iterations, Model: prof.Name, Arrival: j.Arrival.Seconds()}
 		p := &prun{idx: i, r: r}
 		c.runs = append(c.runs, p)
 		c.byID[uint32(j.ID)] = p
@@ -915,7 +906,7 @@ func RunPacket(ctx context.Context, s PacketSetup) (*PacketOutcome, error) {
 		}
 		return fin
 	})
-	o := &PacketOutcome{Substrate: tb.Substrate()}
+	o := &Outcome{Substrate: tb.Substrate()}
 	var ctlErr error
 	tb.Inspect(ctlEnv, func() {
 		ctlErr = c.err
@@ -983,14 +974,14 @@ func counterSum(ctx context.Context, c p4rt.Client, name string) uint64 {
 	return n
 }
 
-func (s *PacketSetup) check() error {
+func (s *Setup) check() error {
 	switch {
 	case s.Testbed == nil:
 		return errors.New("packet level: no testbed")
 	case s.Net.Payload != 4*ina.DefaultK || s.Net.Frame != ina.HeaderLen+4*ina.DefaultK+42:
 		return fmt.Errorf("packet level: payload %d and frame %d; the INA data plane carries %d-byte payloads in %d-byte frames", s.Net.Payload, s.Net.Frame, 4*ina.DefaultK, ina.HeaderLen+4*ina.DefaultK+42)
-	case s.Net.ATPHold == HoldReturn:
-		return fmt.Errorf("packet level: atp_hold %q is a flow-model sensitivity setting; the data plane frees an aggregator at completion", HoldReturn)
+	case s.Net.ATPHold == fabric.HoldReturn || s.Net.ATPCollisions == fabric.CollideRemap:
+		return fmt.Errorf("packet level: atp_hold %q and atp_collisions %q are flow-model settings; the data plane frees an aggregator at completion and hashes every chunk (Net.DataPlaneATP)", s.Net.ATPHold, s.Net.ATPCollisions)
 	case s.Timeout <= 0 || s.RingTimeout <= 0:
 		return errors.New("packet level: the retransmission timeouts must be positive")
 	case s.RingWindow < 1:
@@ -1006,7 +997,7 @@ func (s *PacketSetup) check() error {
 // defaultLimit bounds a run: four times every job's work at the slower of
 // INA and the ring, run back to back after the last arrival, plus a
 // minute.
-func (s *PacketSetup) defaultLimit() time.Duration {
+func (s *Setup) defaultLimit() time.Duration {
 	var last, work time.Duration
 	rate := math.Inf(1)
 	for _, l := range s.Testbed.Topology().Links {
@@ -1022,7 +1013,7 @@ func (s *PacketSetup) defaultLimit() time.Duration {
 }
 
 // collect copies the controller's results (on its loop).
-func (c *controller) collect(o *PacketOutcome) {
+func (c *controller) collect(o *Outcome) {
 	o.Rebinds = c.ctl.Writes()
 	o.CtlMessages += c.msgs
 	o.CtlRetransmits += c.retx

@@ -1,7 +1,8 @@
-package training
+package packet
 
 import (
 	"fmt"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math"
 	"net/netip"
 
@@ -25,7 +26,7 @@ type Scaled struct {
 	PS         map[string][]string
 	// Net is the scenario's Net with Turnaround set to the host
 	// turnaround the packet-level windows are sized for.
-	Net Net
+	Net fabric.Net
 	// Factor divides rates and data volumes. Window and WindowScaled are
 	// a rack-local job's line-rate window before and after scaling;
 	// Memory multiplies aggregators and buffers (WindowScaled ÷ Window).
@@ -49,13 +50,13 @@ type ScaleParams struct {
 
 // ScaleTopology builds the packet-level topology of a scenario given in
 // paper units (top, net).
-func ScaleTopology(top *topologies.Topology, net Net, p ScaleParams) (*Scaled, error) {
+func ScaleTopology(top *topologies.Topology, net fabric.Net, p ScaleParams) (*Scaled, error) {
 	if !(p.Factor >= 1) || math.IsInf(p.Factor, 0) {
 		return nil, fmt.Errorf("scale %v: want 1 or more", p.Factor)
 	}
 	sc := &Scaled{Factor: p.Factor, Net: net, PS: map[string][]string{}}
 	if p.HostTurnaround > 0 {
-		sc.Net.Turnaround = secs(p.HostTurnaround)
+		sc.Net.Turnaround = fabric.Secs(p.HostTurnaround)
 	}
 	for _, h := range top.Hosts() {
 		sc.Workers = append(sc.Workers, h.Name)
@@ -73,8 +74,8 @@ func ScaleTopology(top *topologies.Topology, net Net, p ScaleParams) (*Scaled, e
 	if err != nil {
 		return nil, err
 	}
-	sc.Window = LineRateDemand(top, net)
-	sc.WindowScaled = LineRateDemand(rated, sc.Net)
+	sc.Window = fabric.LineRateDemand(top, net)
+	sc.WindowScaled = fabric.LineRateDemand(rated, sc.Net)
 	sc.Memory = float64(sc.WindowScaled) / float64(sc.Window)
 	minBuffer := units.Bytes(8 * net.Frame)
 	for i := range f.Topology.Nodes {
@@ -201,9 +202,9 @@ func ScaleProfiles(lookup func(string) (models.Profile, bool), factor float64) f
 	}
 }
 
-// maxDistributed is the most distributed jobs that can run at once on
+// MaxDistributed is the most distributed jobs that can run at once on
 // hosts hosts: each needs two.
-func maxDistributed(js []jobtrace.Job, hosts int) int {
+func MaxDistributed(js []jobtrace.Job, hosts int) int {
 	n := 0
 	for _, j := range js {
 		if j.Workers > 1 {
