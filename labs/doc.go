@@ -7,6 +7,8 @@
 //   - 2-switch-memory: predict and measure how a job's pool of aggregators
 //     sets its all-reduce time; memory against job completion time for a
 //     cluster.
+//   - 3-your-own-policy: change an INA scheduling policy in its one file
+//     (systems/mine) and compare it with DynaINA, with paired statistics.
 //   - 4-noisy-neighbour: Fastswap and Glitter next to a bulk tenant; read
 //     the blocking events.
 //
