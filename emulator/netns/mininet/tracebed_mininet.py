@@ -126,6 +126,7 @@ class TracebedHost(TracebedNode, Host):
     gateway_mac (the MAC of the switch port it hangs off)."""
 
     def configure(self, net):
+        self.net = net  # to restore the routes when the link comes back up
         intf = self.defaultIntf()
         a = self.run.args
         self.cmd('ip link set dev %s mtu %d' % (intf, a.mtu))
@@ -160,6 +161,14 @@ class TracebedIntf(TCIntf):
     1000 Mbit/s cap (above a few Gbit/s the veth, not HTB, sets the pace)."""
 
     bwParamMax = 10 ** 7
+
+    def ifconfig(self, *args):
+        # The kernel flushes a host's routes when its link goes down:
+        # Mininet's 'link h1 s1 up' puts them back through here.
+        out = TCIntf.ifconfig(self, *args)
+        if args == ('up',) and isinstance(self.node, TracebedHost) and getattr(self.node, 'net', None):
+            self.node.configure(self.node.net)
+        return out
 
     def bwCmds(self, bw=None, **params):
         if bw is None:
