@@ -112,7 +112,7 @@ Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
 		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.versionCommand(), a.topoCommand())
-	root.AddCommand(a.switchCommand(), a.cleanupCommand())
+	root.AddCommand(a.switchCommand(), a.cleanupCommand(), a.mininetCommand())
 	root.AddCommand(a.reportCommand(), a.compareCommand(), a.benchCommand())
 	root.AddCommand(a.mergeCommand(), a.exportCommand(), a.imageCommand()) // sweeps beyond one machine: shard.go, export.go, image.go
 	root.AddCommand(a.traceCommand())

@@ -18,6 +18,7 @@ func (a *app) runCommand() *cobra.Command {
 	var (
 		substrate string
 		switchArg string
+		network   string
 		realtime  int
 		out       string
 		seed      int64
@@ -47,7 +48,7 @@ With --shard I/N, run only the I-th of N parts of each spec's runs, split
 by their estimated cost, and write OUT/<experiment>/shard-I-of-N.json;
 'tracebed merge' joins the N shards into the results an unsharded run
 writes, byte for byte (docs/scale-out.md).`,
-		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC\n  tracebed run --shard 2/8 --out /data/shards dynaina-sweep",
+		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC\n  sudo tracebed run --substrate netns --network mininet SPEC\n  tracebed run --shard 2/8 --out /data/shards dynaina-sweep",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("substrate") && !slices.Contains(experiments.Substrates, substrate) {
 				return badInput(fmt.Errorf("--substrate %q: want one of %s", substrate, strings.Join(experiments.Substrates, ", ")))
@@ -96,7 +97,10 @@ writes, byte for byte (docs/scale-out.md).`,
 				}
 				todo = append(todo, compiled{s, exp})
 			}
-			tbOpts := netnstb.Options{Switch: switchArg, RunIDPrefix: a.netnsRunPrefix}
+			if !slices.Contains(netnstb.Networks, network) {
+				return badInput(fmt.Errorf("--network %q: want one of %s", network, strings.Join(netnstb.Networks, ", ")))
+			}
+			tbOpts := netnstb.Options{Switch: switchArg, Network: network, RunIDPrefix: a.netnsRunPrefix}
 			for _, c := range todo {
 				if c.spec.Substrate != "netns" {
 					continue
@@ -172,6 +176,7 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec; netns needs root and runs one run at a time)")
 	f.IntVar(&realtime, "realtime", 0, "netns: run the emulation (this process and its switches) at SCHED_RR with this priority, 1–99, so other work on the machine does not delay it; 0 = normal priority")
 	f.StringVar(&switchArg, "switch", netnstb.SwitchGo, "switch of the netns substrate: go (the Go switch) or bmv2 (simple_switch_grpc and p4c-bm2-ss on PATH)")
+	f.StringVar(&network, "network", netnstb.NetworkNetns, "who builds the netns substrate's network: netns (tracebed) or mininet (Mininet, with tracebed's classes; apt-get install mininet)")
 	f.StringVar(&out, "out", "results", "directory for results")
 	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")
