@@ -686,6 +686,7 @@ type JobCounters struct {
 	Results, ResultBytes uint64 // result packets sent (each multicast copy counts)
 	Collisions           uint64 // packets forwarded to the parameter server
 	Overflows            uint64 // aggregates that overflowed int32
+	Upward, UpwardBytes  uint64 // partials (and retransmissions) sent up the job's tree
 	Drops                [NumJobDrops]uint64
 }
 
@@ -715,6 +716,7 @@ func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, err
 		{CounterResults, &jc.Results, &jc.ResultBytes},
 		{CounterCollisions, &jc.Collisions, nil},
 		{CounterOverflows, &jc.Overflows, nil},
+		{CounterUpward, &jc.Upward, &jc.UpwardBytes},
 	} {
 		d, err := read(f.name, int64(job))
 		if err != nil {

@@ -21,6 +21,12 @@ type PSJob struct {
 	// workers (ATP's shared mode). Otherwise the PS sends one copy to each
 	// worker (jobs without switch memory).
 	Multicast emulator.Addr
+	// Republish, with Multicast, answers every retransmission of a chunk
+	// the PS has completed by sending the result through the switch again
+	// (instead of to the worker alone), and a result the switch resends
+	// as well: with release on return (ina.HoldReturn) that is what frees
+	// the aggregators the chunk still holds on the way back.
+	Republish bool
 }
 
 // PSStats count a parameter server's work.
@@ -182,6 +188,13 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 	switch {
 	case h.Flags&ina.FlagResult != 0:
 		if r.done[c] {
+			if j.Republish && h.Flags&ina.FlagRetransmit != 0 {
+				// The switch holds the chunk and its result did not come
+				// back: send it again.
+				p.Stats.Answers++
+				p.publish(j, r, c, h)
+				return
+			}
 			p.Stats.Ignored++
 			return
 		}
@@ -194,7 +207,11 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 	case r.done[c]:
 		if h.Flags&ina.FlagRetransmit != 0 {
 			p.Stats.Answers++
-			p.send(j, r, c, h, j.Workers[h.Worker])
+			if j.Republish && j.Multicast.IsValid() {
+				p.publish(j, r, c, h)
+			} else {
+				p.send(j, r, c, h, j.Workers[h.Worker])
+			}
 		} else {
 			p.Stats.Ignored++
 		}
