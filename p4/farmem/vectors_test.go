@@ -36,7 +36,7 @@ type Vectors struct {
 	Stats [NumStats]uint64  `json:"stats_counters"`
 	// Forwarded and Drops are the forwarding counters (ingress.forwarded,
 	// ingress.drops by reason): every frame in is counted in exactly one.
-	Forwarded uint64              `json:"forwarded"`
+	Forwarded uint64               `json:"forwarded"`
 	Drops     [fwd.NumDrops]uint64 `json:"drop_counters"`
 }
 

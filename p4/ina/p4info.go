@@ -125,14 +125,14 @@ const (
 
 // Drop reasons of CounterDrops.
 const (
-	DropMalformed = iota // addressed to the switch on the INA port, but not a well-formed INA packet of its k
-	DropNoJob            // no binding for the packet's job and round
-	DropNotIPv4          // not a well-formed IPv4 frame
-	DropTransitNoRoute   // a transit frame without a route
-	DropTTL              // a transit frame whose TTL expired
-	DropNotINA           // addressed to the switch, not an INA packet
-	DropChecksum         // an INA packet whose UDP checksum is absent (0) or wrong
-	NumDrops             = 8
+	DropMalformed      = iota // addressed to the switch on the INA port, but not a well-formed INA packet of its k
+	DropNoJob                 // no binding for the packet's job and round
+	DropNotIPv4               // not a well-formed IPv4 frame
+	DropTransitNoRoute        // a transit frame without a route
+	DropTTL                   // a transit frame whose TTL expired
+	DropNotINA                // addressed to the switch, not an INA packet
+	DropChecksum              // an INA packet whose UDP checksum is absent (0) or wrong
+	NumDrops           = 8
 )
 
 // JobDropNames and DropNames name the drop reasons.
