@@ -434,7 +434,8 @@ func (p *psAgent) Recv(from emulator.Addr, b []byte) {
 			if ok {
 				p.remove(sw)
 			}
-			if err := p.ps.Add(allreduce.PSJob{Job: sw, Workers: m.PS.Workers, Elements: int(m.PS.Elements), K: int(m.PS.K), Multicast: m.PS.Multicast}); err != nil {
+			if err := p.ps.Add(allreduce.PSJob{Job: sw, Workers: m.PS.Workers, Elements: int(m.PS.Elements), K: int(m.PS.K), Multicast: m.PS.Multicast,
+				Republish: m.PS.Flags&psRepublish != 0}); err != nil {
 				p.bad++
 				return
 			}

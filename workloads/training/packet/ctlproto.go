@@ -107,9 +107,14 @@ type psBody struct {
 	SwJob     uint16
 	Elements  uint32
 	K         uint16
+	Flags     uint8           // psRepublish
 	Multicast emulator.Addr   // the aggregation switch (results go back through it)
 	Workers   []emulator.Addr // the workers' node agents, by rank
 }
+
+// psRepublish: answer retransmissions of completed chunks through the
+// switch (allreduce.PSJob.Republish; release on return).
+const psRepublish = 1
 
 var errCtlMalformed = errors.New("malformed control message")
 
@@ -176,6 +181,7 @@ func appendCtl(b []byte, m *ctlMsg) []byte {
 		b = binary.BigEndian.AppendUint16(b, p.SwJob)
 		b = binary.BigEndian.AppendUint32(b, p.Elements)
 		b = binary.BigEndian.AppendUint16(b, p.K)
+		b = append(b, p.Flags)
 		b = putAddr(b, p.Multicast)
 		b = append(b, byte(len(p.Workers)))
 		for _, w := range p.Workers {
@@ -282,7 +288,7 @@ func parseCtl(b []byte) (ctlMsg, error) {
 		}
 		m.Err = string(body[11:])
 	case msgPSAdd:
-		const fixed = 2 + 4 + 2 + 6 + 1
+		const fixed = 2 + 4 + 2 + 1 + 6 + 1
 		if len(body) < fixed {
 			return m, malformed("ps-add body of %d bytes", len(body))
 		}
@@ -290,8 +296,9 @@ func parseCtl(b []byte) (ctlMsg, error) {
 		p.SwJob = binary.BigEndian.Uint16(body)
 		p.Elements = binary.BigEndian.Uint32(body[2:])
 		p.K = binary.BigEndian.Uint16(body[6:])
-		p.Multicast = getAddr(body[8:])
-		n := int(body[14])
+		p.Flags = body[8]
+		p.Multicast = getAddr(body[9:])
+		n := int(body[15])
 		if err := need(fixed + 6*n); err != nil {
 			return m, err
 		}
@@ -300,6 +307,8 @@ func parseCtl(b []byte) (ctlMsg, error) {
 			return m, malformed("ps-add of %d workers", n)
 		case p.K < 1 || int(p.K) > ina.MaxK || p.SwJob >= ina.MaxJobs || p.Elements > 1<<28:
 			return m, malformed("ps-add of switch job %d, k = %d, %d elements", p.SwJob, p.K, p.Elements)
+		case p.Flags&^psRepublish != 0:
+			return m, malformed("ps-add flags %#x", p.Flags)
 		}
 		for i := range n {
 			p.Workers = append(p.Workers, getAddr(body[fixed+6*i:]))

@@ -26,6 +26,7 @@ func ctlSamples() []ctlMsg {
 		{Type: msgDone, Job: 7, Rank: 3, Round: 19, At: time.Second, Last: true, Err: "value 3 of the all-reduced gradient is 1, want 2"},
 		{Type: msgDoneAck, Job: 7, Rank: 3, Round: 4},
 		{Type: msgPSAdd, Job: 7, PS: psBody{SwJob: 3, Elements: 34000, K: 64, Multicast: a("10.255.0.1:48864"), Workers: peers}},
+		{Type: msgPSAdd, Job: 7, PS: psBody{SwJob: 3, Elements: 34000, K: 64, Flags: psRepublish, Multicast: a("10.255.0.1:48864"), Workers: peers}},
 		{Type: msgPSRemove, Job: 7, PS: psBody{SwJob: 3}},
 		{Type: msgPSAck, Job: 7, Round: uint32(msgPSAdd), PS: psBody{SwJob: 3}},
 	}
@@ -76,6 +77,7 @@ func TestCtlRejects(t *testing.T) {
 		{"done flags", mod(done, ctlHeaderLen+8, 2)},
 		{"done error length", mod(done, ctlHeaderLen+9, 0xFF)},
 		{"ready with body", append(appendCtl(nil, &ctlMsg{Type: msgReady}), 1)},
+		{"ps-add flags", func() []byte { b := appendCtl(nil, &ctlSamples()[9]); b[ctlHeaderLen+8] = 2; return b }()},
 		{"ps-remove switch job", append(appendCtl(nil, &ctlMsg{Type: msgReady})[:ctlHeaderLen], 0xFF, 0xFF)},
 	} {
 		if tt.name == "ps-remove switch job" {
