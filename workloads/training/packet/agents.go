@@ -11,13 +11,14 @@ import (
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/workloads/allreduce"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
 
 // UDP ports of the packet-level agents.
 const (
-	NodePort = 41000 // node agents (one per worker host)
-	PSPort   = 41001 // parameter-server agents
-	CtlPort  = 41002 // the controller
+	NodePort = fabric.NodePort // node agents (one per worker host): the flow model's paths are hashed with it
+	PSPort   = 41001           // parameter-server agents
+	CtlPort  = 41002           // the controller
 )
 
 // gradient returns the value worker w contributes at index i of its
