@@ -51,8 +51,10 @@ type Binding struct {
 	Members uint32
 	Up      netip.Addr
 	// Hold is when a shared-mode aggregator is released: HoldCompletion
-	// (the default) or HoldReturn.
-	Hold uint8
+	// (the default) or HoldReturn. Place is how a shared-mode chunk finds
+	// its aggregator: PlaceHash (the default) or PlaceSlot.
+	Hold  uint8
+	Place uint8
 }
 
 // Contributors returns the bitmap of the workers whose contributions the
@@ -91,6 +93,10 @@ func (b Binding) Check(aggregators int) error {
 		return fmt.Errorf("binding of job %d: hold %d, want %d (completion) or %d (return)", b.Job, b.Hold, HoldCompletion, HoldReturn)
 	case b.Hold == HoldReturn && b.Mode != ModeShared:
 		return fmt.Errorf("binding of job %d: release on return applies to shared mode only", b.Job)
+	case b.Place != PlaceHash && b.Place != PlaceSlot:
+		return fmt.Errorf("binding of job %d: place %d, want %d (hash) or %d (slot)", b.Job, b.Place, PlaceHash, PlaceSlot)
+	case b.Place == PlaceSlot && b.Mode != ModeShared:
+		return fmt.Errorf("binding of job %d: aggregators named by the slot field need shared mode", b.Job)
 	}
 	return nil
 }
@@ -112,6 +118,7 @@ func (b Binding) Entry(n *p4rt.Names) (*p4v1.TableEntry, error) {
 			p4rt.P(ParamWorkers, uint64(b.Workers)), p4rt.P(ParamGroup, uint64(b.Group)),
 			p4rt.P(ParamPSAddr, ps), p4rt.P(ParamPSPort, uint64(b.PS.Port())),
 			p4rt.P(ParamMembers, uint64(b.Members)), p4rt.P(ParamUpAddr, up), p4rt.P(ParamHold, uint64(b.Hold)),
+			p4rt.P(ParamPlace, uint64(b.Place)),
 		}, 1)
 }
 
@@ -193,6 +200,8 @@ func ParseBinding(n *p4rt.Names, te *p4v1.TableEntry) (Binding, error) {
 			}
 		case ParamHold:
 			b.Hold = uint8(v)
+		case ParamPlace:
+			b.Place = uint8(v)
 		}
 	}
 	if psAddr != 0 {

@@ -149,7 +149,7 @@ func (p *Pipeline) applyJob(c *p4rt.Change) error {
 		Mode: uint8(a.Uint(ParamMode)), Gen: uint32(a.Uint(ParamGen)),
 		Base: uint32(a.Uint(ParamBase)), Size: uint32(a.Uint(ParamSize)),
 		Workers: uint8(a.Uint(ParamWorkers)), Group: uint16(a.Uint(ParamGroup)),
-		Members: uint32(a.Uint(ParamMembers)), Hold: uint8(a.Uint(ParamHold)),
+		Members: uint32(a.Uint(ParamMembers)), Hold: uint8(a.Uint(ParamHold)), Place: uint8(a.Uint(ParamPlace)),
 	}
 	if ps, port := a.Uint(ParamPSAddr), a.Uint(ParamPSPort); ps != 0 || port != 0 {
 		b.PS = netip.AddrPortFrom(ipv4(uint32(ps)), uint16(port))
@@ -163,7 +163,7 @@ func (p *Pipeline) applyJob(c *p4rt.Change) error {
 	je := &jobEntry{
 		job: b.Job, lo: b.FromRound, hi: b.ToRound, prio: e.Priority, mode: b.Mode, gen: b.Gen,
 		base: b.Base, size: b.Size, workers: b.Workers, all: AllWorkers(int(b.Workers)),
-		members: b.Contributors(), group: b.Group, hold: b.Hold,
+		members: b.Contributors(), group: b.Group, hold: b.Hold, place: b.Place,
 	}
 	if b.PS.IsValid() {
 		je.psIP, je.psPort = b.PS.Addr().As4(), b.PS.Port()

@@ -41,6 +41,7 @@ const bit<32> G_CHECKSUM = 6;
 const bit<8> MODE_POOL = 0;
 const bit<8> MODE_SHARED = 1;
 const bit<8> HOLD_RETURN = 1;
+const bit<8> PLACE_SLOT = 1;
 
 header ethernet_t {
     bit<48> dst;
@@ -176,6 +177,7 @@ struct metadata_t {
     bit<32> members;
     bit<32> up_addr;
     bit<8>  hold;
+    bit<8>  place;
 }
 
 parser InaParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t std) {
@@ -344,7 +346,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
     action set_job(bit<8> mode, bit<32> gen, bit<32> base, bit<32> size, bit<8> workers,
                    bit<16> group, bit<32> ps_addr, bit<16> ps_port,
-                   bit<32> members, bit<32> up_addr, bit<8> hold) {
+                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place) {
         meta.mode = mode;
         meta.gen = gen;
         meta.base = base;
@@ -356,6 +358,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.members = members;
         meta.up_addr = up_addr;
         meta.hold = hold;
+        meta.place = place;
     }
     action no_job() { }
 
@@ -975,9 +978,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         job_results.count((bit<32>)hdr.ina.job);
     }
 
-    // The shared-mode cell of the packet's chunk: CRC-32 of {job, offset}
-    // over the pool, copy 0.
-    action shared_cell() {
+    // The shared-mode cell of the packet's chunk, copy 0: the aggregator
+    // its slot field names, modulo the pool (place slot), or CRC-32 of
+    // {job, offset} over the pool.
+    action slot_cell() {
+        bit<32> i;
+        hash(i, HashAlgorithm.identity, (bit<32>)0, { hdr.ina.slot }, meta.size);
+        cell = (meta.base + i) << 1;
+    }
+    action hashed_cell() {
         bit<32> i;
         hash(i, HashAlgorithm.crc32, (bit<32>)0, { hdr.ina.job, hdr.ina.offset }, meta.size);
         cell = (meta.base + i) << 1;
@@ -1156,7 +1165,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 }
             } else {
                 // ATP: hash placement over the pool, copy 0.
-                shared_cell();
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
+                } else {
+                    hashed_cell();
+                }
                 load_cell();
                 bit<32> d = hdr.ina.round - r_round;
                 bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
@@ -1260,7 +1273,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 }
             } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
                 // Release on return: free the cell its chunk still holds.
-                shared_cell();
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
+                } else {
+                    hashed_cell();
+                }
                 load_cell();
                 if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
                     agg_count.write(cell, 0);

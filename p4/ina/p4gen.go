@@ -39,7 +39,7 @@ func P4Source(c Config) ([]byte, error) {
 		"DropMalformed": DropMalformed, "DropNoJob": DropNoJob, "DropNotIPv4": DropNotIPv4,
 		"DropTransitNoRoute": DropTransitNoRoute, "DropTTL": DropTTL, "DropNotINA": DropNotINA,
 		"DropChecksum": DropChecksum, "DropNoRoute": DropNoRoute,
-		"ModePool": ModePool, "ModeShared": ModeShared, "HoldReturn": HoldReturn, "TTL": generatedTTL, "HeaderLen": HeaderLen,
+		"ModePool": ModePool, "ModeShared": ModeShared, "HoldReturn": HoldReturn, "PlaceSlot": PlaceSlot, "TTL": generatedTTL, "HeaderLen": HeaderLen,
 		"SumFields": udpSumFields(c.K),
 	})
 	return b.Bytes(), err
@@ -108,6 +108,7 @@ const bit<32> G_CHECKSUM = {{.DropChecksum}};
 const bit<8> MODE_POOL = {{.ModePool}};
 const bit<8> MODE_SHARED = {{.ModeShared}};
 const bit<8> HOLD_RETURN = {{.HoldReturn}};
+const bit<8> PLACE_SLOT = {{.PlaceSlot}};
 
 header ethernet_t {
     bit<48> dst;
@@ -182,6 +183,7 @@ struct metadata_t {
     bit<32> members;
     bit<32> up_addr;
     bit<8>  hold;
+    bit<8>  place;
 }
 
 parser InaParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t std) {
@@ -289,7 +291,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
     action set_job(bit<8> mode, bit<32> gen, bit<32> base, bit<32> size, bit<8> workers,
                    bit<16> group, bit<32> ps_addr, bit<16> ps_port,
-                   bit<32> members, bit<32> up_addr, bit<8> hold) {
+                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place) {
         meta.mode = mode;
         meta.gen = gen;
         meta.base = base;
@@ -301,6 +303,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.members = members;
         meta.up_addr = up_addr;
         meta.hold = hold;
+        meta.place = place;
     }
     action no_job() { }
 
@@ -424,9 +427,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         job_results.count((bit<32>)hdr.ina.job);
     }
 
-    // The shared-mode cell of the packet's chunk: CRC-32 of {job, offset}
-    // over the pool, copy 0.
-    action shared_cell() {
+    // The shared-mode cell of the packet's chunk, copy 0: the aggregator
+    // its slot field names, modulo the pool (place slot), or CRC-32 of
+    // {job, offset} over the pool.
+    action slot_cell() {
+        bit<32> i;
+        hash(i, HashAlgorithm.identity, (bit<32>)0, { hdr.ina.slot }, meta.size);
+        cell = (meta.base + i) << 1;
+    }
+    action hashed_cell() {
         bit<32> i;
         hash(i, HashAlgorithm.crc32, (bit<32>)0, { hdr.ina.job, hdr.ina.offset }, meta.size);
         cell = (meta.base + i) << 1;
@@ -594,7 +603,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 }
             } else {
                 // ATP: hash placement over the pool, copy 0.
-                shared_cell();
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
+                } else {
+                    hashed_cell();
+                }
                 load_cell();
                 bit<32> d = hdr.ina.round - r_round;
                 bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
@@ -698,7 +711,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 }
             } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
                 // Release on return: free the cell its chunk still holds.
-                shared_cell();
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
+                } else {
+                    hashed_cell();
+                }
                 load_cell();
                 if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
                     agg_count.write(cell, 0);

@@ -31,6 +31,7 @@ const (
 	ParamMembers = "members" // 32 bits: workers whose contributions this switch completes (0: all)
 	ParamUpAddr  = "up_addr" // 32 bits: the next switch up the job's tree (0: none, this is the top)
 	ParamHold    = "hold"    // 8 bits: when a shared-mode aggregator is released (HoldCompletion, HoldReturn)
+	ParamPlace   = "place"   // 8 bits: how a shared-mode chunk finds its aggregator (PlaceHash, PlaceSlot)
 
 	// TableRoutes forwards IPv4 traffic (bmv2; the Go twin takes its routes
 	// from the topology and also accepts /32 entries here).
@@ -111,6 +112,24 @@ const (
 	ModeShared = 1 // ATP: hash placement, collisions and flushes to the parameter server
 )
 
+// How a shared-mode chunk finds its aggregator (ParamPlace).
+const (
+	// PlaceHash hashes the chunk: CRC-32 of (job, offset) over the pool.
+	PlaceHash = 0
+	// PlaceSlot takes the aggregator the packet names: its slot field,
+	// modulo the pool (so a job reaches at most 65536 of it). Workers start window slot i at FirstSlot(job)+i
+	// and move a slot to the aggregator a result names: the parameter
+	// server picks a free one for a chunk that collided (ATP's remapping;
+	// docs/ina-dataplane.md, "Slot remapping").
+	PlaceSlot = 1
+)
+
+// FirstSlot is the aggregator index of window slot 0 of a job under
+// PlaceSlot (slot i starts at FirstSlot+i, modulo 2^16 and the pool): a
+// hash of the job, so jobs sharing a pool start on different blocks, as
+// ATP's workers start at a hashed position.
+func FirstSlot(job uint16) uint16 { return uint16(SharedIndex(job, 0, 1<<16)) }
+
 // Drop reasons of CounterJobDrops.
 const (
 	DropDuplicate    = iota // a contribution already counted (bit set, chunk unfinished)
@@ -179,7 +198,7 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	b := &infoBuilder{info: &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Name: "ina", Arch: "v1model", Version: "1"}}}
 	bind := b.action(ActionBind, param{ParamMode, 8}, param{ParamGen, 32}, param{ParamBase, 32}, param{ParamSize, 32},
 		param{ParamWorkers, 8}, param{ParamGroup, 16}, param{ParamPSAddr, 32}, param{ParamPSPort, 16},
-		param{ParamMembers, 32}, param{ParamUpAddr, 32}, param{ParamHold, 8})
+		param{ParamMembers, 32}, param{ParamUpAddr, 32}, param{ParamHold, 8}, param{ParamPlace, 8})
 	noJob := b.action(ActionNoJob)
 	fwd := b.action(ActionForward, param{ParamPort, 9}, param{ParamDstMAC, 48}, param{ParamSrcMAC, 48})
 	drop := b.action(ActionDrop)

@@ -95,6 +95,7 @@ type jobEntry struct {
 	up      [4]byte // the switch above (hasUp)
 	hasUp   bool
 	hold    uint8
+	place   uint8
 }
 
 type group struct {
@@ -374,7 +375,7 @@ func (p *Pipeline) keepResult(e *jobEntry, h *Header, vals []byte) {
 // sharedData handles a contribution of a job in shared mode (ATP).
 func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulator.Emitter) {
 	j := int(h.Job)
-	c := 2 * int(e.base+SharedIndex(h.Job, h.Offset, e.size))
+	c := sharedCell(e, h)
 	retx := h.Flags&FlagRetransmit != 0
 	mine := p.count[c] != 0 && p.gen[c] == e.gen && p.round[c] == h.Round && p.offset[c] == h.Offset
 	switch {
@@ -458,7 +459,7 @@ func (p *Pipeline) release(e *jobEntry, h *Header) {
 	if e.mode != ModeShared || e.hold != HoldReturn {
 		return
 	}
-	c := 2 * int(e.base+SharedIndex(h.Job, h.Offset, e.size))
+	c := sharedCell(e, h)
 	if p.count[c] != 0 && p.gen[c] == e.gen && p.round[c] == h.Round && p.offset[c] == h.Offset {
 		p.closeHold(c)
 		p.count[c] = 0
@@ -491,6 +492,15 @@ func (p *Pipeline) up(c int, e *jobEntry, f []byte, flags uint8, out emulator.Em
 	f[offINA+1] = FlagPartial | flags | p.ovfFlag(c)
 	binary.BigEndian.PutUint32(f[offINA+20:], p.bitmap[c])
 	p.onward(e, f, out)
+}
+
+// sharedCell returns the shared-mode cell of a packet's chunk: copy 0 of
+// the aggregator its slot field names (PlaceSlot) or its chunk hashes to.
+func sharedCell(e *jobEntry, h *Header) int {
+	if e.place == PlaceSlot {
+		return 2 * int(e.base+uint32(h.Slot)%e.size)
+	}
+	return 2 * int(e.base+SharedIndex(h.Job, h.Offset, e.size))
 }
 
 // SharedIndex is the pool-relative aggregator of a chunk in shared mode:

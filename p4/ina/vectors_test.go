@@ -53,6 +53,7 @@ type vectorBinding struct {
 	Members uint32 `json:"members,omitempty"`
 	UpHost  int    `json:"up_host,omitempty"`
 	Hold    uint8  `json:"hold,omitempty"`
+	Place   uint8  `json:"place,omitempty"`
 }
 
 type vectorGroup struct {
@@ -116,7 +117,7 @@ func (v *vectorFile) program(top *topologies.Topology, ctl *Controller) ([]*p4v1
 	}
 	for _, vb := range v.Bindings {
 		b := Binding{Job: vb.Job, FromRound: vb.From, ToRound: vb.To, Mode: vb.Mode, Gen: vb.Gen, Base: vb.Base,
-			Size: vb.Size, Workers: vb.Workers, Group: vb.Group, Members: vb.Members, Hold: vb.Hold}
+			Size: vb.Size, Workers: vb.Workers, Group: vb.Group, Members: vb.Members, Hold: vb.Hold, Place: vb.Place}
 		if vb.PSHost != 0 {
 			b.PS = addr(vb.PSHost)
 		}
@@ -282,8 +283,31 @@ func scenarios() []*vectorBuilder {
 		Src: netip.AddrPortFrom(src.IP, 40000), Dst: netip.AddrPortFrom(dst.IP, 9), TTL: 1}, []byte("expiring")), 0)
 	out = append(out, e)
 
-	out = append(out, lowerScenario(), topScenario())
+	out = append(out, lowerScenario(), topScenario(), slotScenario())
 	return out
+}
+
+// slotScenario is shared mode with aggregators named by the packets'
+// slot field (ATP's slot remapping): the parameter server's result names
+// the aggregator the collided slot moves to.
+func slotScenario() *vectorBuilder {
+	v := newVector("shared-slot", "ATP's slot remapping: the aggregator is the packet's slot modulo the pool; a collided chunk's result from the PS names the slot's new aggregator, which the next chunk uses", 5)
+	v.v.Bindings = []vectorBinding{
+		{Job: 7, To: MaxRound, Mode: ModeShared, Gen: 3, Base: 200, Size: 8, Workers: 2, Group: 1, PSHost: 5, Place: PlaceSlot},
+		{Job: 8, To: MaxRound, Mode: ModeShared, Gen: 4, Base: 200, Size: 8, Workers: 2, Group: 2, PSHost: 5, Place: PlaceSlot},
+	}
+	v.v.Groups = []vectorGroup{{Group: 1, Hosts: []int{1, 2}}, {Group: 2, Hosts: []int{3, 4}}}
+	d := func(doc string, job uint16, w uint8, slot uint16, off uint32, want int) {
+		v.send(doc, int(w)+1+2*int(job-7), v.sw(), Header{Flags: FlagData, Job: job, Slot: slot, Worker: w, Workers: 2, Offset: off, Bitmap: 1 << w}, ramp(int32(job)), want)
+	}
+	d("job 7 slot 11 claims aggregator 3 (11 mod 8)", 7, 0, 11, 0, 0)
+	d("job 8 names aggregator 3 too: collision, to the PS", 8, 0, 3, 0, 1)
+	d("job 7 completes: the result goes to the PS, naming aggregator 11", 7, 1, 11, 0, 1)
+	v.send("the PS returns job 8's result, naming aggregator 5 for that slot: multicast to job 8's workers", 5, v.sw(),
+		Header{Flags: FlagResult, Job: 8, Slot: 5, Workers: 2, Bitmap: 3}, ramp(16), 2)
+	d("job 8's next chunk in that slot uses aggregator 5", 8, 0, 5, 4*vectorK, 0)
+	d("and completes there: the result to the PS", 8, 1, 5, 4*vectorK, 1)
+	return v
 }
 
 // lowerScenario is a rack's ToR in a two-level tree: host 5 plays the

@@ -39,8 +39,10 @@ type P4RT struct {
 	// ports, and dedicated parameter-server hosts, set it before binding.
 	Endpoints func(job int) (workerPort uint16, ps netip.AddrPort)
 	// Hold is when shared-mode bindings release their aggregators
-	// (ina.HoldCompletion or ina.HoldReturn).
-	Hold uint8
+	// (ina.HoldCompletion or ina.HoldReturn); Place how their chunks find
+	// an aggregator (ina.PlaceHash, or ina.PlaceSlot: named by the
+	// packets, ATP's slot remapping).
+	Hold, Place uint8
 
 	top  *topologies.Topology
 	ctl  map[string]*ina.Controller
@@ -166,7 +168,7 @@ func (b *P4RT) Bind(ctx context.Context, j Job, bd Binding, workers []string) er
 		if !ps.IsValid() {
 			return fmt.Errorf("job %d: a shared binding needs a parameter server", j.ID)
 		}
-		next.Mode, next.PS, next.Hold = ina.ModeShared, ps, b.Hold
+		next.Mode, next.PS, next.Hold, next.Place = ina.ModeShared, ps, b.Hold, b.Place
 	}
 	tree, err := ina.Tree(b.top, j.Switch, j.Lower, addrs)
 	if err != nil {

@@ -46,6 +46,10 @@ type JobSpec struct {
 	// or ina.HoldReturn: on the result's return from the parameter server,
 	// as the ATP paper does).
 	Hold uint8
+	// Remap is ATP's slot remapping in shared mode: packets name their
+	// aggregator (ina.PlaceSlot), and the parameter server moves a window
+	// slot whose chunk collided to a free one (PSJob.Remap).
+	Remap bool
 	// Shared binds the job in shared mode (ATP); otherwise pool mode.
 	Shared bool
 	// Base and Size are the job's pool of aggregators (ModeINA).
@@ -305,6 +309,9 @@ func setup(net Network, spec JobSpec, pls []*ina.Pipeline) (*Job, error) {
 		}
 		if spec.Shared {
 			b.Mode = ina.ModeShared
+			if spec.Remap {
+				b.Place = ina.PlaceSlot
+			}
 			if !psAddr.IsValid() {
 				return nil, fmt.Errorf("job %d: a shared binding needs a parameter server host", spec.ID)
 			}
@@ -335,7 +342,7 @@ func setup(net Network, spec JobSpec, pls []*ina.Pipeline) (*Job, error) {
 		}
 		if psAddr.IsValid() {
 			ps, err := NewPS(PSJob{Job: spec.ID, Workers: addrs, Elements: spec.Elements, K: spec.K, Multicast: target,
-				Republish: spec.Hold == ina.HoldReturn})
+				Republish: spec.Hold == ina.HoldReturn, Remap: spec.Remap && spec.Shared, Window: spec.Window, Size: int(spec.Size)})
 			if err != nil {
 				return nil, err
 			}
@@ -377,7 +384,8 @@ func setup(net Network, spec JobSpec, pls []*ina.Pipeline) (*Job, error) {
 			j.Rings = append(j.Rings, r)
 			red = r
 		} else {
-			s, err := NewStream(StreamConfig{Job: spec.ID, Worker: uint8(i), Workers: uint8(n), Target: targets[i], Window: spec.Window, K: spec.K, Timeout: spec.Timeout})
+			s, err := NewStream(StreamConfig{Job: spec.ID, Worker: uint8(i), Workers: uint8(n), Target: targets[i], Window: spec.Window, K: spec.K, Timeout: spec.Timeout,
+				Remap: spec.Remap && spec.Shared && spec.Mode == ModeINA})
 			if err != nil {
 				return nil, fmt.Errorf("job %d: %w", spec.ID, err)
 			}

@@ -36,14 +36,15 @@ func leafSpine(t testing.TB, rate units.Rate, aggregators int, imp float64) *top
 // twoLevelJobs are jobs across racks aggregated in two levels: a pool job
 // over three racks, and two shared-mode (ATP) jobs hashing onto one small
 // pool of the same switches (collisions at both levels), one releasing its
-// aggregators at completion and one on the result's return.
+// aggregators at completion and hashing every chunk, the other as ATP
+// does: release on the result's return, collided slots remapped.
 func twoLevelJobs(g gradients, window int) []JobSpec {
 	return []JobSpec{
 		{ID: 1, Mode: ModeINA, Hosts: []string{"h1", "h2", "h5", "h9", "h10"}, Switch: "spine1", Lower: []string{"leaf1", "leaf2", "leaf3"},
 			Base: 0, Size: uint32(window), Window: window},
 		{ID: 2, Mode: ModeINA, Shared: true, Hosts: []string{"h3", "h6", "h7"}, PSHost: "h12", Switch: "spine1", Lower: []string{"leaf1", "leaf2"},
 			Base: 40, Size: 6, Window: 2 * window},
-		{ID: 3, Mode: ModeINA, Shared: true, Hold: ina.HoldReturn, Hosts: []string{"h4", "h8", "h11"}, PSHost: "h12", Switch: "spine1",
+		{ID: 3, Mode: ModeINA, Shared: true, Hold: ina.HoldReturn, Remap: true, Hosts: []string{"h4", "h8", "h11"}, PSHost: "h12", Switch: "spine1",
 			Lower: []string{"leaf1", "leaf2", "leaf3"}, Base: 40, Size: 6, Window: 2 * window},
 	}
 }
@@ -194,5 +195,72 @@ func TestReleaseOnReturn(t *testing.T) {
 		if imp == 0 && hold[ina.HoldReturn] <= hold[ina.HoldCompletion] {
 			t.Errorf("hold time %v on return, %v at completion: want longer on return", hold[ina.HoldReturn], hold[ina.HoldCompletion])
 		}
+	}
+}
+
+// TestRemapSettles: two shared-mode jobs whose windows fit together in
+// their pool, with workers out of step (an early worker's chunk holds its
+// aggregator while the other job's chunks hash there). Hashing every
+// chunk anew they keep colliding; with ATP's slot remapping a collided
+// slot moves to an aggregator its job does not use, so collisions die
+// out. Both are exact.
+func TestRemapSettles(t *testing.T) {
+	collisions := map[bool][]uint64{}
+	for _, remap := range []bool{false, true} {
+		top := starTopo(t, netParams{hosts: 9, delay: time.Microsecond, aggregators: 64})
+		s, n := newNet(t, top, testK, 3)
+		g := gradients{seed: 3, limit: 1 << 16}
+		const iters = 8
+		var jobs []*Job
+		for i := range 2 {
+			hosts, ps := hostNames(1, 4), "h9" // each job its own parameter server
+			if i == 1 {
+				hosts, ps = hostNames(5, 3), "h8"
+			}
+			spec := JobSpec{ID: uint16(i + 1), Mode: ModeINA, Shared: true, Remap: remap, Hosts: hosts, PSHost: ps, Switch: "tor",
+				Base: 0, Size: 24, Window: 10, K: testK, Elements: 4000, Iterations: iters, Timeout: 100 * time.Microsecond,
+				Fill: g.fill(uint16(i + 1)), Check: g.check(uint16(i+1), len(hosts), 4000)}
+			j, err := Setup(n, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Worker 0 of each job starts its all-reduce 3 µs early.
+			for w, wk := range j.Workers {
+				if w > 0 {
+					wk.Compute = 3 * time.Microsecond
+				}
+			}
+			jobs = append(jobs, j)
+		}
+		// Collisions per iteration, read from the switch as job 1 ends
+		// each one.
+		var per []uint64
+		var last uint64
+		check := jobs[0].Workers[0].Check
+		jobs[0].Workers[0].Check = func(it int, t []int32) error {
+			var c uint64
+			for _, j := range jobs {
+				jc, _ := j.Controller.Counters(context.Background(), j.Spec.ID)
+				c += jc.Collisions
+			}
+			per = append(per, c-last)
+			last = c
+			return check(it, t)
+		}
+		runJobs(t, s, jobs, sim.Second)
+		collisions[remap] = per
+	}
+	t.Logf("collisions per iteration: hashing %v, remapping %v", collisions[false], collisions[true])
+	hash, remap := collisions[false], collisions[true]
+	var tailHash, tailRemap uint64
+	for i := len(hash) / 2; i < len(hash); i++ {
+		tailHash += hash[i]
+		tailRemap += remap[i]
+	}
+	if tailHash == 0 {
+		t.Fatal("no collisions when hashing: the case does not exercise them")
+	}
+	if tailRemap*4 > tailHash {
+		t.Errorf("late iterations: %d collisions remapping, %d hashing; want remapping to settle", tailRemap, tailHash)
 	}
 }

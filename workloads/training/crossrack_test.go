@@ -31,6 +31,7 @@ policies: [noina, switchml, atp, dynaina]
 scenarios:
   - {name: clean}
   - {name: lossy, loss: 0.01}
+  - {name: published, atp_hold: return, atp_collisions: remap}
 `
 
 // TestPacketLevelAcrossRacks runs jobs across racks with real packets:
@@ -53,17 +54,18 @@ func TestPacketLevelAcrossRacks(t *testing.T) {
 	}
 	pk := execute(t, open("packet"), nil)
 	flowSpec := open("flow")
-	flowSpec.Scenarios = flowSpec.Scenarios[:1]
+	flowSpec.Scenarios = append(flowSpec.Scenarios[:1], flowSpec.Scenarios[2])
 	fl := execute(t, flowSpec, nil)
 	for _, p := range pk.Policies {
-		for _, sc := range []string{"clean", "lossy"} {
+		for _, sc := range []string{"clean", "lossy", "published"} {
 			a := pk.Aggregate(sc, p)
 			if p != "noina" && a[MetricINAFraction].Mean <= 0 {
 				t.Errorf("%s/%s: ina_fraction %v: nothing aggregated in the switches", sc, p, a[MetricINAFraction].Mean)
 			}
 		}
 		a, b := avgJCT(t, pk, "clean", p), avgJCT(t, fl, "clean", p)
-		t.Logf("%-9s packet level %.3f s, flow level %.3f s (%+.1f%%), lossy %.3f s", p, a, b, 100*(a/b-1), avgJCT(t, pk, "lossy", p))
+		t.Logf("%-9s packet level %.3f s, flow level %.3f s (%+.1f%%), lossy %.3f s; ATP as published: packet %.3f s, flow %.3f s", p, a, b, 100*(a/b-1),
+			avgJCT(t, pk, "lossy", p), avgJCT(t, pk, "published", p), avgJCT(t, fl, "published", p))
 		switch {
 		case p == "atp" && a < b*0.99:
 			t.Errorf("atp: packet level %.3f s below the flow model's best case %.3f s", a, b)

@@ -78,6 +78,16 @@ func (n Net) DataPlaneHold() uint8 {
 	return ina.HoldCompletion
 }
 
+// DataPlanePlace is how shared-mode chunks find their aggregator in the
+// INA data plane for n's ATPCollisions: named by the packets, collided
+// slots remapped (ina.PlaceSlot), or hashed (ina.PlaceHash).
+func (n Net) DataPlanePlace() uint8 {
+	if n.ATPCollisions == CollideRemap {
+		return ina.PlaceSlot
+	}
+	return ina.PlaceHash
+}
+
 // Check validates n. Its errors are *NetError, naming the spec's key.
 func (n Net) Check() error {
 	switch {

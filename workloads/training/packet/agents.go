@@ -125,6 +125,7 @@ type streamKey struct {
 	job    uint16
 	window uint32
 	target emulator.Addr
+	remap  bool
 }
 
 func newNode(ctl emulator.Addr) *node {
@@ -363,12 +364,12 @@ func (j *nodeJob) grant(m ctlMsg) {
 	case grantRing:
 		red = j.ring
 	default:
-		key := streamKey{m.SwJob, m.Window, m.Target}
+		key := streamKey{m.SwJob, m.Window, m.Target, m.Mode == grantRemap}
 		s := j.streams[key]
 		if s == nil {
 			var err error
 			s, err = allreduce.NewStream(allreduce.StreamConfig{Job: m.SwJob, Worker: uint8(j.rank), Workers: uint8(len(j.l.Peers)),
-				Target: m.Target, Window: int(m.Window), K: int(j.l.K), Timeout: j.l.Timeout})
+				Target: m.Target, Window: int(m.Window), K: int(j.l.K), Timeout: j.l.Timeout, Remap: key.remap})
 			if err != nil {
 				j.done(err)
 				return
@@ -436,7 +437,7 @@ func (p *psAgent) Recv(from emulator.Addr, b []byte) {
 				p.remove(sw)
 			}
 			if err := p.ps.Add(allreduce.PSJob{Job: sw, Workers: m.PS.Workers, Elements: int(m.PS.Elements), K: int(m.PS.K), Multicast: m.PS.Multicast,
-				Republish: m.PS.Flags&psRepublish != 0}); err != nil {
+				Republish: m.PS.Flags&psRepublish != 0, Remap: m.PS.Flags&psRemap != 0, Window: int(m.PS.Window), Size: int(m.PS.Size)}); err != nil {
 				p.bad++
 				return
 			}

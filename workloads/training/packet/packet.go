@@ -546,6 +546,10 @@ func (c *controller) proceed(p *prun) {
 	if c.s.Net.DataPlaneHold() == ina.HoldReturn {
 		body.Flags |= psRepublish
 	}
+	if c.s.Net.DataPlanePlace() == ina.PlaceSlot {
+		body.Flags |= psRemap
+		body.Window, body.Size = uint32(c.sharedWindow(p)), uint32(p.b.Size)
+	}
 	c.request(p.psAddr, &ctlMsg{Type: msgPSAdd, Job: uint32(p.r.spec.ID), PS: body}, [3]uint32{uint32(msgPSAdd), uint32(p.r.spec.ID), uint32(sw)})
 	p.psSwJob = int(sw)
 }
@@ -586,6 +590,10 @@ func (c *controller) grant(p *prun) {
 	}
 }
 
+// sharedWindow is ATP's window of p in shared mode: the line-rate window
+// through the parameter server, capped at the pool.
+func (c *controller) sharedWindow(p *prun) int { return min(p.r.est.WindowPS, p.b.Size, 1<<16) }
+
 func (c *controller) sendGrant(p *prun, rank int) {
 	m := &ctlMsg{Type: msgGrant, Job: uint32(p.r.spec.ID), Rank: uint8(rank), Round: uint32(p.cur), Mode: grantRing}
 	if p.b.INA() {
@@ -595,7 +603,10 @@ func (c *controller) sendGrant(p *prun, rank int) {
 		case inasched.Pool:
 			m.Mode, m.Window = grantPool, uint32(p.b.Size)
 		default:
-			m.Mode, m.Window = grantShared, uint32(min(p.r.est.WindowPS, p.b.Size, 1<<16))
+			m.Mode, m.Window = grantShared, uint32(c.sharedWindow(p))
+			if c.s.Net.DataPlanePlace() == ina.PlaceSlot {
+				m.Mode = grantRemap
+			}
 		}
 	}
 	c.send(p.addrs[rank], m)
@@ -834,7 +845,7 @@ func Run(ctx context.Context, s Setup) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	binder.Hold = s.Net.DataPlaneHold()
+	binder.Hold, binder.Place = s.Net.DataPlaneHold(), s.Net.DataPlanePlace()
 	binder.Endpoints = func(job int) (uint16, netip.AddrPort) {
 		for _, p := range c.runs {
 			if p.r.spec.ID == job {
@@ -995,8 +1006,6 @@ func (s *Setup) check() error {
 		return errors.New("packet level: no testbed")
 	case s.Net.Payload != 4*ina.DefaultK || s.Net.Frame != ina.HeaderLen+4*ina.DefaultK+42:
 		return fmt.Errorf("packet level: payload %d and frame %d; the INA data plane carries %d-byte payloads in %d-byte frames", s.Net.Payload, s.Net.Frame, 4*ina.DefaultK, ina.HeaderLen+4*ina.DefaultK+42)
-	case s.Net.ATPCollisions == fabric.CollideRemap:
-		return fmt.Errorf("packet level: atp_collisions %q is a flow-model setting; the data plane hashes every chunk (docs/ina-dataplane.md, \"ATP as published\")", s.Net.ATPCollisions)
 	case s.Timeout <= 0 || s.RingTimeout <= 0:
 		return errors.New("packet level: the retransmission timeouts must be positive")
 	case s.RingWindow < 1:
