@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator/sim"
+	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
@@ -262,5 +263,63 @@ func TestRemapSettles(t *testing.T) {
 	}
 	if tailRemap*4 > tailHash {
 		t.Errorf("late iterations: %d collisions remapping, %d hashing; want remapping to settle", tailRemap, tailHash)
+	}
+}
+
+// TestTwoLevelOnTestbeds runs jobs across racks in two levels with SetupOn
+// on every testbed (sim; netns as root: one Go switch process per switch
+// of the leaf-spine), at 10 Mbit/s with 1% loss on every link: a pool
+// job and a shared-mode job as ATP publishes it, every sum exact.
+func TestTwoLevelOnTestbeds(t *testing.T) {
+	for name, newTB := range testbeds(t) {
+		t.Run(name, func(t *testing.T) {
+			top := leafSpine(t, 10*units.Mbps, 64, 0.01)
+			for _, l := range top.Links {
+				l.Duplicate, l.Reorder, l.Delay, l.Buffer = 0, 0, 50*time.Microsecond, 64<<10
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tb.Close()
+			g := gradients{seed: 2, limit: 1 << 20}
+			specs := []JobSpec{
+				{ID: 1, Mode: ModeINA, Hosts: []string{"h1", "h2", "h5", "h9"}, Switch: "spine1", Lower: []string{"leaf1", "leaf2", "leaf3"}, Base: 0, Size: 16},
+				{ID: 2, Mode: ModeINA, Shared: true, Hold: ina.HoldReturn, Remap: true, Hosts: []string{"h3", "h6", "h7"}, PSHost: "h12",
+					Switch: "spine2", Lower: []string{"leaf1", "leaf2"}, Base: 16, Size: 32, Window: 16},
+			}
+			var jobs []*Job
+			for _, sp := range specs {
+				sp.K, sp.Elements, sp.Iterations, sp.Compute = 64, 64*40+5, 3, 5*time.Millisecond
+				sp.Timeout = 40 * time.Millisecond
+				sp.Fill, sp.Check = g.fill(sp.ID), sumCheck(g, sp.ID, len(sp.Hosts))
+				j, err := SetupOn(tb, sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				jobs = append(jobs, j)
+			}
+			done := func() bool {
+				all := true
+				for _, j := range jobs {
+					all = j.Poll() && all
+				}
+				return all
+			}
+			if err := tb.Run(ctx, 10*time.Millisecond, time.Minute, done); err != nil {
+				t.Fatal(err)
+			}
+			checkTwoLevel(t, jobs)
+			if err := tb.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if j.Err != nil || !j.Done() {
+					t.Errorf("job %d: done %v, %v", j.Spec.ID, j.Done(), j.Err)
+				}
+			}
+		})
 	}
 }
