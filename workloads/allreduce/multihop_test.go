@@ -33,15 +33,8 @@ func TestMultiHop(t *testing.T) {
 		{ID: 2, Mode: ModeINA, Hosts: []string{"h2", "h5", "h9"}, Switch: "leaf1", Base: 0, Size: 16},
 		{ID: 3, Mode: ModeINA, Shared: true, Hosts: []string{"h3", "h6"}, PSHost: "h9", Switch: "spine2", Base: 0, Size: 4, Window: 16},
 	}
-	var jobs []*Job
-	for _, spec := range specs {
+	jobs := setupJobs(t, n, g, specs, func(spec *JobSpec) {
 		spec.K, spec.Elements, spec.Iterations, spec.Timeout = testK, 2000, 2, 100*time.Microsecond
-		spec.Fill, spec.Check = g.fill(spec.ID), g.check(spec.ID, len(spec.Hosts), spec.Elements)
-		j, err := Setup(n, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, j)
-	}
+	})
 	runJobs(t, s, jobs, sim.Second)
 }

@@ -39,7 +39,7 @@ func leafSpine(t testing.TB, rate units.Rate, aggregators int, imp float64) *top
 // pool of the same switches (collisions at both levels), one releasing its
 // aggregators at completion and hashing every chunk, the other as ATP
 // does: release on the result's return, collided slots remapped.
-func twoLevelJobs(g gradients, window int) []JobSpec {
+func twoLevelJobs(window int) []JobSpec {
 	return []JobSpec{
 		{ID: 1, Mode: ModeINA, Hosts: []string{"h1", "h2", "h5", "h9", "h10"}, Switch: "spine1", Lower: []string{"leaf1", "leaf2", "leaf3"},
 			Base: 0, Size: uint32(window), Window: window},
@@ -69,16 +69,9 @@ func TestTwoLevelExactness(t *testing.T) {
 				top := leafSpine(t, 100*units.Gbps, 64, imp)
 				s, n := newNet(t, top, testK, seed)
 				g := gradients{seed: seed, limit: 1 << 20}
-				var jobs []*Job
-				for _, spec := range twoLevelJobs(g, 8) {
+				jobs := setupJobs(t, n, g, twoLevelJobs(8), func(spec *JobSpec) {
 					spec.K, spec.Elements, spec.Iterations, spec.Timeout = testK, 1500+int(seed)*97, 3, timeout
-					spec.Fill, spec.Check = g.fill(spec.ID), g.check(spec.ID, len(spec.Hosts), spec.Elements)
-					j, err := Setup(n, spec)
-					if err != nil {
-						t.Fatal(err)
-					}
-					jobs = append(jobs, j)
-				}
+				})
 				runJobs(t, s, jobs, sim.Second)
 				checkTwoLevel(t, jobs)
 			})
@@ -121,17 +114,10 @@ func TestTwoLevelHeavyReordering(t *testing.T) {
 	}
 	s, n := newNet(t, top, testK, 4)
 	g := gradients{seed: 4, limit: 1 << 20}
-	var jobs []*Job
-	for _, spec := range twoLevelJobs(g, 2) {
+	jobs := setupJobs(t, n, g, twoLevelJobs(2), func(spec *JobSpec) {
 		spec.Base %= 16
 		spec.K, spec.Elements, spec.Iterations, spec.Timeout = testK, 400, 3, 40*time.Microsecond
-		spec.Fill, spec.Check = g.fill(spec.ID), g.check(spec.ID, len(spec.Hosts), spec.Elements)
-		j, err := Setup(n, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, j)
-	}
+	})
 	runJobs(t, s, jobs, sim.Second)
 	checkTwoLevel(t, jobs)
 }
@@ -143,14 +129,11 @@ func TestTwoLevelTraffic(t *testing.T) {
 	top := leafSpine(t, 100*units.Gbps, 64, 0)
 	s, n := newNet(t, top, testK, 1)
 	g := gradients{seed: 1, limit: 1 << 20}
-	spec := twoLevelJobs(g, 8)[0]
-	spec.K, spec.Elements, spec.Iterations, spec.Timeout = testK, 64*testK, 2, time.Millisecond
-	spec.Fill, spec.Check = g.fill(spec.ID), g.check(spec.ID, len(spec.Hosts), spec.Elements)
-	j, err := Setup(n, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runJobs(t, s, []*Job{j}, sim.Second)
+	jobs := setupJobs(t, n, g, twoLevelJobs(8)[:1], func(spec *JobSpec) {
+		spec.K, spec.Elements, spec.Iterations, spec.Timeout = testK, 64*testK, 2, time.Millisecond
+	})
+	runJobs(t, s, jobs, sim.Second)
+	j, spec := jobs[0], jobs[0].Spec
 	chunks := uint64(spec.Elements / testK * spec.Iterations)
 	ctx := context.Background()
 	c, err := j.Controllers[0].Counters(ctx, 1)
@@ -284,33 +267,12 @@ func TestTwoLevelOnTestbeds(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tb.Close()
-			g := gradients{seed: 2, limit: 1 << 20}
 			specs := []JobSpec{
 				{ID: 1, Mode: ModeINA, Hosts: []string{"h1", "h2", "h5", "h9"}, Switch: "spine1", Lower: []string{"leaf1", "leaf2", "leaf3"}, Base: 0, Size: 16},
 				{ID: 2, Mode: ModeINA, Shared: true, Hold: ina.HoldReturn, Remap: true, Hosts: []string{"h3", "h6", "h7"}, PSHost: "h12",
 					Switch: "spine2", Lower: []string{"leaf1", "leaf2"}, Base: 16, Size: 32, Window: 16},
 			}
-			var jobs []*Job
-			for _, sp := range specs {
-				sp.K, sp.Elements, sp.Iterations, sp.Compute = 64, 64*40+5, 3, 5*time.Millisecond
-				sp.Timeout = 40 * time.Millisecond
-				sp.Fill, sp.Check = g.fill(sp.ID), sumCheck(g, sp.ID, len(sp.Hosts))
-				j, err := SetupOn(tb, sp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				jobs = append(jobs, j)
-			}
-			done := func() bool {
-				all := true
-				for _, j := range jobs {
-					all = j.Poll() && all
-				}
-				return all
-			}
-			if err := tb.Run(ctx, 10*time.Millisecond, time.Minute, done); err != nil {
-				t.Fatal(err)
-			}
+			jobs := runOnTestbed(ctx, t, tb, gradients{seed: 2, limit: 1 << 20}, specs, 64*40+5)
 			checkTwoLevel(t, jobs)
 			if err := tb.Close(); err != nil {
 				t.Fatal(err)
