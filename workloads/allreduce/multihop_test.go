@@ -6,7 +6,6 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/units"
-	"github.com/tracebed/tracebed/topologies"
 )
 
 // TestMultiHop binds jobs to a spine and to a leaf of a leaf-spine fabric
@@ -14,18 +13,7 @@ import (
 // data packets cross switches that only forward them, results reach workers
 // several hops away, and the sums are exact under impairments.
 func TestMultiHop(t *testing.T) {
-	f, err := topologies.Generate(topologies.Params{Generate: "leafspine", Name: "fabric", Spines: 2, Leaves: 3, HostsPerLeaf: 3,
-		Rate: 100 * units.Gbps, Delay: units.Duration(time.Microsecond), Aggregators: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := f.Build("fabric")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range top.Links {
-		l.Loss, l.Duplicate, l.Reorder = 0.01, 0.01, 0.01
-	}
+	top := fabricTopo(t, 3, 100*units.Gbps, 64, 0.01)
 	s, n := newNet(t, top, testK, 8)
 	g := gradients{seed: 8, limit: 1 << 20}
 	specs := []JobSpec{

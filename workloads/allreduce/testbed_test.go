@@ -18,6 +18,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/topologies"
 )
 
 func TestMain(m *testing.M) {
@@ -76,13 +77,7 @@ func TestSetupOnTestbeds(t *testing.T) {
 	for name, newTB := range testbeds(t) {
 		t.Run(name, func(t *testing.T) {
 			top := starTopo(t, netParams{hosts: 8, rate: 10 * units.Mbps, delay: 50 * time.Microsecond, aggregators: 64, buffer: 64 << 10, loss: 0.01})
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tb.Close()
+			ctx, tb := openTestbed(t, newTB, top)
 			specs := []JobSpec{
 				{ID: 1, Mode: ModeINA, Hosts: hostNames(1, 3), Switch: "tor", Base: 0, Size: 16},
 				{ID: 2, Mode: ModeINA, Shared: true, Hosts: hostNames(4, 2), PSHost: "h6", Switch: "tor", Base: 16, Size: 32, Window: 16},
@@ -106,6 +101,20 @@ func TestSetupOnTestbeds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openTestbed starts a testbed of top running the INA program, closed
+// with its two-minute context when the test ends.
+func openTestbed(t *testing.T, newTB func(context.Context, testbed.Config) (testbed.Testbed, error), top *topologies.Topology) (context.Context, testbed.Testbed) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.Close() })
+	return ctx, tb
 }
 
 // runOnTestbed sets the jobs up on tb with SetupOn (3 iterations of elems

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator/sim"
-	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
@@ -18,8 +17,13 @@ import (
 // INA pipeline, every link impaired by imp (loss, duplication and
 // reordering each).
 func leafSpine(t testing.TB, rate units.Rate, aggregators int, imp float64) *topologies.Topology {
+	return fabricTopo(t, 4, rate, aggregators, imp)
+}
+
+// fabricTopo is a leaf-spine of 2 spines and 3 leaves of perLeaf hosts.
+func fabricTopo(t testing.TB, perLeaf int, rate units.Rate, aggregators int, imp float64) *topologies.Topology {
 	t.Helper()
-	f, err := topologies.Generate(topologies.Params{Generate: "leafspine", Name: "fabric", Spines: 2, Leaves: 3, HostsPerLeaf: 4,
+	f, err := topologies.Generate(topologies.Params{Generate: "leafspine", Name: "fabric", Spines: 2, Leaves: 3, HostsPerLeaf: perLeaf,
 		Rate: rate, Delay: units.Duration(time.Microsecond), Aggregators: aggregators})
 	if err != nil {
 		t.Fatal(err)
@@ -260,13 +264,7 @@ func TestTwoLevelOnTestbeds(t *testing.T) {
 			for _, l := range top.Links {
 				l.Duplicate, l.Reorder, l.Delay, l.Buffer = 0, 0, 50*time.Microsecond, 64<<10
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tb.Close()
+			ctx, tb := openTestbed(t, newTB, top)
 			specs := []JobSpec{
 				{ID: 1, Mode: ModeINA, Hosts: []string{"h1", "h2", "h5", "h9"}, Switch: "spine1", Lower: []string{"leaf1", "leaf2", "leaf3"}, Base: 0, Size: 16},
 				{ID: 2, Mode: ModeINA, Shared: true, Hold: ina.HoldReturn, Remap: true, Hosts: []string{"h3", "h6", "h7"}, PSHost: "h12",
