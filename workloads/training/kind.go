@@ -247,10 +247,6 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		return bad("payload", "%d; packet-level runs carry %d bytes (k = %d values) per INA packet", s.net.Payload, 4*ina.DefaultK, ina.DefaultK)
 	case s.net.Frame != 42+ina.HeaderLen+4*ina.DefaultK:
 		return bad("frame", "%d; an INA frame of the data plane is %d bytes", s.net.Frame, 42+ina.HeaderLen+4*ina.DefaultK)
-	case s.net.ATPHold == fabric.HoldReturn:
-		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", fabric.HoldReturn, fabric.HoldCompletion)
-	case s.net.ATPCollisions == fabric.CollideRemap:
-		return bad("atp_collisions", "%q is a flow-model setting; the data plane hashes every chunk anew (use %s)", fabric.CollideRemap, fabric.CollideHash)
 	case p.HostTurnaround < 0 || p.Timeout < 0 || p.RingTimeout < 0 || p.Sample < 0:
 		return bad("timeout", "host_turnaround, timeout, ring_timeout and sample must not be negative")
 	case p.RingWindow < 0 || p.RingWindow > 1<<16:
@@ -578,6 +574,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if err != nil {
 		return nil, err
 	}
+	binder.Hold, binder.Place = sc.net.DataPlaneHold(), sc.net.DataPlanePlace() // ATP's bindings as the model runs them
 	policy, err := e.factory(r.Policy, sc)
 	if err != nil {
 		return nil, err

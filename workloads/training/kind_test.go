@@ -94,8 +94,6 @@ func TestSpecErrors(t *testing.T) {
 		{"no topology", "kind: ina\npolicies: [noina]\n", "topology: missing"},
 		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: netns: scenario \"default\" runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet"},
 		{"granularity", head + "policies: [noina]\nworkload: {granularity: packets}\n", "workload.granularity: \"packets\"; want flow"},
-		{"packet atp_hold", head + "policies: [noina]\nworkload: {granularity: packet, atp_hold: return}\n", "atp_hold: \"return\" is a flow-model setting"},
-		{"packet atp_collisions", head + "policies: [noina]\nworkload: {granularity: packet, atp_collisions: remap}\n", "atp_collisions: \"remap\" is a flow-model setting"},
 		{"bad atp_collisions", head + "policies: [noina]\nworkload: {atp_collisions: often}\n", "workload.atp_collisions: atp_collisions \"often\""},
 		{"bad fabric_rate", head + "policies: [noina]\nworkload: {fabric_rate: 100Gbps}\n", "workload.fabric_rate: topology star has no link between two switches"},
 		{"packet payload", head + "policies: [noina]\nworkload: {granularity: packet, payload: 512B, frame: 600B}\n", "payload: 512; packet-level runs carry 256 bytes"},
