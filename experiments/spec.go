@@ -30,6 +30,10 @@ import (
 // Substrates a spec may name.
 var Substrates = []string{"sim", "netns"}
 
+// MaxScale is the largest scale factor any spec may give; a kind may allow
+// less (the far-memory kind does: its clock must hold the scaled run).
+const MaxScale = 1e6
+
 // Spec is a parsed experiment spec.
 type Spec struct {
 	Name        string
@@ -225,8 +229,11 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 			break
 		}
 	}
-	if s.Scale < 1 {
-		errs = append(errs, s.Errorf("scale", "%g; the scale factor divides rates, volumes and memory and must be 1 or more", s.Scale))
+	if raw.Seeds != nil && len(raw.Seeds) == 0 {
+		errs = append(errs, s.Errorf("seeds", "empty; list the seeds to run, or leave the field out (seed 1)"))
+	}
+	if s.Scale < 1 || s.Scale > MaxScale {
+		errs = append(errs, s.Errorf("scale", "%g; the scale factor divides rates, volumes and memory and must be 1 to %g (kinds may allow less)", s.Scale, float64(MaxScale)))
 	}
 	if raw.Topology != nil {
 		top, err := LoadTopology(file, raw.Topology, "topology")
@@ -244,6 +251,8 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 		s.Scenarios = []Entry{{Name: "default", Pos: s.At.Pos, Path: "scenarios"}}
 	} else if s.Scenarios, err = entries(file, raw.Scenarios, "scenarios"); err != nil {
 		errs = append(errs, err)
+	} else if len(s.Scenarios) == 0 {
+		errs = append(errs, s.Errorf("scenarios", "empty, so nothing would run; list the scenarios, or leave the field out (one scenario named default)"))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

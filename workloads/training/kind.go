@@ -328,16 +328,16 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 		return nil, err
 	}
 	if p.Aggregators != nil {
-		if *p.Aggregators < 0 || *p.Aggregators > 1<<24 {
-			return nil, bad("aggregators", "%d; want 0 to %d", *p.Aggregators, 1<<24)
+		if *p.Aggregators < 0 || *p.Aggregators > topologies.MaxAggregators {
+			return nil, bad("aggregators", "%d; want 0 to %d", *p.Aggregators, topologies.MaxAggregators)
 		}
 		for _, sw := range top.Switches() {
 			sw.Aggregators = *p.Aggregators
 		}
 	}
 	if p.RackAggregators != nil {
-		if *p.RackAggregators < 0 || *p.RackAggregators > 1<<24 {
-			return nil, bad("rack_aggregators", "%d; want 0 to %d", *p.RackAggregators, 1<<24)
+		if *p.RackAggregators < 0 || *p.RackAggregators > topologies.MaxAggregators {
+			return nil, bad("rack_aggregators", "%d; want 0 to %d", *p.RackAggregators, topologies.MaxAggregators)
 		}
 		for _, h := range top.Hosts() {
 			h.Uplink().Node.Aggregators = *p.RackAggregators
