@@ -33,8 +33,7 @@ var netnsPrefix = "c" + netns.NewRunID()[:2]
 // namespace, link or process of this package's runs is left.
 func TestMain(m *testing.M) {
 	if os.Getenv("TRACEBED_TEST_AS_MAIN") == "1" {
-		main()
-		return
+		os.Exit(mainWith(testApp)) // with the test kinds (reliability_test.go)
 	}
 	switchcmd.Main() // the switches of in-process netns runs
 	os.Exit(netns.RunTests(m, netnsPrefix))

@@ -127,14 +127,23 @@ writes, byte for byte (docs/scale-out.md).`,
 					}
 				}
 				bar.finish()
+				wall := time.Since(start)
+				info := runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}
 				if err != nil {
-					if cmd.Context().Err() != nil {
-						return fmt.Errorf("%s interrupted; its runs stopped and their testbeds were torn down: %w", c.spec.Name, err)
+					if res != nil && res.Partial != nil && shard.Count == 0 {
+						// Interrupted: the runs that finished are
+						// written, marked partial, without figures
+						// (they take time; 'tracebed report' draws
+						// them).
+						if dir, werr := a.writePartial(out, c.exp, res, info); werr == nil {
+							err = fmt.Errorf("%w; the %d finished runs are in %s, marked partial", err, res.Partial.Done, dir)
+						}
+					}
+					if c.spec.Substrate == "netns" && cmd.Context().Err() != nil {
+						err = fmt.Errorf("%w (the runs' testbeds were torn down)", err)
 					}
 					return err
 				}
-				wall := time.Since(start)
-				info := runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}
 				if shard.Count > 0 {
 					if err := a.writeShard(out, c.spec, c.exp, shard, res, info, quiet); err != nil {
 						return err

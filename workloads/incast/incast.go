@@ -196,6 +196,7 @@ func Simulate(ctx context.Context, p Params, pol Policy, seed uint64, progress f
 	}
 	total := p.Senders * p.Packets
 	step := sim.FromDuration(gap) * 1000
+	defer s.InterruptOn(ctx)()
 	for s.Pending() > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
