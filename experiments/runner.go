@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/testbed"
 )
@@ -124,6 +126,11 @@ type Options struct {
 	// Shard, if its Count is not 0, runs only that shard of the runs
 	// (NewPlan); the results then hold those runs alone.
 	Shard Shard
+	// Memory, if positive, bounds the estimated memory (Need) of the runs
+	// under way together: a run starts when its estimate fits beside
+	// those of the runs under way, or when none is. CheckLimits refuses
+	// a run whose estimate alone exceeds it.
+	Memory int64
 }
 
 // RunError is a failure of one run (as opposed to bad input).
@@ -209,6 +216,19 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 		mu.Unlock()
 		opts.Progress.Update(sum, float64(len(runs)))
 	}
+	// The memory each run is estimated to need, as a share of the budget.
+	var budget *semaphore.Weighted
+	weight := make([]int64, len(runs))
+	if needs := Needs(spec, exp); needs != nil && opts.Memory > 0 {
+		budget = semaphore.NewWeighted(opts.Memory)
+		for i, r := range runs {
+			for k, sc := range spec.Scenarios {
+				if sc.Name == r.Scenario {
+					weight[i] = min(max(needs[k].Memory, 1), opts.Memory)
+				}
+			}
+		}
+	}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range min(parallel, len(runs)) {
@@ -218,7 +238,15 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 			for i := range jobs {
 				r := runs[i]
 				r.Progress = func(f float64) { report(i, f) }
+				if budget != nil && weight[i] > 0 {
+					if err := budget.Acquire(ctx, weight[i]); err != nil {
+						continue // interrupted before it started
+					}
+				}
 				run, err := runOne(ctx, exp, r)
+				if budget != nil && weight[i] > 0 {
+					budget.Release(weight[i])
+				}
 				report(i, 1)
 				mu.Lock()
 				if err != nil {

@@ -430,13 +430,20 @@ func withoutKey(n *yaml.Node, key string) *yaml.Node {
 // at the entry's own key if it sets it, else at the workload section's key if
 // the value came from there, else at the entry.
 func EntryError(s *Spec, e Entry, key, format string, args ...any) error {
+	pos, field := EntryWhere(s, e, key)
+	return yamlx.Errorf(pos, field, format, args...)
+}
+
+// EntryWhere locates key of a scenario or policy entry as EntryError
+// does: the position and the dotted path of the field.
+func EntryWhere(s *Spec, e Entry, key string) (yamlx.Pos, string) {
 	if v := valueOf(e.Node, key); v != nil {
-		return yamlx.Errorf(yamlx.NodePos(s.File, v), e.Path+"."+key, format, args...)
+		return yamlx.NodePos(s.File, v), e.Path + "." + key
 	}
 	if v := valueOf(s.Workload, key); v != nil {
-		return yamlx.Errorf(yamlx.NodePos(s.File, v), "workload."+key, format, args...)
+		return yamlx.NodePos(s.File, v), "workload." + key
 	}
-	return yamlx.Errorf(e.Pos, e.Path+"."+key, format, args...)
+	return e.Pos, e.Path + "." + key
 }
 
 func valueOf(n *yaml.Node, key string) *yaml.Node {

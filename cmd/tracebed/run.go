@@ -26,6 +26,7 @@ func (a *app) runCommand() *cobra.Command {
 		plots     bool
 		shardArg  string
 		format    *formatFlag
+		limits    = experiments.DefaultLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [SPEC...]",
@@ -88,6 +89,9 @@ writes, byte for byte (docs/scale-out.md).`,
 				if err != nil {
 					return badInput(err)
 				}
+				if err := experiments.CheckLimits(s, exp, limits); err != nil {
+					return badInput(err)
+				}
 				todo = append(todo, compiled{s, exp})
 			}
 			tbOpts := netnstb.Options{Switch: switchArg, RunIDPrefix: a.netnsRunPrefix}
@@ -110,7 +114,7 @@ writes, byte for byte (docs/scale-out.md).`,
 			for _, c := range todo {
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
-				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard}
+				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard, Memory: int64(limits.Memory)}
 				var testbeds *netnstb.Factory
 				if c.spec.Substrate == "netns" {
 					// Real time: one run at a time keeps the cores for
@@ -179,6 +183,7 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.BoolVar(&plots, "plots", true, "write the figures (PNG, SVG) next to the results")
 	f.StringVar(&shardArg, "shard", "", "run only shard I/N of each spec's runs (0 ≤ I < N, balanced by estimated cost), writing OUT/<experiment>/shard-I-of-N.json (OUT defaults to "+defaultShardOut+"); join the shards with 'tracebed merge'")
 	format = addFormatFlag(f, formatTable, "what to print on stdout: the comparison tables, or the runs as CSV, or results.json")
+	addLimitFlags(f, &limits)
 	return cmd
 }
 

@@ -22,7 +22,8 @@ import (
 const maxProblems = 20
 
 func (a *app) validateCommand() *cobra.Command {
-	return &cobra.Command{
+	limits := experiments.DefaultLimits
+	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check topology, experiment spec and trace files",
 		Long: `Check each FILE and report every problem (up to 20 a file) with its file,
@@ -31,12 +32,16 @@ line and field. A YAML file with a "kind" key is an experiment spec
 "topology" key is a topology; other files are checked as traces by their
 extension: job traces (.csv, .jsonl, .ndjson, Gavel's .trace) and memory
 traces (.memtrace, .memtxt, .lackey). Memory traces are read as a stream,
-whatever their size.`,
+whatever their size.
+
+A spec is checked as 'tracebed run' checks it before running anything:
+its runs' memory and simulation events are estimated and refused above
+--max-memory and --max-events. What validate accepts runs.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var errs []error
 			for _, path := range args {
-				what, err := a.validate(path)
+				what, err := a.validate(path, limits)
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -49,10 +54,12 @@ whatever their size.`,
 			return nil
 		},
 	}
+	addLimitFlags(cmd.Flags(), &limits)
+	return cmd
 }
 
-// validate checks one file and says what it was.
-func (a *app) validate(path string) (string, error) {
+// validate checks one file, a spec against limits, and says what it was.
+func (a *app) validate(path string, limits experiments.Limits) (string, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	if v, ok := a.traceValidators()[ext]; ok {
 		return v(path)
@@ -81,11 +88,15 @@ func (a *app) validate(path string) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			if _, err := a.registry.Compile(s); err != nil {
+			exp, err := a.registry.Compile(s)
+			if err != nil {
+				return "", err
+			}
+			if err := experiments.CheckLimits(s, exp, limits); err != nil {
 				return "", err
 			}
 			runs := len(s.Policies) * len(s.Scenarios) * len(s.Seeds)
-			return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs), nil
+			return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs%s", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs, needSummary(s, experiments.Needs(s, exp))), nil
 		case "topology":
 			top, err := a.loadTopology(path, data)
 			if err != nil {

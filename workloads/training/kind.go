@@ -153,6 +153,8 @@ type scenario struct {
 }
 
 type experiment struct {
+	spec      *experiments.Spec
+	entries   map[string]experiments.Entry // scenarios by name
 	scenarios map[string]*scenario
 	policies  map[string]inasched.Params // by the spec's policy name
 	systems   map[string]string          // the registered policy each runs
@@ -176,7 +178,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
+	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
 	var firstTop *topologies.Topology
 	var packet []experiments.Entry
 	for _, sc := range spec.Scenarios {
@@ -193,6 +195,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			firstTop = s.top
 		}
 		e.scenarios[sc.Name] = s
+		e.entries[sc.Name] = sc
 		if s.p.Granularity == GranularityPacket {
 			packet = append(packet, sc)
 		} else if spec.Substrate != "sim" {
