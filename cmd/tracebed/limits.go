@@ -46,4 +46,3 @@ func needSummary(s *experiments.Spec, needs []experiments.Need) string {
 	}
 	return out
 }
-

@@ -140,4 +140,3 @@ func peakDuring(f func()) (live, total uint64) {
 	sample()
 	return live, total
 }
-

@@ -50,4 +50,3 @@ func (e *experiment) Need(scenario string) experiments.Need {
 		EventsBy: experiments.EntryCause(e.spec, sc, "packets", "senders × packets frames, a few events each"),
 	}
 }
-
