@@ -90,11 +90,7 @@ func (e crashExp) Run(ctx context.Context, r experiments.Run) (*analysis.Run, er
 
 func writeSpec(t *testing.T, name, body string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeIn(t, t.TempDir(), name, body)
 }
 
 // TestInternalErrors: a panic anywhere — in a run, in a kind's checks, in

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -120,21 +121,21 @@ func Parse(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, Errorf(Pos{File: file}, "", "file is empty")
+			return nil, Errorf(Pos{File: file, Line: 1}, "", "file is empty (or only comments)")
 		}
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, Errorf(Pos{File: file, Line: extra.Line}, "", "more than one YAML document; tracebed files hold one")
 	} else if !errors.Is(err, io.EOF) {
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, Errorf(Pos{File: file}, "", "not a YAML document")
+		return nil, Errorf(Pos{File: file, Line: 1}, "", "not a YAML document")
 	}
 	if n := expandedSize(doc.Content[0], map[*yaml.Node]int{}); n > MaxExpandedNodes {
-		return nil, Errorf(Pos{File: file}, "", "the document expands to more than %d values through aliases", MaxExpandedNodes)
+		return nil, Errorf(NodePos(file, doc.Content[0]), "", "the document expands to more than %d values through aliases", MaxExpandedNodes)
 	}
 	return doc.Content[0], nil
 }
@@ -167,7 +168,9 @@ func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) int {
 }
 
 // syntaxError turns yaml.v3's "yaml: line 3: ..." into an *Error at line 3.
-func syntaxError(file string, err error) *Error {
+// yaml.v3 gives no line for bytes it cannot read at all (control
+// characters, invalid UTF-8): the error points at the first such byte.
+func syntaxError(file string, data []byte, err error) *Error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
@@ -184,7 +187,31 @@ func syntaxError(file string, err error) *Error {
 			}
 		}
 	}
-	return Errorf(Pos{File: file, Line: line}, "", "YAML syntax: %s", msg)
+	pos := Pos{File: file, Line: line}
+	if line == 0 {
+		pos = badByte(file, data)
+	}
+	return Errorf(pos, "", "YAML syntax: %s", msg)
+}
+
+// badByte returns the position of the first byte of data that YAML does
+// not allow (a control character other than tab, newline and carriage
+// return, or invalid UTF-8), or line 1 if there is none.
+func badByte(file string, data []byte) Pos {
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f || r == 0xfeff && i > 0 {
+			return Pos{File: file, Line: line, Col: col}
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += size
+	}
+	return Pos{File: file, Line: 1}
 }
 
 // NodePos returns the position of n in file.
