@@ -130,7 +130,7 @@ func TestInterrupt(t *testing.T) {
 			started := filepath.Join(dir, "started")
 			spec := writeSpec(t, "interrupt.yaml", "kind: crash\npolicies: [p1, p2]\nscenarios:\n  - quick\n  - {name: endless, mode: loop, started: "+started+"}\n")
 			out := filepath.Join(dir, "out")
-			c := tracebed("run", "--quiet", "--parallel", "1", "--out", out, spec)
+			c := tracebed(t, "run", "--quiet", "--parallel", "1", "--out", out, spec)
 			var buf bytes.Buffer
 			c.Stdout, c.Stderr = &buf, &buf
 			if err := c.Start(); err != nil {

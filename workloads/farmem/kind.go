@@ -341,6 +341,15 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		return nil, bad("iterations", "%d; want 0 (the workload's default) or more", p.Iterations)
 	}
 	s := &scenario{p: p, pageSize: int(p.PageSize), scale: spec.Scale}
+	if spec.Substrate == "netns" {
+		if err := s.fitsMTU(NetnsMTU); err != nil {
+			key := "page_size"
+			if strings.Contains(err.Error(), "background.frame") {
+				key = "background"
+			}
+			return nil, bad(key, "%v", err)
+		}
+	}
 	// The topology: the spec's, or a leaf-spine, built anew for this
 	// scenario (its impairments and scale are the scenario's).
 	top, err := scenarioTopology(spec, p)
@@ -897,8 +906,17 @@ func (sc *scenario) checkMTU(tb testbed.Testbed) error {
 	if !ok {
 		return nil
 	}
+	return sc.fitsMTU(m.MTU())
+}
+
+// NetnsMTU is the MTU of the links of the netns substrate as 'tracebed
+// run' builds it (netnstb.DefaultMTU, jumbo frames): validate checks
+// netns specs against it.
+const NetnsMTU = 9000
+
+// fitsMTU refuses a scenario whose messages do not fit links of MTU mtu.
+func (sc *scenario) fitsMTU(mtu int) error {
 	const eth = 14 // the Ethernet header, not part of the MTU
-	mtu := m.MTU()
 	if ip := frame.HeaderLen - eth + pfarmem.HeaderLen + sc.pageSize; ip > mtu {
 		return fmt.Errorf("a page of %d bytes travels as a %d-byte IP packet, above the links' MTU of %d bytes: use jumbo frames (MTU %d or more) or a smaller page_size", sc.pageSize, ip, mtu, ip)
 	}
