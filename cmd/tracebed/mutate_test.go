@@ -26,6 +26,7 @@ var (
 	mutants    = flag.Int("mutate.n", 150, "TestMutants: how many mutants of the ready inputs to validate")
 	mutantRuns = flag.Int("mutate.runs", 4, "TestMutants: how many mutants that validate to run")
 	mutateSeed = flag.Uint64("mutate.seed", 1, "TestMutants: the seed of the mutations")
+	mutateDir  = flag.String("mutate.dir", "", "TestMutants: write the mutants into this directory and keep them (default: a temporary one)")
 )
 
 // mutationLimits are the limits TestMutants validates mutants against
@@ -56,7 +57,10 @@ func TestMutants(t *testing.T) {
 	t.Setenv(memtrace.CacheDirEnv, t.TempDir()) // converted traces go here, not to the user's cache
 	seeds := mutationSeeds(t)
 	r := rand.New(rand.NewPCG(*mutateSeed, 0x6d7574))
-	dir := t.TempDir()
+	dir := *mutateDir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	var ran, accepted, refused int
 	outcomes := map[string][2]int{} // operator → accepted, refused
 	var runnable []string

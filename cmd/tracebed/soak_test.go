@@ -88,9 +88,10 @@ func TestSoak(t *testing.T) {
 			if int64(live) > need.Memory {
 				t.Errorf("peak live heap %d bytes above the estimate of %d", live, need.Memory)
 			}
-			// With the memory limit at the estimate, the heap held stays
-			// near it unless the live heap outgrows it.
-			if float64(total) > 1.1*float64(need.Memory)+(32<<20) {
+			// With the memory limit at the estimate, the memory held stays
+			// near it unless the live heap outgrows it (the limit is
+			// soft: fragmentation and the collector's pace add some).
+			if float64(total) > 1.25*float64(need.Memory)+(32<<20) {
 				t.Errorf("peak memory held %d bytes, above the limit of %d", total, need.Memory)
 			}
 		})

@@ -188,6 +188,9 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			return nil, err
 		}
 		s, err := compileScenario(spec, sc, p)
+		if err == nil {
+			err = s.checkArrivals(spec, sc)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -487,6 +490,31 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	}
 	s.gen = g
 	return s, nil
+}
+
+// MaxArrival bounds the arrival times of jobs after load compresses or
+// stretches them: the flow model counts time in float64 seconds, which
+// keep sub-nanosecond precision (a few bytes at 100 Gbps) over 11 days.
+const MaxArrival = 1e6 * time.Second
+
+// checkArrivals refuses a scenario whose jobs, for any of the spec's
+// seeds, arrive later than MaxArrival (a tiny load stretches a trace).
+func (s *scenario) checkArrivals(spec *experiments.Spec, sc experiments.Entry) error {
+	for _, seed := range spec.Seeds {
+		js, err := s.Jobs(seed)
+		if err != nil {
+			return experiments.EntryError(spec, sc, "load", "%v", err)
+		}
+		for _, j := range js {
+			if j.Arrival < 0 || j.Arrival > MaxArrival {
+				return experiments.EntryError(spec, sc, "load", "%v: job %d would arrive %.3g s or more after the start, beyond the %.0f s (11 days) the model's clock keeps precise; raise the load or shorten the trace", s.p.Load, j.ID, math.Abs(float64(j.Arrival)/1e9), MaxArrival.Seconds())
+			}
+		}
+		if s.jobs != nil {
+			break // a replayed trace is the same for every seed
+		}
+	}
+	return nil
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
