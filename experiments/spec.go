@@ -10,6 +10,7 @@ package experiments
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -23,6 +24,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tracebed/tracebed/internal/ctxio"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -67,6 +69,29 @@ type Spec struct {
 	At   yamlx.Where
 
 	readFile func(string) ([]byte, error)
+	// ctx interrupts reads of the files the spec refers to (SetContext).
+	ctx context.Context
+}
+
+// SetContext makes every read of a file the spec refers to (Find, ReadFile,
+// Interruptible) fail once ctx is done: compiling a spec that converts a
+// trace of gigabytes stops on SIGINT like a run does.
+func (s *Spec) SetContext(ctx context.Context) { s.ctx = ctx }
+
+// Interruptible returns open with its reader failing once the spec's
+// context (SetContext) is done.
+func (s *Spec) Interruptible(open func() (io.ReadCloser, error)) func() (io.ReadCloser, error) {
+	if s.ctx == nil {
+		return open
+	}
+	ctx := s.ctx
+	return func() (io.ReadCloser, error) {
+		rc, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return ctxio.ReadCloser(ctx, rc), nil
+	}
 }
 
 // Entry is one policy or scenario: a name, and for a mapping entry the node
@@ -118,7 +143,7 @@ func (s *Spec) Find(path string) (RefFile, error) {
 		fi, err := os.Stat(p)
 		if err == nil && !fi.IsDir() {
 			p := p
-			return RefFile{Name: p, Size: fi.Size(), Open: func() (io.ReadCloser, error) { return os.Open(p) }}, nil
+			return RefFile{Name: p, Size: fi.Size(), Open: s.Interruptible(func() (io.ReadCloser, error) { return os.Open(p) })}, nil
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return RefFile{}, fmt.Errorf("%s: %w", p, err)
@@ -126,9 +151,9 @@ func (s *Spec) Find(path string) (RefFile, error) {
 	}
 	if s.readFile != nil {
 		if data, err := s.readFile(path); err == nil {
-			return RefFile{Name: path, Size: int64(len(data)), Open: func() (io.ReadCloser, error) {
+			return RefFile{Name: path, Size: int64(len(data)), Open: s.Interruptible(func() (io.ReadCloser, error) {
 				return io.NopCloser(bytes.NewReader(data)), nil
-			}}, nil
+			})}, nil
 		}
 	}
 	where := "next to " + s.File + ", in the working directory"

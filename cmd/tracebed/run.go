@@ -2,8 +2,11 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -85,7 +88,11 @@ writes, byte for byte (docs/scale-out.md).`,
 				if cmd.Flags().Changed("seed") {
 					s.Seeds = []int64{seed}
 				}
+				s.SetContext(cmd.Context())
 				exp, err := a.registry.Compile(s)
+				if err != nil && cmd.Context().Err() != nil {
+					return fmt.Errorf("%s: %w", s.Name, context.Cause(cmd.Context())) // interrupted, not bad input
+				}
 				if err != nil {
 					return badInput(err)
 				}
@@ -110,6 +117,12 @@ writes, byte for byte (docs/scale-out.md).`,
 					return badInput(fmt.Errorf("--realtime: %w", err))
 				}
 				defer restore()
+			}
+			if os.Getenv("GOMEMLIMIT") == "" && limits.Memory > 0 {
+				// The runs under way are estimated to need at most
+				// --max-memory together: the collector works to keep
+				// the process near it (a soft limit; docs/reliability.md).
+				defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(limits.Memory) + runtimeSlack))
 			}
 			for _, c := range todo {
 				start := time.Now()
@@ -186,6 +199,11 @@ writes, byte for byte (docs/scale-out.md).`,
 	addLimitFlags(f, &limits)
 	return cmd
 }
+
+// runtimeSlack is what the process holds besides its runs' estimates,
+// in the Go memory limit 'tracebed run' sets: the runtime, the binary's
+// data, the results and figures being written.
+const runtimeSlack = 256 << 20
 
 // loadSpecs opens the named specs, or the default suite when none is named.
 // (Without a spec, 'run --substrate netns' runs the netns suite instead.)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/ctxio"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/traces/jobs"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
@@ -41,12 +43,15 @@ its runs' memory and simulation events are estimated and refused above
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var errs []error
 			for _, path := range args {
-				what, err := a.validate(path, limits)
+				what, err := a.validate(cmd.Context(), path, limits)
 				if err != nil {
 					errs = append(errs, err)
 					continue
 				}
 				fmt.Fprintf(a.stdout, "%s: ok (%s)\n", path, what)
+			}
+			if cmd.Context().Err() != nil {
+				return context.Cause(cmd.Context()) // interrupted: exit 1, not bad input
 			}
 			if len(errs) > 0 {
 				return badInput(errors.Join(errs...))
@@ -59,10 +64,10 @@ its runs' memory and simulation events are estimated and refused above
 }
 
 // validate checks one file, a spec against limits, and says what it was.
-func (a *app) validate(path string, limits experiments.Limits) (string, error) {
+func (a *app) validate(ctx context.Context, path string, limits experiments.Limits) (string, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	if v, ok := a.traceValidators()[ext]; ok {
-		return v(path)
+		return v(ctx, path)
 	}
 	switch ext {
 	case ".yaml", ".yml":
@@ -88,6 +93,7 @@ func (a *app) validate(path string, limits experiments.Limits) (string, error) {
 			if err != nil {
 				return "", err
 			}
+			s.SetContext(ctx)
 			exp, err := a.registry.Compile(s)
 			if err != nil {
 				return "", err
@@ -109,8 +115,8 @@ func (a *app) validate(path string, limits experiments.Limits) (string, error) {
 }
 
 // traceValidators maps a file extension to the validator of that trace format.
-func (a *app) traceValidators() map[string]func(path string) (string, error) {
-	return map[string]func(string) (string, error){
+func (a *app) traceValidators() map[string]func(ctx context.Context, path string) (string, error) {
+	return map[string]func(context.Context, string) (string, error){
 		".csv": validateJobTrace, ".jsonl": validateJobTrace, ".ndjson": validateJobTrace, ".trace": validateJobTrace,
 		".memtrace": validateMemTrace, ".memtxt": validateMemTrace, ".lackey": validateMemTrace,
 	}
@@ -118,13 +124,13 @@ func (a *app) traceValidators() map[string]func(path string) (string, error) {
 
 // validateMemTrace checks a memory-access trace (traces/mem: binary, text
 // or valgrind lackey output) as a stream, reporting every bad line.
-func validateMemTrace(path string) (string, error) {
+func validateMemTrace(ctx context.Context, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	info, err := memtrace.Inspect(path, f, memtrace.InspectOptions{MaxProblems: maxProblems})
+	info, err := memtrace.Inspect(path, ctxio.Reader(ctx, f), memtrace.InspectOptions{MaxProblems: maxProblems})
 	if err != nil {
 		return "", err
 	}
@@ -140,7 +146,7 @@ func validateMemTrace(path string) (string, error) {
 
 // validateJobTrace checks an INA job trace (traces/jobs: CSV, JSON Lines,
 // the Tiresias CSV or Gavel's format).
-func validateJobTrace(path string) (string, error) {
+func validateJobTrace(_ context.Context, path string) (string, error) {
 	data, err := readLimited(path, maxJobTrace)
 	if err != nil {
 		return "", err

@@ -463,6 +463,7 @@ func (s *scenario) hostTraces(spec *experiments.Spec, sc experiments.Entry, prep
 				if err != nil {
 					return nil, bad(k, "%v", err)
 				}
+				f.Open = spec.Interruptible(f.Open)
 				files = append(files, f)
 			}
 			continue
