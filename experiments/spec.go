@@ -141,6 +141,10 @@ type RefFile struct {
 func (s *Spec) Find(path string) (RefFile, error) {
 	for _, p := range s.candidates(path) {
 		fi, err := os.Stat(p)
+		if err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+			// A device or a pipe could block or never end.
+			return RefFile{}, fmt.Errorf("%s: not a regular file (%v)", p, fi.Mode().Type())
+		}
 		if err == nil && !fi.IsDir() {
 			p := p
 			return RefFile{Name: p, Size: fi.Size(), Open: s.Interruptible(func() (io.ReadCloser, error) { return os.Open(p) })}, nil

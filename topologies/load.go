@@ -3,7 +3,6 @@ package topologies
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -114,7 +113,7 @@ func truncate(s string) string {
 
 // Load reads and validates a topology file.
 func Load(path string) (*Topology, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("topology: %w", err)
 	}

@@ -397,3 +397,35 @@ func mutateBytes(r *rand.Rand, data []byte) ([]byte, string) {
 	v := []string{"0", "-1", "1e30", "99999999999999999999", "1e-30", "nan", "inf", "0x7fffffff", "0b101", "3600000000000"}[r.IntN(10)]
 	return slices.Concat(out[:l[0]], []byte(v), out[l[1]:]), "extreme-number"
 }
+
+// FuzzValidate validates arbitrary bytes as a spec or topology (YAML)
+// with every kind tracebed ships: never a panic, and a refusal always
+// names a file and a line. The ready specs and topologies seed it.
+func FuzzValidate(f *testing.F) {
+	for _, pattern := range []string{"../../experiments/*.yaml", "../../topologies/*.yaml", "testdata/*.yaml"} {
+		files, _ := filepath.Glob(pattern)
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+	dir := f.TempDir()
+	f.Setenv(memtrace.CacheDirEnv, filepath.Join(dir, "cache"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "fuzz.yaml")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var o, e bytes.Buffer
+		code := testApp(&o, &e).execute(context.Background(), []string{"validate", "--max-events", "3e6", path})
+		switch {
+		case code == exitBadInput && !fileLine.MatchString(e.String()):
+			t.Fatalf("refused without a file and line:\n%s", e.String())
+		case code != exitOK && code != exitBadInput:
+			t.Fatalf("validate exited %d:\n%s", code, e.String())
+		}
+	})
+}

@@ -181,3 +181,44 @@ func TestInterrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestDevicesRefused: a spec, a topology or a trace that is a device or a
+// pipe (which could block, or never end) is refused at once, as bad input.
+func TestDevicesRefused(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("skipping: no /dev/zero")
+	}
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero.yaml")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"validate a device", []string{"validate", zero}},
+		{"run a device", []string{"run", "--quiet", "--out", dir, zero}},
+		{"topology a device", []string{"validate", writeIn(t, dir, "t.yaml", "kind: ina\ntopology: /dev/zero\npolicies: [noina]\n")}},
+		{"trace a device", []string{"validate", writeIn(t, dir, "j.yaml", "kind: ina\ntopology: star\ntrace: /dev/zero\npolicies: [noina]\n")}},
+		{"memory trace a device", []string{"validate", writeIn(t, dir, "m.yaml", "kind: farmem\ntrace: /dev/zero\npolicies: [glitter]\n")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var code int
+			var stderr string
+			go func() {
+				code, _, stderr = run(t, tc.args...)
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("still reading after a minute")
+			}
+			if code != exitBadInput || !strings.Contains(stderr, "not a regular file") {
+				t.Errorf("exit %d: %s", code, stderr)
+			}
+		})
+	}
+}

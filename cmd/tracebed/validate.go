@@ -74,7 +74,7 @@ func (a *app) validate(ctx context.Context, path string, limits experiments.Limi
 	default:
 		return "", fmt.Errorf("%s: unknown file type %q; tracebed validates .yaml topologies and specs and traces (%s)", path, filepath.Ext(path), strings.Join(a.traceExtensions(), ", "))
 	}
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path)
 	if err != nil {
 		return "", err
 	}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -112,6 +113,37 @@ func JoinPath(path, key string) string {
 // the *Error that Decode reports.
 type ScalarUnmarshaler interface {
 	UnmarshalScalar(s string) error
+}
+
+// MaxFileSize bounds the YAML files tracebed reads (specs, topologies):
+// far above any real one, far below what would exhaust memory.
+const MaxFileSize = 64 << 20
+
+// ReadFile reads a YAML input file: a regular file (not a device, a pipe
+// or a directory, which could block or never end) of at most MaxFileSize
+// bytes. Its errors wrap the fs errors (fs.ErrNotExist, …); the others are
+// input errors.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, Errorf(Pos{File: path}, "", "not a regular file (%v); tracebed reads specs and topologies from files", fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, Errorf(Pos{File: path}, "", "larger than %d MiB; a spec or topology is a few kilobytes", MaxFileSize>>20)
+	}
+	return data, nil
 }
 
 // Parse reads one YAML document. Syntax errors become *Error with the line.
