@@ -3,7 +3,6 @@ package topologies
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -76,11 +75,45 @@ const (
 	DefaultQueues      = 8
 	DefaultAggregators = 0
 	MaxQueues          = 64
+	// MaxAggregators is the most aggregator slots a switch may have: the
+	// size of the INA program's register arrays (p4/ina), 1Mi slots of
+	// 64 values, 256 MiB of switch memory.
+	MaxAggregators = 1 << 20
 )
+
+// notUnicast says why ip cannot be a node's address (the unspecified,
+// loopback, multicast, broadcast, link-local or reserved ranges), or
+// returns "".
+func notUnicast(ip netip.Addr) string {
+	switch {
+	case ip.IsUnspecified() || ip.As4()[0] == 0:
+		return "in 0.0.0.0/8, the unspecified (this-network) range"
+	case ip.IsLoopback():
+		return "a loopback address"
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	case ip.IsMulticast():
+		return "a multicast address"
+	case ip.IsLinkLocalUnicast():
+		return "a link-local address"
+	case ip.As4()[0] >= 240:
+		return "in 240.0.0.0/4, a reserved range"
+	}
+	return ""
+}
+
+// truncate shortens a value for an error message: a file may hold a
+// megabyte where a short value belongs.
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
 
 // Load reads and validates a topology file.
 func Load(path string) (*Topology, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("topology: %w", err)
 	}
@@ -221,8 +254,8 @@ func (f *File) Build(file string) (*Topology, error) {
 			n.Aggregators = pick(s.Aggregators, defs.Switch.Aggregators, DefaultAggregators)
 			n.Queues = pick(s.Queues, defs.Switch.Queues, DefaultQueues)
 			n.Latency = time.Duration(pick(s.Latency, defs.Switch.Latency, 0))
-			if n.Aggregators < 0 {
-				return nil, w.Errorf("aggregators", "%d is negative; want the number of aggregator slots, 0 or more", n.Aggregators)
+			if n.Aggregators < 0 || n.Aggregators > MaxAggregators {
+				return nil, w.Errorf("aggregators", "%d; want the number of aggregator slots, 0 to %d", n.Aggregators, MaxAggregators)
 			}
 			if n.Queues < 1 || n.Queues > MaxQueues {
 				return nil, w.Errorf("queues", "%d egress queues; want 1 to %d", n.Queues, MaxQueues)
@@ -233,12 +266,15 @@ func (f *File) Build(file string) (*Topology, error) {
 		case "":
 			return nil, w.Errorf("kind", "missing; want kind: host or kind: switch")
 		default:
-			return nil, w.Errorf("kind", "%q is not a node kind; want host or switch", s.Kind)
+			return nil, w.Errorf("kind", "%q is not a node kind; want host or switch", truncate(s.Kind))
 		}
 		if s.IP != "" {
 			ip, err := netip.ParseAddr(s.IP)
 			if err != nil || !ip.Is4() {
-				return nil, w.Errorf("ip", "%q is not an IPv4 address", s.IP)
+				return nil, w.Errorf("ip", "%q is not an IPv4 address", truncate(s.IP))
+			}
+			if why := notUnicast(ip); why != "" {
+				return nil, w.Errorf("ip", "%s is %s; a node needs a unicast address such as 10.0.0.1", ip, why)
 			}
 			n.IP = ip
 		}

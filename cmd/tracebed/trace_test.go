@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/internal/testproc"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
 
@@ -165,7 +166,7 @@ func TestTraceRecord(t *testing.T) {
 	}
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "stride")
-	if out, err := exec.Command(cc, "-O1", "-o", prog, "../../traces/mem/testdata/stride.c").CombinedOutput(); err != nil {
+	if out, err := testproc.Command(t, cc, "-O1", "-o", prog, "../../traces/mem/testdata/stride.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	out := filepath.Join(dir, "stride.memtrace")

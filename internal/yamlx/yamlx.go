@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -113,6 +115,37 @@ type ScalarUnmarshaler interface {
 	UnmarshalScalar(s string) error
 }
 
+// MaxFileSize bounds the YAML files tracebed reads (specs, topologies):
+// far above any real one, far below what would exhaust memory.
+const MaxFileSize = 64 << 20
+
+// ReadFile reads a YAML input file: a regular file (not a device, a pipe
+// or a directory, which could block or never end) of at most MaxFileSize
+// bytes. Its errors wrap the fs errors (fs.ErrNotExist, …); the others are
+// input errors.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, Errorf(Pos{File: path}, "", "not a regular file (%v); tracebed reads specs and topologies from files", fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, Errorf(Pos{File: path}, "", "larger than %d MiB; a spec or topology is a few kilobytes", MaxFileSize>>20)
+	}
+	return data, nil
+}
+
 // Parse reads one YAML document. Syntax errors become *Error with the line.
 // An empty document is an error.
 func Parse(file string, data []byte) (*yaml.Node, error) {
@@ -120,21 +153,21 @@ func Parse(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, Errorf(Pos{File: file}, "", "file is empty")
+			return nil, Errorf(Pos{File: file, Line: 1}, "", "file is empty (or only comments)")
 		}
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, Errorf(Pos{File: file, Line: extra.Line}, "", "more than one YAML document; tracebed files hold one")
 	} else if !errors.Is(err, io.EOF) {
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, Errorf(Pos{File: file}, "", "not a YAML document")
+		return nil, Errorf(Pos{File: file, Line: 1}, "", "not a YAML document")
 	}
 	if n := expandedSize(doc.Content[0], map[*yaml.Node]int{}); n > MaxExpandedNodes {
-		return nil, Errorf(Pos{File: file}, "", "the document expands to more than %d values through aliases", MaxExpandedNodes)
+		return nil, Errorf(NodePos(file, doc.Content[0]), "", "the document expands to more than %d values through aliases", MaxExpandedNodes)
 	}
 	return doc.Content[0], nil
 }
@@ -167,7 +200,9 @@ func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) int {
 }
 
 // syntaxError turns yaml.v3's "yaml: line 3: ..." into an *Error at line 3.
-func syntaxError(file string, err error) *Error {
+// yaml.v3 gives no line for bytes it cannot read at all (control
+// characters, invalid UTF-8): the error points at the first such byte.
+func syntaxError(file string, data []byte, err error) *Error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
@@ -184,7 +219,31 @@ func syntaxError(file string, err error) *Error {
 			}
 		}
 	}
-	return Errorf(Pos{File: file, Line: line}, "", "YAML syntax: %s", msg)
+	pos := Pos{File: file, Line: line}
+	if line == 0 {
+		pos = badByte(file, data)
+	}
+	return Errorf(pos, "", "YAML syntax: %s", msg)
+}
+
+// badByte returns the position of the first byte of data that YAML does
+// not allow (a control character other than tab, newline and carriage
+// return, or invalid UTF-8), or line 1 if there is none.
+func badByte(file string, data []byte) Pos {
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f || r == 0xfeff && i > 0 {
+			return Pos{File: file, Line: line, Col: col}
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += size
+	}
+	return Pos{File: file, Line: 1}
 }
 
 // NodePos returns the position of n in file.

@@ -95,9 +95,16 @@ func TestDecodeErrors(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for src, want := range map[string]string{
-		"":                  "file is empty",
-		"a: 1\n---\nb: 2\n": "more than one YAML document",
-		"a: [1\n":           "YAML syntax",
+		"":                          "t.yaml:1: file is empty",
+		"# nothing\n":               "t.yaml:1: file is empty",
+		"a: 1\n---\nb: 2\n":         "more than one YAML document",
+		"a: [1\n":                   "YAML syntax",
+		"a: 1\nb: x\x01y\n":         "t.yaml:2:5: YAML syntax: control characters",
+		"a: 1\nb: 2\nc: \xff\n":     "t.yaml:3:4: YAML syntax",
+		"a: *nosuch\n":              "t.yaml:1:",
+		"a: &x [*x]\n":              "t.yaml:1:",
+		"a: 1\n\x1b[31mb: 2\n":      "t.yaml:2:1:",
+		"a: \"unterminated\nb: 1\n": "t.yaml:",
 	} {
 		if _, err := Parse("t.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", src, err, want)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
 	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/internal/testproc"
 )
 
 // TestVectorsBMv2 runs ina.p4 on bmv2 against the packet vectors: it
@@ -38,7 +39,7 @@ func TestVectorsBMv2(t *testing.T) {
 	}
 	dir := t.TempDir()
 	jsonPath, infoPath := filepath.Join(dir, "ina.json"), filepath.Join(dir, "ina.p4info.txtpb")
-	cmd := exec.Command("p4c-bm2-ss", "--arch", "v1model", "-o", jsonPath, "--p4runtime-files", infoPath, "ina.p4")
+	cmd := testproc.Command(t, "p4c-bm2-ss", "--arch", "v1model", "-o", jsonPath, "--p4runtime-files", infoPath, "ina.p4")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("p4c-bm2-ss ina.p4: %v\n%s", err, out)
 	}

@@ -207,7 +207,7 @@ func check(file string, jobs []Job, p *problems) ([]Job, error) {
 		return nil, err
 	}
 	if len(jobs) == 0 {
-		return nil, errorf(file, 0, "", "no jobs")
+		return nil, errorf(file, 1, "", "no jobs: the file holds no job line")
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int {
 		switch {

@@ -104,6 +104,12 @@ func TestSpecErrors(t *testing.T) {
 		{"job list ids", head + "policies: [noina]\nworkload: {job_list: [{id: 3, model: vgg16, workers: 2, iterations: 1}, {id: 3, model: vgg16, workers: 2, iterations: 1}]}\n", "job_list[1]: id 3 is used twice"},
 		{"job list and trace", head + "policies: [noina]\ntrace: wide.csv\nworkload: {job_list: [{model: vgg16, workers: 2, iterations: 1}]}\n", "give either a trace or a job_list"},
 		{"trace too wide", head + "policies: [noina]\ntrace: wide.csv\n", "wide.csv:3: workers: job 1 needs 9 workers"},
+		{"tiny load", head + "policies: [noina]\nscenarios: [{name: a, load: 1e-9}]\n", "s.yaml:4:29: scenarios[0].load: 1e-09: job"},
+		{"tiny load on a trace", head + "policies: [noina]\ntrace: long.csv\nworkload: {load: 0.001}\n", "workload.load: 0.001: job 1 would arrive"},
+		{"aggregators", head + "policies: [noina]\nworkload: {aggregators: 1000000000000}\n", "workload.aggregators: 1000000000000; want 0 to 1048576"},
+	}
+	if err := os.WriteFile(filepath.Join(dir, "long.csv"), []byte("arrival,model,workers,iterations\n0,vgg16,2,3\n5000,vgg16,2,3\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "wide.csv"), []byte("arrival,model,workers,iterations\n0,vgg16,2,3\n1,vgg16,9,3\n"), 0o644); err != nil {
 		t.Fatal(err)
