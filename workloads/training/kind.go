@@ -611,7 +611,8 @@ func aggregatorsParam(top *topologies.Topology) float64 {
 	return 0
 }
 
-// Report turns an outcome into a run's metrics, series and params.
+// Report turns an outcome into a run's metrics, series, params and per-job
+// table.
 func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 	jcts := make([]float64, len(o.Jobs))
 	for i, j := range o.Jobs {
@@ -632,6 +633,7 @@ func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 		},
 		Series: map[string][]analysis.Point{"jct_cdf": cdf, "mem_util": o.MemSeries},
 		Params: map[string]float64{"aggregators": aggregators, "load": load},
+		Tables: []analysis.EntityTable{jobTable(o.Jobs)},
 	}
 }
 
