@@ -40,7 +40,7 @@ func TestPhilly(t *testing.T) {
 	}
 	// Uncompressed, the longest jobs need too many iterations.
 	if _, _, err := Parse(PhillyTrace, data); err == nil || !strings.Contains(err.Error(), "philly-e13805.trace:214: total_steps:") ||
-		!strings.Contains(err.Error(), "--time-compression 2") {
+		!strings.Contains(err.Error(), "compress the trace in time by 2 or more") {
 		t.Errorf("uncompressed: %v", err)
 	}
 	jobs, err := ParseGavelCompressed(PhillyTrace, data, 1000)

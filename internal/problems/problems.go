@@ -1,0 +1,63 @@
+// Package problems collects the input errors of one file — a spec, a
+// topology, a trace — so that a reader can report every problem at once
+// (each naming its file, line and field) instead of stopping at the first,
+// up to a limit past which problems are only counted.
+package problems
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Max is how many problems of a file tracebed reports before it only
+// counts the rest.
+const Max = 20
+
+// List collects problems. The zero value keeps up to Max; a List with
+// Limit set keeps up to Limit.
+type List struct {
+	Limit int
+	errs  []error
+	more  int
+}
+
+// Add records err (nil is ignored); errors joined with errors.Join are
+// recorded one by one. It reports true, so that a reader can write
+// `if !p.Add(err) { return }` where going on is optional.
+func (l *List) Add(err error) bool {
+	if err == nil {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			l.Add(e)
+		}
+		return true
+	}
+	limit := l.Limit
+	if limit <= 0 {
+		limit = Max
+	}
+	if len(l.errs) < limit {
+		l.errs = append(l.errs, err)
+	} else {
+		l.more++
+	}
+	return true
+}
+
+// Len is the number of problems recorded, counted ones included.
+func (l *List) Len() int { return len(l.errs) + l.more }
+
+// Err joins the problems kept, followed by how many more there were, or
+// returns nil when there were none.
+func (l *List) Err() error {
+	if l == nil || len(l.errs) == 0 {
+		return nil
+	}
+	errs := l.errs
+	if l.more > 0 {
+		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("… and %d more problems", l.more))
+	}
+	return errors.Join(errs...)
+}

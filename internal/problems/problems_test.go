@@ -1,0 +1,55 @@
+package problems
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestList(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int
+		add   []error
+		want  []string // lines of Err
+		n     int
+	}{
+		{name: "none", add: []error{nil, nil}, n: 0},
+		{name: "one", add: []error{errors.New("a")}, want: []string{"a"}, n: 1},
+		{name: "joined are counted one by one", limit: 3, add: []error{errors.Join(errors.New("a"), errors.New("b")), errors.New("c"), errors.New("d")},
+			want: []string{"a", "b", "c", "… and 1 more problems"}, n: 4},
+		{name: "default limit", add: func() []error {
+			var es []error
+			for i := range Max + 5 {
+				es = append(es, fmt.Errorf("e%d", i))
+			}
+			return es
+		}(), n: Max + 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := List{Limit: tt.limit}
+			for _, e := range tt.add {
+				l.Add(e)
+			}
+			if l.Len() != tt.n {
+				t.Errorf("Len %d, want %d", l.Len(), tt.n)
+			}
+			err := l.Err()
+			if tt.n == 0 {
+				if err != nil {
+					t.Errorf("Err %v, want nil", err)
+				}
+				return
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if tt.want != nil && strings.Join(lines, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("Err %q, want %q", lines, tt.want)
+			}
+			if tt.limit == 0 && len(lines) != min(tt.n, Max)+min(1, max(0, tt.n-Max)) {
+				t.Errorf("%d lines for %d problems", len(lines), tt.n)
+			}
+		})
+	}
+}
