@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/traces/jobs"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
@@ -19,7 +20,7 @@ import (
 
 // maxProblems is how many problems validate reports per file before it only
 // counts the rest.
-const maxProblems = 20
+const maxProblems = problems.Max
 
 func (a *app) validateCommand() *cobra.Command {
 	return &cobra.Command{
@@ -38,7 +39,11 @@ whatever their size.`,
 			for _, path := range args {
 				what, err := a.validate(path)
 				if err != nil {
-					errs = append(errs, err)
+					// A file's sections are each checked to the limit;
+					// the file as a whole is held to it too.
+					l := problems.List{Limit: maxProblems}
+					l.Add(err)
+					errs = append(errs, l.Err())
 					continue
 				}
 				fmt.Fprintf(a.stdout, "%s: ok (%s)\n", path, what)

@@ -19,11 +19,14 @@ type List struct {
 	Limit int
 	errs  []error
 	more  int
+	seen  map[string]bool
 }
 
 // Add records err (nil is ignored); errors joined with errors.Join are
-// recorded one by one. It reports true, so that a reader can write
-// `if !p.Add(err) { return }` where going on is optional.
+// recorded one by one, and a problem already recorded (the same message:
+// a shared section checked for each of its users) only once. It reports
+// true, so that a reader can write `if !p.Add(err) { return }` where going
+// on is optional.
 func (l *List) Add(err error) bool {
 	if err == nil {
 		return true
@@ -34,6 +37,13 @@ func (l *List) Add(err error) bool {
 		}
 		return true
 	}
+	if l.seen[err.Error()] {
+		return true
+	}
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	l.seen[err.Error()] = true
 	limit := l.Limit
 	if limit <= 0 {
 		limit = Max
@@ -49,11 +59,15 @@ func (l *List) Add(err error) bool {
 // Len is the number of problems recorded, counted ones included.
 func (l *List) Len() int { return len(l.errs) + l.more }
 
-// Err joins the problems kept, followed by how many more there were, or
-// returns nil when there were none.
+// Err joins the problems kept, followed by how many more there were; it
+// returns the problem itself when there was one, and nil when there were
+// none.
 func (l *List) Err() error {
 	if l == nil || len(l.errs) == 0 {
 		return nil
+	}
+	if len(l.errs) == 1 && l.more == 0 {
+		return l.errs[0]
 	}
 	errs := l.errs
 	if l.more > 0 {

@@ -17,6 +17,7 @@ func TestList(t *testing.T) {
 	}{
 		{name: "none", add: []error{nil, nil}, n: 0},
 		{name: "one", add: []error{errors.New("a")}, want: []string{"a"}, n: 1},
+		{name: "the same twice", add: []error{errors.New("a"), errors.New("b"), errors.New("a")}, want: []string{"a", "b"}, n: 2},
 		{name: "joined are counted one by one", limit: 3, add: []error{errors.Join(errors.New("a"), errors.New("b")), errors.New("c"), errors.New("d")},
 			want: []string{"a", "b", "c", "… and 1 more problems"}, n: 4},
 		{name: "default limit", add: func() []error {

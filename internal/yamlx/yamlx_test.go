@@ -93,6 +93,43 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeEveryProblem: Decode goes on past a bad field, a bad list
+// item and an unknown key, and reports each with its line and field.
+func TestDecodeEveryProblem(t *testing.T) {
+	src := "flag: maybe\nlist: [{a: 1}, {a: x}, {a: 2, z: 1}]\nmap: {k: 1, j: y}\nptr: [1]\nextra: 1\n"
+	root, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o outer
+	err = Decode("t.yaml", root, "", &o)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	want := []string{
+		`t.yaml:1:7: flag: "maybe" is not true or false`,
+		`t.yaml:2:20: list[1].a: "x" is not a whole number`,
+		`t.yaml:2:31: list[2].z: unknown field`,
+		`t.yaml:3:16: map.j: "y" is not a whole number`,
+		`t.yaml:4:6: ptr: want a single value`,
+		`t.yaml:5:1: extra: unknown field`,
+		`t.yaml:1:1: name: missing`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d problems reported, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d: %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+	// The good parts are decoded.
+	if len(o.List) != 3 || o.List[0].A != 1 || o.List[2].A != 2 || o.Map["k"] != 1 {
+		t.Errorf("decoded %+v", o)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for src, want := range map[string]string{
 		"":                  "file is empty",
