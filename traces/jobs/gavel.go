@@ -250,10 +250,9 @@ func GavelRunTime(jobType string, totalSteps int64) (time.Duration, bool) {
 }
 
 // The copy of a Philly virtual cluster's jobs in Gavel's format, and the
-// same jobs compressed in time for the ready spec dynaina-philly (see
+// time compression the ready spec dynaina-philly replays it with (see
 // README.md in this directory).
 const (
 	PhillyTrace       = "philly-e13805.trace"
-	PhillyDerived     = "philly-e13805-x1000.csv"
 	PhillyCompression = 1000
 )
