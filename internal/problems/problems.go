@@ -7,6 +7,7 @@ package problems
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Max is how many problems of a file tracebed reports before it only
@@ -74,4 +75,24 @@ func (l *List) Err() error {
 		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("… and %d more problems", l.more))
 	}
 	return errors.Join(errs...)
+}
+
+// Match checks a reader's report against the problems it should hold, in
+// order, each given by the start of its line ("file:line:col: field: …"):
+// it returns nil, or an error saying which differ. Tests of readers use it.
+func Match(err error, want []string) error {
+	if err == nil {
+		return fmt.Errorf("no problem reported; want %d", len(want))
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		return fmt.Errorf("%d problems reported, want %d:\n%v", len(lines), len(want), err)
+	}
+	var bad []error
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			bad = append(bad, fmt.Errorf("problem %d: %q, want it to start with %q", i, lines[i], w))
+		}
+	}
+	return errors.Join(bad...)
 }

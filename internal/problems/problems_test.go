@@ -54,3 +54,18 @@ func TestList(t *testing.T) {
 		})
 	}
 }
+
+func TestMatch(t *testing.T) {
+	err := errors.Join(errors.New("f:1:2: a: bad"), errors.New("f:3:4: b: worse"))
+	if e := Match(err, []string{"f:1:2: a:", "f:3:4: b: worse"}); e != nil {
+		t.Errorf("Match: %v", e)
+	}
+	for _, want := range [][]string{{"f:1:2: a:"}, {"f:1:2: a:", "f:3:5"}, nil} {
+		if Match(err, want) == nil {
+			t.Errorf("Match(%q) accepted", want)
+		}
+	}
+	if Match(nil, []string{"x"}) == nil {
+		t.Error("Match(nil) accepted")
+	}
+}
