@@ -14,6 +14,7 @@ import (
 
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/ctxio"
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/traces/jobs"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
@@ -21,7 +22,7 @@ import (
 
 // maxProblems is how many problems validate reports per file before it only
 // counts the rest.
-const maxProblems = 20
+const maxProblems = problems.Max
 
 func (a *app) validateCommand() *cobra.Command {
 	limits := experiments.DefaultLimits
@@ -45,7 +46,11 @@ its runs' memory and simulation events are estimated and refused above
 			for _, path := range args {
 				what, err := a.validate(cmd.Context(), path, limits)
 				if err != nil {
-					errs = append(errs, err)
+					// A file's sections are each checked to the limit;
+					// the file as a whole is held to it too.
+					l := problems.List{Limit: maxProblems}
+					l.Add(err)
+					errs = append(errs, l.Err())
 					continue
 				}
 				fmt.Fprintf(a.stdout, "%s: ok (%s)\n", path, what)

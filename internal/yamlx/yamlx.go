@@ -22,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // Pos is a position in an input file. Line and Col are 1-based; zero means unknown.
@@ -380,10 +382,17 @@ func Decode(file string, n *yaml.Node, path string, v any) error {
 		return fmt.Errorf("yamlx.Decode: need a non-nil pointer, got %T", v)
 	}
 	d := decoder{file: file}
-	return d.value(n, path, rv.Elem())
+	d.probs.Add(d.value(n, path, rv.Elem()))
+	return d.probs.Err()
 }
 
-type decoder struct{ file string }
+// decoder decodes one node, collecting every problem: a field that fails
+// to decode, an unknown or missing field, a bad list item are recorded and
+// decoding goes on with the next.
+type decoder struct {
+	file  string
+	probs problems.List
+}
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) error {
 	return Errorf(NodePos(d.file, n), path, format, args...)
@@ -426,9 +435,7 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) error {
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, c := range n.Content {
-			if err := d.value(c, fmt.Sprintf("%s[%d]", path, i), s.Index(i)); err != nil {
-				return err
-			}
+			d.probs.Add(d.value(c, fmt.Sprintf("%s[%d]", path, i), s.Index(i)))
 		}
 		v.Set(s)
 		return nil
@@ -444,7 +451,8 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) error {
 		for _, p := range pairs {
 			e := reflect.New(v.Type().Elem()).Elem()
 			if err := d.value(p.Value, JoinPath(path, p.Key), e); err != nil {
-				return err
+				d.probs.Add(err)
+				continue
 			}
 			m.SetMapIndex(reflect.ValueOf(p.Key).Convert(v.Type().Key()), e)
 		}
@@ -553,7 +561,8 @@ func (d *decoder) structValue(n *yaml.Node, path string, v reflect.Value) error 
 			if isMerged(p) {
 				pos = where.Pos
 			}
-			return Errorf(pos, JoinPath(path, p.Key), "unknown field; known fields here: %s", strings.Join(names, ", "))
+			d.probs.Add(Errorf(pos, JoinPath(path, p.Key), "unknown field; known fields here: %s", strings.Join(names, ", ")))
+			continue
 		}
 		val := resolve(p.Value)
 		where.keys[p.Key] = NodePos(d.file, val)
@@ -562,13 +571,11 @@ func (d *decoder) structValue(n *yaml.Node, path string, v reflect.Value) error 
 				where.keys[fmt.Sprintf("%s[%d]", p.Key, i)] = NodePos(d.file, resolve(item))
 			}
 		}
-		if err := d.value(p.Value, JoinPath(path, p.Key), v.FieldByIndex(fi.index)); err != nil {
-			return err
-		}
+		d.probs.Add(d.value(p.Value, JoinPath(path, p.Key), v.FieldByIndex(fi.index)))
 	}
 	for _, name := range names {
 		if fields[name].required && !where.Has(name) {
-			return Errorf(where.Pos, JoinPath(path, name), "missing; this field is required")
+			d.probs.Add(Errorf(where.Pos, JoinPath(path, name), "missing; this field is required"))
 		}
 	}
 	for _, idx := range wheres {

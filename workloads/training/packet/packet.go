@@ -161,10 +161,17 @@ type prun struct {
 	grantAt  time.Duration
 	ready    []bool // workers ready for cur (waiting for the grant)
 	next     []bool // workers ready for cur+1
-	doneBy   []bool
-	doneN    int
-	doneAt   time.Duration
-	finishAt []time.Duration
+	// Per-job results: how many workers are ready for cur and cur+1 and
+	// when the last of them was; when cur's all-reduce started (every
+	// worker ready and granted), and whether it started.
+	readyN, nextN    int
+	readyAt, nextAt  time.Duration
+	arStart          time.Duration
+	arStarted, arINA bool
+	doneBy           []bool
+	doneN            int
+	doneAt           time.Duration
+	finishAt         []time.Duration
 
 	b            inasched.Binding
 	holder       bool
@@ -302,6 +309,9 @@ func (c *controller) start(p *prun, hosts []int) error {
 	sw := t.Top
 	r.sw, r.tree = sw, t
 	r.res.Switch = sw.Name
+	for _, l := range t.Lower {
+		r.res.Lower = append(r.res.Lower, l.Name)
+	}
 	r.res.Start = c.now().Seconds()
 	r.est = c.cl.Estimate(c.s.Net, r.spec, r.prof, r.compute, hosts, t)
 	n := len(hosts)
@@ -345,6 +355,7 @@ func (c *controller) start(p *prun, hosts []int) error {
 			slowest = max(slowest, d.at(it))
 		}
 		r.res.Bound += slowest.Seconds() + r.est.BoundComm
+		r.res.Compute += slowest.Seconds()
 	}
 	c.logf("job %d starts on %v (switch %s, PS %q): demand %d, useful %d, comm INA %v ring %v", r.spec.ID, p.hosts, sw.Name, p.ps, r.est.Job.Demand, r.est.Job.Useful, r.est.Job.CommINA, r.est.Job.CommRing)
 	acts, err := c.adm.Admit(c.now(), c.now(), r.est.Job, p.hosts)
@@ -455,12 +466,22 @@ func (c *controller) onReady(p *prun, m ctlMsg) {
 	delete(c.out, [3]uint32{uint32(msgLaunch), m.Job, uint32(m.Rank)}) // a ready acknowledges the launch too
 	switch {
 	case p.cur >= 0 && m.Round == uint32(p.cur) && p.began:
+		if !p.ready[m.Rank] {
+			p.readyN++
+			p.readyAt = c.now()
+		}
 		if p.granted {
 			c.sendGrant(p, int(m.Rank))
-		} else {
-			p.ready[m.Rank] = true
+			if p.readyN == len(p.addrs) && !p.arStarted {
+				p.arStart, p.arStarted = c.now(), true // the last worker was late, not the grant
+			}
 		}
+		p.ready[m.Rank] = true
 	case m.Round == uint32(p.cur+1):
+		if !p.next[m.Rank] {
+			p.nextN++
+			p.nextAt = c.now()
+		}
 		p.next[m.Rank] = true
 		if p.cur < 0 || p.doneN == len(p.addrs) {
 			c.begin(p)
@@ -475,6 +496,7 @@ func (c *controller) begin(p *prun) {
 	p.cur++
 	p.began, p.granted, p.waiting = true, false, false
 	p.ready, p.next = p.next, make([]bool, len(p.addrs))
+	p.readyN, p.readyAt, p.nextN, p.arStarted = p.nextN, p.nextAt, 0, false
 	clear(p.doneBy)
 	p.doneN, p.doneAt = 0, 0
 	t := c.now()
@@ -573,6 +595,14 @@ func (c *controller) grant(p *prun) {
 	c.logf("job %d round %d granted %v", p.r.spec.ID, p.cur, p.b)
 	p.granted, p.waiting = true, false
 	p.grantAt = c.now()
+	p.arINA = p.b.INA()
+	if p.readyN == len(p.addrs) && !p.arStarted {
+		// Every worker waited for this grant: for switch memory if the
+		// binding is a pool (another member's turn), else for the
+		// controller's decision.
+		p.r.res.MemWait += (p.grantAt - p.readyAt).Seconds()
+		p.arStart, p.arStarted = p.grantAt, true
+	}
 	switch {
 	case p.b.Mode == inasched.Pool && p.b.INA():
 		p.holder = true
@@ -645,6 +675,14 @@ func (c *controller) onDone(p *prun, m ctlMsg) {
 func (c *controller) endIteration(p *prun) {
 	c.logf("job %d round %d done (last worker at %.3fms)", p.r.spec.ID, p.cur, float64(p.doneAt)/1e6)
 	p.began = false
+	if p.arStarted {
+		d := max(0, p.doneAt-p.arStart).Seconds()
+		if p.arINA {
+			p.r.res.INATime += d
+		} else {
+			p.r.res.RingTime += d
+		}
+	}
 	if p.holder {
 		p.holder = false
 		// The range is held on every switch of the job's tree.
@@ -1059,6 +1097,9 @@ func (c *controller) collect(o *Outcome) {
 	for i, p := range c.runs {
 		o.Jobs[i].Gradient = float64(p.r.spec.Iterations) * float64(p.r.prof.GradientBytes)
 		o.jobRounds = append(o.jobRounds, [3]int{p.poolRounds, p.sharedRounds, p.ringRounds})
+		if len(p.addrs) > 1 {
+			o.Jobs[i].INARounds, o.Jobs[i].RingRounds = p.poolRounds+p.sharedRounds, p.ringRounds
+		}
 	}
 	o.Events = c.msgs
 }
