@@ -150,7 +150,7 @@ func TestBadTopologies(t *testing.T) {
 		{"host aggregators", "name: t\ntopology:\n  nodes:\n    h1: {kind: host, aggregators: 4}\n  links: []\n", 4, "topology.nodes.h1.aggregators", "only switches"},
 		{"used iface", head + "    - endpoints: [h1, s1:eth1]\n    - endpoints: [h2, s1:eth1]\n", 9, "topology.links[1].endpoints[1]", "already used"},
 		{"bad ip", "name: t\ntopology:\n  nodes:\n    h1: {kind: host, ip: 10.0.0.300}\n  links: []\n", 4, "topology.nodes.h1.ip", "not an IPv4"},
-		{"empty", "", 0, "", "empty"},
+		{"empty", "", 1, "", "empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -208,7 +208,7 @@ func TestTraceRecord(t *testing.T) {
 // on disk and built in.
 func TestPhillySpecValidates(t *testing.T) {
 	code, stdout, stderr := run(t, "validate", "../../experiments/dynaina-philly.yaml")
-	if code != 0 || !strings.Contains(stdout, "experiment dynaina-philly of kind ina: 4 policies × 1 scenarios × 1 seeds = 4 runs") {
+	if code != 0 || !strings.Contains(stdout, "experiment dynaina-philly of kind ina: 4 policies × 4 scenarios × 1 seeds = 16 runs") {
 		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }
