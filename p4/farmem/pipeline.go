@@ -61,8 +61,7 @@ func (p *Pipeline) Base() *fwd.Pipeline { return p.base }
 
 // Process implements emulator.Pipeline.
 func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emitter) {
-	payload, ok := farmemPayload(f)
-	if !ok || in == emulator.CPUPort {
+	if !onPort(f) || in == emulator.CPUPort {
 		p.base.Process(now, in, f, out)
 		return
 	}
@@ -78,6 +77,11 @@ func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emi
 		// A far-memory message must carry a correct UDP checksum: a
 		// corrupted page is dropped here, never stored (docs/farmem.md,
 		// "Integrity").
+		p.base.Counters.Drops[fwd.DropChecksum]++
+		return
+	}
+	_, payload, err := frame.ParseUDP(f)
+	if err != nil { // not reached: a correct checksum implies a valid UDP span
 		p.base.Counters.Drops[fwd.DropChecksum]++
 		return
 	}
@@ -105,22 +109,22 @@ func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emi
 	p.base.ForwardFrom(in, f, int(a.prio), out)
 }
 
-// farmemPayload returns the UDP payload of a well-formed UDP/IPv4 frame to
-// or from Port.
-func farmemPayload(f []byte) ([]byte, bool) {
-	// Fast path for the frames tracebed's hosts build: no IPv4 options.
-	if len(f) >= frame.HeaderLen && f[14] == 0x45 && f[23] == frame.ProtoUDP &&
-		binary.BigEndian.Uint16(f[12:]) == frame.EtherTypeIPv4 {
-		sp, dp := binary.BigEndian.Uint16(f[34:]), binary.BigEndian.Uint16(f[36:])
-		if sp != Port && dp != Port {
-			return nil, false
-		}
+// onPort reports whether f is a UDP/IPv4 frame to or from Port as
+// farmem.p4's parser finds one: a valid IPv4 header, protocol UDP, a UDP
+// header present and either port Port, whatever the UDP length field says
+// (a corrupted length fails the UDP checksum, which covers it twice, so
+// the message is dropped, not forwarded as plain UDP).
+func onPort(f []byte) bool {
+	if len(f) < frame.HeaderLen || binary.BigEndian.Uint16(f[12:]) != frame.EtherTypeIPv4 ||
+		f[23] != frame.ProtoUDP || !frame.IsIPv4(f) {
+		return false
 	}
-	h, payload, err := frame.ParseUDP(f)
-	if err != nil || (h.Src.Port() != Port && h.Dst.Port() != Port) {
-		return nil, false
+	u := 14 + int(f[14]&0x0f)*4
+	if len(f) < u+frame.UDPLen {
+		return false
 	}
-	return payload, true
+	sp, dp := binary.BigEndian.Uint16(f[u:]), binary.BigEndian.Uint16(f[u+2:])
+	return sp == Port || dp == Port
 }
 
 // setDSCP rewrites the DSCP of an IPv4 frame, keeping the ECN bits, and

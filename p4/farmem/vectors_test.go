@@ -143,6 +143,9 @@ func vectorCases() []vectorCase {
 		{name: "no UDP checksum (zero): dropped (checksum)", in: 3, from: 2, to: 0, srcPort: Port, dstPort: HostPort,
 			payload: msg(Header{Type: TypeAck, Urgency: 1, ID: 10, Page: 8, Version: 2}, 0), wantPort: 0,
 			corrupt: frame.ClearUDPChecksum},
+		{name: "UDP length beyond the datagram: dropped (checksum), not forwarded as plain UDP", in: 1, from: 0, to: 2, srcPort: HostPort, dstPort: Port,
+			payload: msg(Header{Type: TypeRead, ID: 11, Page: 7}, 0), wantPort: 0,
+			corrupt: func(f []byte) { f[frame.EthLen+frame.IPv4Len+4] ^= 0x80 }},
 	}
 }
 
@@ -214,8 +217,14 @@ func TestVectors(t *testing.T) {
 	if n := uint64(len(vectorCases())); got.Forwarded+sum(got.Drops[:]) != n {
 		t.Errorf("forwarded %d and drops %v do not add up to the %d frames in", got.Forwarded, got.Drops, n)
 	}
-	if got.Drops[fwd.DropChecksum] != 3 {
-		t.Errorf("%d checksum drops, want the 3 damaged frames", got.Drops[fwd.DropChecksum])
+	damaged := 0
+	for _, tc := range vectorCases() {
+		if tc.corrupt != nil {
+			damaged++
+		}
+	}
+	if got.Drops[fwd.DropChecksum] != uint64(damaged) {
+		t.Errorf("%d checksum drops, want the %d damaged frames", got.Drops[fwd.DropChecksum], damaged)
 	}
 	if want := [NumStats]uint64{6, 1, 3, 0}; got.Stats != want {
 		t.Errorf("stats counters %v, want %v (classified, default, malformed)", got.Stats, want)
@@ -255,4 +264,51 @@ func sum(xs []uint64) uint64 {
 		n += x
 	}
 	return n
+}
+
+// TestCorruptedNeverForwarded flips, one at a time, every bit of a
+// write-back message that the UDP checksum covers (the pseudo-header's
+// addresses, the UDP header, the far-memory header and the page): every
+// copy that is still a far-memory message is dropped and counted under
+// drops[checksum], never forwarded to the memory server that would store
+// it, also when the flip breaks the UDP length (farmem.p4 verifies the
+// checksum whatever the length says); a flip that moves it off the
+// far-memory ports makes it plain UDP, forwarded with a checksum the
+// receiving host's stack refuses.
+func TestCorruptedNeverForwarded(t *testing.T) {
+	p, top := starPipeline(t)
+	program(t, p, glitterRules())
+	tc := vectorCase{in: 1, from: 0, to: 2, srcPort: HostPort, dstPort: Port,
+		payload: msg(Header{Type: TypeWrite, Urgency: 3, ID: 2, Page: 7, Version: 1}, 512)}
+	orig := buildFrame(top, tc)
+	n, off := 0, 0
+	for bit := 8 * 26; bit < 8*len(orig); bit++ { // from the source address on
+		f := append([]byte(nil), orig...)
+		f[bit/8] ^= 0x80 >> (bit % 8)
+		var c capture
+		before := p.Base().Counters
+		p.Process(0, 1, f, &c)
+		after := p.Base().Counters
+		if !onPort(f) {
+			out, _ := hex.DecodeString(c.out[0].Frame)
+			if present, ok := frame.UDPChecksum(out); len(c.out) != 1 || !present || ok {
+				t.Fatalf("bit %d flipped, off the far-memory ports: %d frames out, checksum present %v, correct %v", bit, len(c.out), present, ok)
+			}
+			off++
+			continue
+		}
+		if len(c.out) != 0 || after.Drops[fwd.DropChecksum] != before.Drops[fwd.DropChecksum]+1 || after.Forwarded != before.Forwarded {
+			t.Fatalf("bit %d flipped: %d frames out, checksum drops %d → %d", bit, len(c.out), before.Drops[fwd.DropChecksum], after.Drops[fwd.DropChecksum])
+		}
+		n++
+	}
+	var c capture
+	p.Process(0, 1, orig, &c)
+	if len(c.out) != 1 {
+		t.Fatalf("the intact message: %d frames out", len(c.out))
+	}
+	if n == 0 {
+		t.Fatal("no corrupted copy stayed on the far-memory ports")
+	}
+	t.Logf("%d corrupted copies dropped, %d moved off the far-memory ports", n, off)
 }

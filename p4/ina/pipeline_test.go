@@ -2,6 +2,7 @@ package ina
 
 import (
 	"context"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"slices"
@@ -304,4 +305,63 @@ func TestHoldTime(t *testing.T) {
 	if got := r.p.HoldTime(4); got != 3000+8000 {
 		t.Errorf("hold time %v, want 11µs", got)
 	}
+}
+
+// TestCorruptedNeverAggregated flips every bit of an INA data packet, one
+// at a time, and every run of 2 to 15 bits (the burst errors the Internet
+// checksum always detects), and feeds each copy to a fresh switch where
+// it would complete a one-worker chunk: a copy whose UDP checksum covers
+// the damage (the pseudo-header's addresses, the UDP header, the INA
+// header and values) is dropped and counted, never aggregated; damage
+// outside it (Ethernet, the IPv4 header's other fields) may be forwarded
+// or aggregated, but the sum that leaves is the original's.
+func TestCorruptedNeverAggregated(t *testing.T) {
+	top := newRig(t, 4, 4).top
+	vals := []int32{1, -2, 3, 1 << 20}
+	orig := (&rig{top: top}).data(1, 0, 1, 0, 0, 0, 0, 0, vals)
+	covered := func(bit int) bool {
+		b := bit / 8
+		return b >= offSrcIP // the addresses, UDP, INA: all the checksum covers
+	}
+	run := func(name string, f []byte, mustDrop bool) {
+		r := newRig(t, 4, 4)
+		r.bind(Binding{Job: 1, ToRound: MaxRound, Mode: ModePool, Gen: 1, Size: 1, Workers: 1, Group: 1}, 1)
+		out := r.in(1, f)
+		fc, err := r.ctl.FrameCounts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fc.Total() != 1 {
+			t.Fatalf("%s: counted %d times: %+v", name, fc.Total(), fc)
+		}
+		if mustDrop {
+			if len(out) != 0 || r.p.aggregated[1].pk != 0 {
+				t.Fatalf("%s: aggregated (%d frames out, %d contributions)", name, len(out), r.p.aggregated[1].pk)
+			}
+			return
+		}
+		for _, o := range out {
+			if _, h, v := decode(t, o.Frame); h.Flags&FlagResult != 0 && !slices.Equal(v, vals) {
+				t.Fatalf("%s: a result of %v from data %v", name, v, vals)
+			}
+		}
+	}
+	checked := 0
+	for bit := range 8 * len(orig) {
+		f := slices.Clone(orig)
+		f[bit/8] ^= 0x80 >> (bit % 8)
+		run(fmt.Sprintf("bit %d", bit), f, covered(bit))
+		checked++
+	}
+	for n := 2; n <= 15; n++ {
+		for start := 8 * offSrcIP; start+n <= 8*len(orig); start += 37 {
+			f := slices.Clone(orig)
+			for bit := start; bit < start+n; bit++ {
+				f[bit/8] ^= 0x80 >> (bit % 8)
+			}
+			run(fmt.Sprintf("burst of %d bits at %d", n, start), f, true)
+			checked++
+		}
+	}
+	t.Logf("%d corrupted copies", checked)
 }
