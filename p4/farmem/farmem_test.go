@@ -86,7 +86,9 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzPipeline feeds arbitrary frames to the pipeline: it must never panic,
-// and whatever it emits must be one frame on a real port.
+// whatever it emits must be one frame on a real port, and the frame is
+// counted in exactly one forwarding counter cell (forwarded or a drop
+// reason), as docs/farmem.md promises.
 func FuzzPipeline(f *testing.F) {
 	p, top := starPipeline(f)
 	program(f, p, glitterRules())
@@ -95,7 +97,12 @@ func FuzzPipeline(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte, in uint8) {
 		var c capture
+		before := p.Base().Counters
 		p.Process(0, int(in%4), b, &c)
+		after := p.Base().Counters
+		if n := after.Forwarded + sum(after.Drops[:]) - before.Forwarded - sum(before.Drops[:]); n != 1 {
+			t.Fatalf("one frame counted %d times (forwarded %d → %d, drops %v → %v)", n, before.Forwarded, after.Forwarded, before.Drops, after.Drops)
+		}
 		if len(c.out) > 1 {
 			t.Fatalf("%d frames out of one", len(c.out))
 		}

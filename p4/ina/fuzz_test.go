@@ -1,6 +1,7 @@
 package ina
 
 import (
+	"context"
 	"testing"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
@@ -10,8 +11,9 @@ import (
 )
 
 // FuzzPipeline feeds arbitrary frames, and mutations of valid INA frames, to
-// a programmed pipeline: it must never panic, and every frame it emits must
-// be a well-formed INA packet.
+// a programmed pipeline: it must never panic, every frame it emits must go
+// out of a real port, and every frame in is counted exactly once in the
+// P4Runtime-readable frame accounting (FrameCounts).
 func FuzzPipeline(f *testing.F) {
 	r := newRig(f, 4, 16)
 	r.bind(Binding{Job: 1, ToRound: MaxRound, Mode: ModePool, Gen: 1, Base: 0, Size: 4, Workers: 2, Group: 1}, 2)
@@ -21,10 +23,21 @@ func FuzzPipeline(f *testing.F) {
 	f.Add(r.packet(5, r.swAddr(), Header{Flags: FlagResult, Job: 2, Workers: 2, Bitmap: 3}, r.vals(0)), uint8(5))
 	f.Add([]byte{1, 2, 3}, uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, port uint8) {
+		before, err := r.ctl.FrameCounts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, e := range r.in(int(port%6), b) {
 			if e.Port < 1 || e.Port > 5 {
 				t.Fatalf("emitted on port %d", e.Port)
 			}
+		}
+		after, err := r.ctl.FrameCounts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := after.Total() - before.Total(); n != 1 {
+			t.Fatalf("one frame counted %d times: %+v → %+v", n, before, after)
 		}
 	})
 }
