@@ -218,6 +218,11 @@ type rawSpec struct {
 // ParseSpec parses an experiment spec and loads its topology. It checks the
 // sections every spec shares; the kind checks the rest. readFile, if not
 // nil, serves files built into the binary.
+//
+// With an input error it may still return the Spec, holding what was
+// right (a section with a problem left out or empty), so that a validator
+// can have the kind check the rest too and report every problem of the
+// file at once; such a Spec must not be run.
 func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) (*Spec, error) {
 	root, err := yamlx.Parse(file, data)
 	if err != nil {
@@ -225,8 +230,13 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 	}
 	var raw rawSpec
 	raw.Scale = 1
+	// Every section is checked, and every problem reported (errors.Join).
+	var errs []error
 	if err := yamlx.Decode(file, root, "", &raw); err != nil {
-		return nil, err
+		if _, perr := yamlx.Pairs(file, root, ""); perr != nil {
+			return nil, err // not a mapping: nothing to check further
+		}
+		errs = append(errs, err)
 	}
 	sum := sha256.Sum256(data)
 	s := &Spec{
@@ -235,8 +245,6 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 		TopologyNode: raw.Topology, Trace: raw.Trace, Workload: raw.Workload,
 		File: file, Hash: hex.EncodeToString(sum[:]), At: raw.At, readFile: readFile,
 	}
-	// Every section is checked, and every problem reported (errors.Join).
-	var errs []error
 	if s.Name == "" {
 		s.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
@@ -271,7 +279,9 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 		}
 		s.Topology = top
 	}
-	if s.Policies, err = entries(file, raw.Policies, "policies"); err != nil {
+	if raw.Policies == nil {
+		// Missing: reported by Decode.
+	} else if s.Policies, err = entries(file, raw.Policies, "policies"); err != nil {
 		errs = append(errs, err)
 	} else if len(s.Policies) == 0 {
 		errs = append(errs, s.Errorf("policies", "empty; list the policies to compare"))
@@ -284,7 +294,7 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 		errs = append(errs, s.Errorf("scenarios", "empty, so nothing would run; list the scenarios, or leave the field out (one scenario named default)"))
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return s, errors.Join(errs...)
 	}
 	return s, nil
 }
@@ -334,11 +344,7 @@ func LoadTopology(file string, n *yaml.Node, path string) (*topologies.Topology,
 				return f.Build(file)
 			}
 		}
-		f, err := topologies.DecodeFile(file, n, path)
-		if err != nil {
-			return nil, err
-		}
-		return f.Build(file)
+		return topologies.BuildDecoded(file)(topologies.DecodeFile(file, n, path))
 	}
 	return nil, yamlx.Errorf(pos, path, "want a topology file name, {generate: …} or an inline topology")
 }
@@ -457,7 +463,8 @@ func withoutKey(n *yaml.Node, key string) *yaml.Node {
 
 // EntryError returns an input error about key of a scenario or policy entry:
 // at the entry's own key if it sets it, else at the workload section's key if
-// the value came from there, else at the entry.
+// the value came from there, else (for trace) at the spec's own field, else
+// at the entry.
 func EntryError(s *Spec, e Entry, key, format string, args ...any) error {
 	pos, field := EntryWhere(s, e, key)
 	return yamlx.Errorf(pos, field, format, args...)
@@ -471,6 +478,9 @@ func EntryWhere(s *Spec, e Entry, key string) (yamlx.Pos, string) {
 	}
 	if v := valueOf(s.Workload, key); v != nil {
 		return yamlx.NodePos(s.File, v), "workload." + key
+	}
+	if key == "trace" && s.At.Has(key) {
+		return s.At.At(key), key // the spec's own trace, which scenarios share
 	}
 	return e.Pos, e.Path + "." + key
 }

@@ -2,6 +2,7 @@ package topologies
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,33 +53,28 @@ func Generate(p Params) (*File, error) {
 	if p.Queues == 0 {
 		p.Queues = DefaultQueues
 	}
-	bad := func(key, format string, args ...any) error {
+	// Every problem of the parameters is reported, then nothing is built.
+	var errs []error
+	bad := func(key, format string, args ...any) {
 		w := p.At
 		if w.Path == "" {
 			w.Path = "topology"
 		}
-		return w.Errorf(key, format, args...)
+		errs = append(errs, w.Errorf(key, format, args...))
 	}
 	if p.Aggregators < 0 || p.Aggregators > MaxAggregators {
-		return nil, bad("aggregators", "%d; want 0 to %d aggregator slots per switch", p.Aggregators, MaxAggregators)
+		bad("aggregators", "%d; want 0 to %d aggregator slots per switch", p.Aggregators, MaxAggregators)
 	}
 	if p.Queues < 1 || p.Queues > MaxQueues {
-		return nil, bad("queues", "%d egress queues; want 1 to %d", p.Queues, MaxQueues)
+		bad("queues", "%d egress queues; want 1 to %d", p.Queues, MaxQueues)
 	}
-	g := &gen{p: p}
 	switch p.Generate {
 	case "star":
 		if p.Hosts == 0 {
 			p.Hosts = 8
 		}
 		if p.Hosts < 1 || p.Hosts > MaxGeneratedHosts {
-			return nil, bad("hosts", "%d hosts; want 1 to %d", p.Hosts, MaxGeneratedHosts)
-		}
-		g.file(p.Name, "star")
-		g.node("tor", Switch)
-		for h := 1; h <= p.Hosts; h++ {
-			g.node(fmt.Sprintf("h%d", h), Host)
-			g.link(fmt.Sprintf("h%d:eth0", h), fmt.Sprintf("tor:eth%d", h), false)
+			bad("hosts", "%d hosts; want 1 to %d", p.Hosts, MaxGeneratedHosts)
 		}
 	case "leafspine":
 		if p.Spines == 0 {
@@ -90,14 +86,45 @@ func Generate(p Params) (*File, error) {
 		if p.HostsPerLeaf == 0 {
 			p.HostsPerLeaf = 4
 		}
-		for key, v := range map[string]int{"spines": p.Spines, "leaves": p.Leaves, "hosts_per_leaf": p.HostsPerLeaf} {
-			if v < 1 || v > 4096 {
-				return nil, bad(key, "%d; want 1 to 4096", v)
+		sizes := []struct {
+			key string
+			v   int
+		}{{"spines", p.Spines}, {"leaves", p.Leaves}, {"hosts_per_leaf", p.HostsPerLeaf}}
+		ok := true
+		for _, kv := range sizes {
+			if kv.v < 1 || kv.v > 4096 {
+				bad(kv.key, "%d; want 1 to 4096", kv.v)
+				ok = false
 			}
 		}
-		if p.Leaves*p.HostsPerLeaf > MaxGeneratedHosts {
-			return nil, bad("hosts_per_leaf", "%d hosts in all; at most %d", p.Leaves*p.HostsPerLeaf, MaxGeneratedHosts)
+		if ok && p.Leaves*p.HostsPerLeaf > MaxGeneratedHosts {
+			bad("hosts_per_leaf", "%d hosts in all; at most %d", p.Leaves*p.HostsPerLeaf, MaxGeneratedHosts)
 		}
+	case "fattree":
+		if p.K == 0 {
+			p.K = 4
+		}
+		if p.K < 2 || p.K%2 != 0 || p.K > 64 {
+			bad("k", "%d; want an even number of switch ports from 2 to 64", p.K)
+		}
+	case "":
+		bad("generate", "missing; want one of %s", strings.Join(Generators, ", "))
+	default:
+		bad("generate", "%q is not a generator; want one of %s", truncate(p.Generate), strings.Join(Generators, ", "))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	g := &gen{p: p}
+	switch p.Generate {
+	case "star":
+		g.file(p.Name, "star")
+		g.node("tor", Switch)
+		for h := 1; h <= p.Hosts; h++ {
+			g.node(fmt.Sprintf("h%d", h), Host)
+			g.link(fmt.Sprintf("h%d:eth0", h), fmt.Sprintf("tor:eth%d", h), false)
+		}
+	case "leafspine":
 		g.file(p.Name, fmt.Sprintf("leafspine-%dx%d", p.Spines, p.Leaves))
 		for s := 1; s <= p.Spines; s++ {
 			g.node(fmt.Sprintf("spine%d", s), Switch)
@@ -117,12 +144,6 @@ func Generate(p Params) (*File, error) {
 			}
 		}
 	case "fattree":
-		if p.K == 0 {
-			p.K = 4
-		}
-		if p.K < 2 || p.K%2 != 0 || p.K > 64 {
-			return nil, bad("k", "%d; want an even number of switch ports from 2 to 64", p.K)
-		}
 		k, half := p.K, p.K/2
 		g.file(p.Name, fmt.Sprintf("fattree-k%d", k))
 		for c := 1; c <= half*half; c++ {
@@ -154,10 +175,6 @@ func Generate(p Params) (*File, error) {
 				}
 			}
 		}
-	case "":
-		return nil, bad("generate", "missing; want one of %s", strings.Join(Generators, ", "))
-	default:
-		return nil, bad("generate", "%q is not a generator; want one of %s", p.Generate, strings.Join(Generators, ", "))
 	}
 	return &g.f, nil
 }

@@ -1,6 +1,7 @@
 package topologies
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -19,7 +20,15 @@ import (
 type File struct {
 	Name     string `yaml:"name"`
 	Topology Body   `yaml:"topology"`
+
+	// partial says DecodeFile found problems: the File holds what
+	// decoded, and Build checks only that.
+	partial bool
 }
+
+// errPartial is Build's answer for a File that decoded with problems and
+// has none of its own: its problems are DecodeFile's.
+var errPartial = errors.New("topology: decoded with problems")
 
 // Body is the topology section of a File.
 type Body struct {
@@ -39,6 +48,10 @@ type NamedNode struct {
 	Name string
 	Spec NodeSpec
 	Pos  yamlx.Pos
+	// Bad says the node failed to decode (its problem is reported by
+	// DecodeFile): Build leaves it out, and the links to it, without
+	// reporting them again.
+	Bad bool
 }
 
 // NodeSpec holds a node's fields as written.
@@ -67,6 +80,10 @@ type LinkAttrs struct {
 type LinkSpec struct {
 	Endpoints []string `yaml:"endpoints,required"`
 	LinkAttrs `yaml:",inline"`
+	// Bad says a field of the link failed to decode (its problem is
+	// reported by DecodeFile): Build checks its endpoints but leaves it
+	// out of the topology.
+	Bad bool `yaml:"-"`
 }
 
 // Built-in defaults, used where neither a link nor the defaults section says.
@@ -121,16 +138,36 @@ func Load(path string) (*Topology, error) {
 	return Parse(path, data)
 }
 
-// Parse parses and validates a topology; file names it in errors.
+// Parse parses and validates a topology; file names it in errors. Every
+// problem is reported, those of decoding and those of validation (up to
+// problems.Max), each once.
 func Parse(file string, data []byte) (*Topology, error) {
-	f, err := ParseFile(file, data)
-	if err != nil {
-		return nil, err
-	}
-	return f.Build(file)
+	return BuildDecoded(file)(ParseFile(file, data))
 }
 
-// ParseFile parses a topology file without validating it.
+// BuildDecoded returns a function that builds what ParseFile or
+// DecodeFile returned: the topology, or the problems of decoding (if any)
+// followed by those Build finds in what did decode.
+func BuildDecoded(file string) func(*File, error) (*Topology, error) {
+	return func(f *File, err error) (*Topology, error) {
+		if f == nil {
+			return nil, err
+		}
+		top, berr := f.Build(file)
+		if err == nil {
+			return top, berr
+		}
+		var probs problems.List
+		probs.Add(err)
+		if !errors.Is(berr, errPartial) {
+			probs.Add(berr)
+		}
+		return nil, probs.Err()
+	}
+}
+
+// ParseFile parses a topology file without validating it; see DecodeFile
+// for what it returns.
 func ParseFile(file string, data []byte) (*File, error) {
 	root, err := yamlx.Parse(file, data)
 	if err != nil {
@@ -140,7 +177,9 @@ func ParseFile(file string, data []byte) (*File, error) {
 }
 
 // DecodeFile decodes a topology from a YAML node; path prefixes field names
-// in errors (an experiment spec may embed a topology).
+// in errors (an experiment spec may embed a topology). With an error it may
+// still return the File: what decoded, the nodes and links that did not
+// marked Bad, for Build to find the problems of the rest (BuildDecoded).
 func DecodeFile(file string, root *yaml.Node, path string) (*File, error) {
 	pairs, err := yamlx.Pairs(file, root, path)
 	if err != nil {
@@ -188,13 +227,26 @@ func DecodeFile(file string, root *yaml.Node, path string) (*File, error) {
 				nn := NamedNode{Name: n.Key, Pos: n.Pos}
 				if err := yamlx.Decode(file, n.Value, yamlx.JoinPath(field, n.Key), &nn.Spec); err != nil {
 					probs.Add(err)
-					continue
+					nn.Bad = true
 				}
 				f.Topology.Nodes = append(f.Topology.Nodes, nn)
 			}
 		case "links":
 			haveLinks = true
-			probs.Add(yamlx.Decode(file, p.Value, field, &f.Topology.Links))
+			// Link by link, so that one that fails to decode is known.
+			var items []*yaml.Node
+			if err := yamlx.Decode(file, p.Value, field, &items); err != nil {
+				probs.Add(err)
+				continue
+			}
+			for i, item := range items {
+				var ls LinkSpec
+				if err := yamlx.Decode(file, item, fmt.Sprintf("%s[%d]", field, i), &ls); err != nil {
+					probs.Add(err)
+					ls.Bad = true
+				}
+				f.Topology.Links = append(f.Topology.Links, ls)
+			}
 		default:
 			probs.Add(yamlx.Errorf(p.Pos, field, "unknown field; known fields here: defaults, nodes, links"))
 		}
@@ -206,10 +258,8 @@ func DecodeFile(file string, root *yaml.Node, path string) (*File, error) {
 	if !haveLinks {
 		probs.Add(yamlx.Errorf(at, yamlx.JoinPath(bpath, "links"), "missing; list the links between nodes"))
 	}
-	if err := probs.Err(); err != nil {
-		return nil, err
-	}
-	return &f, nil
+	f.partial = probs.Len() > 0
+	return &f, probs.Err()
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,31}$`)
@@ -240,6 +290,10 @@ func (f *File) Build(file string) (*Topology, error) {
 		if w.File == "" {
 			w.Pos = yamlx.Pos{File: file}
 			w.Path = path
+		}
+		if nn.Bad {
+			broken[nn.Name] = true
+			continue
 		}
 		if !nameRE.MatchString(nn.Name) {
 			probs.Add(yamlx.Errorf(pos(w), path, "node name %q: want a letter then up to 31 letters, digits, '_', '.' or '-'", nn.Name))
@@ -306,7 +360,7 @@ func (f *File) Build(file string) (*Topology, error) {
 		t.byIP[n.IP] = n
 		t.Nodes = append(t.Nodes, n)
 	}
-	if len(f.Topology.Nodes) == 0 {
+	if len(f.Topology.Nodes) == 0 && !f.partial {
 		probs.Add(yamlx.Errorf(yamlx.Pos{File: file}, "topology.nodes", "no nodes; a topology needs hosts and switches"))
 	}
 	for i, ls := range f.Topology.Links {
@@ -317,6 +371,9 @@ func (f *File) Build(file string) (*Topology, error) {
 			w.Path = path
 		}
 		if len(ls.Endpoints) != 2 {
+			if ls.Bad {
+				continue // a missing or bad endpoints field is reported
+			}
 			probs.Add(w.Errorf("endpoints", "%d endpoints; a link joins exactly two, e.g. [h1:eth0, s1:eth1]", len(ls.Endpoints)))
 			continue
 		}
@@ -379,7 +436,7 @@ func (f *File) Build(file string) (*Topology, error) {
 			probs.Add(w.Errorf("endpoints", "both ends are on %s; a link joins two different nodes", ends[0].Node.Name))
 			ok = false
 		}
-		if !ok {
+		if !ok || ls.Bad {
 			continue
 		}
 		for _, p := range ends {
@@ -391,6 +448,11 @@ func (f *File) Build(file string) (*Topology, error) {
 	}
 	if err := probs.Err(); err != nil {
 		return nil, err
+	}
+	if f.partial {
+		// Links and nodes are missing: how hosts attach and whether they
+		// connect would be reported wrongly.
+		return nil, errPartial
 	}
 	for _, n := range t.Nodes {
 		if n.IsHost() && len(n.Ports) != 1 {

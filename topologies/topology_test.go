@@ -207,6 +207,51 @@ topology:
 	}
 }
 
+// TestEveryProblemDecoding: values that fail to decode (a rate, a delay,
+// a buffer) are reported with the problems validation finds in the rest
+// (a node kind, aggregators, an unknown node, a bad generator size), each
+// once: a link that failed to decode is not reported for the host it
+// leaves without a link.
+func TestEveryProblemDecoding(t *testing.T) {
+	src := `name: t
+topology:
+  nodes:
+    h1: {kind: host}
+    s1: {kind: switcz}
+    h3: {kind: host, aggregators: -1}
+    s2: {kind: switch, aggregators: -7}
+    h4: {kind: host, queues: many}
+  links:
+    - {endpoints: [h1, s9], rate: 10Gbbs}
+    - {endpoints: [h3, s1], delay: x}
+    - {endpoints: [h4, s2]}
+    - {endpoints: [h1, s2], buffer: lots}
+`
+	_, err := Parse("bad.yaml", []byte(src))
+	want := []string{
+		`bad.yaml:8:30: topology.nodes.h4.queues: "many" is not a whole number`,
+		`bad.yaml:10:35: topology.links[0].rate: rate "10Gbbs"`,
+		`bad.yaml:11:36: topology.links[1].delay: duration "x"`,
+		`bad.yaml:13:37: topology.links[3].buffer: size "lots"`,
+		`bad.yaml:5:16: topology.nodes.s1.kind: "switcz" is not a node kind`,
+		"bad.yaml:6:35: topology.nodes.h3.aggregators: only switches",
+		"bad.yaml:7:37: topology.nodes.s2.aggregators: -7",
+		`bad.yaml:10:24: topology.links[0].endpoints[1]: unknown node "s9"`,
+	}
+	if err := problems.Match(err, want); err != nil {
+		t.Error(err)
+	}
+	_, err = Generate(Params{Generate: "leafspine", Spines: -1, HostsPerLeaf: 5000, Aggregators: -1})
+	want = []string{
+		": topology.aggregators: -1", // no file: generated from Go
+		": topology.spines: -1",
+		": topology.hosts_per_leaf: 5000",
+	}
+	if err := problems.Match(err, want); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestDefaultsApply(t *testing.T) {
 	top, err := Parse("d.yaml", []byte(`name: d
 topology:

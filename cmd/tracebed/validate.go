@@ -94,13 +94,22 @@ func (a *app) validate(ctx context.Context, path string, limits experiments.Limi
 	for _, p := range pairs {
 		switch p.Key {
 		case "kind":
+			// The shared sections' problems and the kind's, every one
+			// (up to problems.Max) and each once: a spec with problems
+			// in its shared sections is still compiled for the rest.
 			s, err := experiments.ParseSpec(path, data, a.readEmbedded)
-			if err != nil {
+			if s == nil {
 				return "", err
 			}
+			var probs problems.List
+			probs.Add(err)
 			s.SetContext(ctx)
-			exp, err := a.registry.Compile(s)
-			if err != nil {
+			exp, cerr := a.registry.Compile(s)
+			if cerr != nil && !yamlx.IsInputError(cerr) && probs.Len() == 0 {
+				return "", cerr // not about the file (say, interrupted)
+			}
+			probs.Add(cerr)
+			if err := probs.Err(); err != nil {
 				return "", err
 			}
 			if err := experiments.CheckLimits(s, exp, limits); err != nil {

@@ -412,10 +412,20 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) error {
 		if isNull(n) {
 			return nil
 		}
-		if v.IsNil() {
-			v.Set(reflect.New(v.Type().Elem()))
+		// Decode into a copy and set the pointer only if that succeeds
+		// (a struct's fields each do the same): a value that fails to
+		// decode stays as it was, unset or its default, so that the
+		// checks that follow decoding do not report it again as a zero.
+		e := reflect.New(v.Type().Elem())
+		if !v.IsNil() {
+			e.Elem().Set(v.Elem())
 		}
-		return d.value(n, path, v.Elem())
+		before := d.probs.Len()
+		err := d.value(n, path, e.Elem())
+		if err == nil && (d.probs.Len() == before || e.Elem().Kind() == reflect.Struct) {
+			v.Set(e)
+		}
+		return err
 	}
 	if v.CanAddr() && v.Addr().Type().Implements(scalarT) {
 		if n.Kind != yaml.ScalarNode || isNull(n) {

@@ -230,8 +230,11 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if spec.Trace != "" {
 		base.App, base.Trace = "trace", spec.Trace
 	}
+	// A value that fails to decode is reported and keeps its default, so
+	// that the scenarios and policies are checked too.
+	var errs []error
 	if err := spec.DecodeWorkload(&base); err != nil {
-		return nil, err
+		errs = append(errs, err)
 	}
 	if spec.Scale > maxScale {
 		return nil, spec.Errorf("scale", "%g: a far-memory run may take %v of paper time, %.3g s at this scale, beyond the simulation clock's %.3g s; want a scale of at most %d", spec.Scale, runLimit, runLimit.Seconds()*spec.Scale, clockRange.Seconds(), maxScale)
@@ -252,12 +255,10 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		prepared[key] = p
 		return p, nil
 	}
-	var errs []error
 	for _, sc := range spec.Scenarios {
 		p := base
 		if err := spec.DecodeEntry(sc, &p); err != nil {
 			errs = append(errs, err)
-			continue
 		}
 		s, err := compileScenario(spec, sc, p, prepare)
 		if err != nil {

@@ -179,24 +179,20 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if spec.TopologyNode == nil {
 		return nil, spec.Errorf("topology", "missing; give the cluster, e.g. {generate: star, hosts: 32, rate: 100Gbps, aggregators: 4096}")
 	}
-	base := DefaultParams
-	base.Trace = spec.Trace
-	if err := spec.DecodeWorkload(&base); err != nil {
-		return nil, err
-	}
-	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
 	// Every scenario and policy is checked, and every problem reported
 	// (up to problems.Max; one in the workload section, shared by the
-	// scenarios, once).
+	// scenarios, once). A field that fails to decode keeps its default,
+	// so the checks that follow look at the rest.
 	var probs problems.List
+	base := DefaultParams
+	base.Trace = spec.Trace
+	probs.Add(spec.DecodeWorkload(&base))
+	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
 	var packet []experiments.Entry
 	for _, sc := range spec.Scenarios {
 		p := base
 		p.Workers, p.Models = base.Workers, base.Models
-		if err := spec.DecodeEntry(sc, &p); err != nil {
-			probs.Add(err)
-			continue
-		}
+		probs.Add(spec.DecodeEntry(sc, &p))
 		s, err := compileScenario(spec, sc, p)
 		if err == nil {
 			err = s.checkArrivals(spec, sc)
@@ -226,10 +222,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			continue
 		}
 		params := pol.Params()
-		if err := spec.DecodeEntryWithout(pe, params, "system"); err != nil {
-			probs.Add(err)
-			continue
-		}
+		probs.Add(spec.DecodeEntryWithout(pe, params, "system"))
 		if err := params.Check(); err != nil {
 			var pe2 *inasched.ParamError
 			if errors.As(err, &pe2) {
@@ -347,14 +340,17 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	bad := func(key, format string, args ...any) {
 		probs.Add(experiments.EntryError(spec, sc, key, format, args...))
 	}
+	// Without a topology (its problems reported) the scenario's own fields
+	// are still checked, all but those that need the topology.
 	top, err := experiments.LoadTopology(spec.File, spec.TopologyNode, "topology")
 	if err != nil {
-		return nil, err
+		probs.Add(err)
+		top = nil
 	}
 	if p.Aggregators != nil {
 		if *p.Aggregators < 0 || *p.Aggregators > topologies.MaxAggregators {
 			bad("aggregators", "%d; want 0 to %d", *p.Aggregators, topologies.MaxAggregators)
-		} else {
+		} else if top != nil {
 			for _, sw := range top.Switches() {
 				sw.Aggregators = *p.Aggregators
 			}
@@ -363,7 +359,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	if p.RackAggregators != nil {
 		if *p.RackAggregators < 0 || *p.RackAggregators > topologies.MaxAggregators {
 			bad("rack_aggregators", "%d; want 0 to %d", *p.RackAggregators, topologies.MaxAggregators)
-		} else {
+		} else if top != nil {
 			for _, h := range top.Hosts() {
 				h.Uplink().Node.Aggregators = *p.RackAggregators
 			}
@@ -372,7 +368,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	if p.FabricRate < 0 {
 		bad("fabric_rate", "%v; want a positive rate (e.g. 200Gbps)", p.FabricRate)
 	}
-	if p.FabricRate > 0 {
+	if p.FabricRate > 0 && top != nil {
 		n := 0
 		for _, l := range top.Links {
 			if !l.A.Node.IsHost() && !l.B.Node.IsHost() {
@@ -384,9 +380,12 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 			bad("fabric_rate", "topology %s has no link between two switches", top.Name)
 		}
 	}
-	hosts := len(top.Hosts())
-	if hosts < 2 {
-		probs.Add(spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, hosts))
+	hosts := math.MaxInt // no topology: jobs are checked against the data plane alone
+	if top != nil {
+		hosts = len(top.Hosts())
+		if hosts < 2 {
+			probs.Add(spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, hosts))
+		}
 	}
 	net := fabric.Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
 		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold, ATPCollisions: p.ATPCollisions}
@@ -403,11 +402,17 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 		net.ATPCollisions = def.ATPCollisions
 	}
 	if err := net.Check(); err != nil {
-		var ne *fabric.NetError
-		if errors.As(err, &ne) {
-			bad(ne.Field, "%v", err)
-		} else {
-			probs.Add(err)
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, err := range errs {
+			var ne *fabric.NetError
+			if errors.As(err, &ne) {
+				bad(ne.Field, "%v", err)
+			} else {
+				probs.Add(err)
+			}
 		}
 	}
 	if !(p.Load > 0 && p.Load <= 100) {
@@ -462,6 +467,10 @@ func (s *scenario) listJobs(spec *experiments.Spec, sc experiments.Entry, hosts 
 			bad(key, "arrival %v; want 0 or later", time.Duration(lj.Arrival))
 			continue
 		case lj.Workers < 1 || lj.Workers > hosts || lj.Workers > ina.MaxWorkers:
+			if s.top == nil {
+				bad(key, "%d workers; want 1 to %d", lj.Workers, ina.MaxWorkers)
+				continue
+			}
 			bad(key, "%d workers; want 1 to %d (hosts of %s, at most %d)", lj.Workers, min(hosts, ina.MaxWorkers), s.top.Name, ina.MaxWorkers)
 			continue
 		case lj.Iterations < 1 || lj.Iterations > jobtrace.MaxIterations:

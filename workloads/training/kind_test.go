@@ -16,6 +16,7 @@ import (
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/traces/jobs"
 )
@@ -158,7 +159,7 @@ func TestSpecErrors(t *testing.T) {
 		{"bad load", head + "policies: [noina]\nscenarios: [{name: a, load: 0}]\n", "scenarios[0].load: 0"},
 		{"bad jitter", head + "policies: [noina]\nworkload: {jitter: 0.9}\n", "workload.jitter: jitter 0.9"},
 		{"unknown field", head + "policies: [noina]\nworkload: {jobz: 3}\n", "workload.jobz"},
-		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "scenarios.trace: nosuch.csv: no such file"},
+		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "s.yaml:4:8: trace: nosuch.csv: no such file"},
 		{"no topology", "kind: ina\npolicies: [noina]\n", "topology: missing"},
 		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: netns: scenario \"default\" runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet"},
 		{"granularity", head + "policies: [noina]\nworkload: {granularity: packets}\n", "workload.granularity: \"packets\"; want flow"},
@@ -245,6 +246,48 @@ scenarios:
 	}
 	if len(lines) != len(want) {
 		t.Errorf("%d problems reported, want %d:\n%v", len(lines), len(want), err)
+	}
+}
+
+// TestSpecEveryProblemDecoding: problems of decoding (a value that is not
+// a duration, an unknown field), of the shared sections (a scenario named
+// twice, a bad generated topology) and of the kind's checks are reported
+// together, each once, as validate reports them; a scenario is checked
+// even when the topology it needs is bad.
+func TestSpecEveryProblemDecoding(t *testing.T) {
+	src := `kind: ina
+topology: {generate: star, hosts: -4, aggregators: -3}
+trace: nosuch.csv
+workload: {turnaround: banana, jitter: -0.5}
+policies: [noina, bogus, {name: switchml, partition: x}]
+scenarios:
+  - {name: a, load: -1, compute_scale: 0}
+  - {name: a}
+  - {name: b, frobnicate: 3}
+`
+	spec, err := experiments.ParseSpec("s.yaml", []byte(src), embedded)
+	if spec == nil {
+		t.Fatalf("no spec to check further: %v", err)
+	}
+	var probs problems.List
+	probs.Add(err)
+	_, cerr := Kind{}.Compile(spec)
+	probs.Add(cerr)
+	want := []string{
+		"s.yaml:2:52: topology.aggregators: -3",
+		"s.yaml:2:35: topology.hosts: -4 hosts",
+		`s.yaml:8:5: scenarios[1].name: "a" is listed twice`,
+		`s.yaml:4:24: workload.turnaround: duration "banana"`,
+		"s.yaml:4:40: workload.jitter: jitter -0.5",
+		"s.yaml:7:40: scenarios[0].compute_scale: compute_scale 0",
+		"s.yaml:7:21: scenarios[0].load: -1",
+		"s.yaml:3:8: trace: nosuch.csv: no such file",
+		"s.yaml:9:15: scenarios[2].frobnicate: unknown field",
+		`s.yaml:5:19: policies[1].system: "bogus" is not an INA policy`,
+		`s.yaml:5:54: policies[2].partition: "x" is not a whole number`,
+	}
+	if err := problems.Match(probs.Err(), want); err != nil {
+		t.Error(err)
 	}
 }
 

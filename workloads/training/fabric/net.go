@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -88,27 +89,37 @@ func (n Net) DataPlanePlace() uint8 {
 	return ina.PlaceHash
 }
 
-// Check validates n. Its errors are *NetError, naming the spec's key.
+// Check validates n: every problem, each a *NetError naming the spec's
+// key (joined with errors.Join when there are several).
 func (n Net) Check() error {
-	switch {
-	case n.Payload < 4 || n.Payload > 9000:
-		return netErrorf("payload", "payload %d: want 4 to 9000 bytes", n.Payload)
-	case n.Frame < n.Payload || n.Frame > 9216:
-		return netErrorf("frame", "frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
-	case n.Turnaround < 0:
-		return netErrorf("turnaround", "turnaround and control latency must not be negative")
-	case n.Control < 0:
-		return netErrorf("control", "turnaround and control latency must not be negative")
-	case !(n.Jitter >= 0 && n.Jitter <= 0.3):
-		return netErrorf("jitter", "jitter %v: want 0 to 0.3", n.Jitter)
-	case !(n.ComputeScale > 0 && n.ComputeScale <= 100):
-		return netErrorf("compute_scale", "compute_scale %v: want more than 0, at most 100", n.ComputeScale)
-	case n.ATPHold != "" && n.ATPHold != HoldCompletion && n.ATPHold != HoldReturn:
-		return netErrorf("atp_hold", "atp_hold %q: want %s or %s", n.ATPHold, HoldReturn, HoldCompletion)
-	case n.ATPCollisions != "" && n.ATPCollisions != CollideRemap && n.ATPCollisions != CollideHash:
-		return netErrorf("atp_collisions", "atp_collisions %q: want %s or %s", n.ATPCollisions, CollideRemap, CollideHash)
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, netErrorf(field, format, args...))
 	}
-	return nil
+	if n.Payload < 4 || n.Payload > 9000 {
+		bad("payload", "payload %d: want 4 to 9000 bytes", n.Payload)
+	} else if n.Frame < n.Payload || n.Frame > 9216 {
+		bad("frame", "frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
+	}
+	if n.Turnaround < 0 {
+		bad("turnaround", "turnaround and control latency must not be negative")
+	}
+	if n.Control < 0 {
+		bad("control", "turnaround and control latency must not be negative")
+	}
+	if !(n.Jitter >= 0 && n.Jitter <= 0.3) {
+		bad("jitter", "jitter %v: want 0 to 0.3", n.Jitter)
+	}
+	if !(n.ComputeScale > 0 && n.ComputeScale <= 100) {
+		bad("compute_scale", "compute_scale %v: want more than 0, at most 100", n.ComputeScale)
+	}
+	if n.ATPHold != "" && n.ATPHold != HoldCompletion && n.ATPHold != HoldReturn {
+		bad("atp_hold", "atp_hold %q: want %s or %s", n.ATPHold, HoldReturn, HoldCompletion)
+	}
+	if n.ATPCollisions != "" && n.ATPCollisions != CollideRemap && n.ATPCollisions != CollideHash {
+		bad("atp_collisions", "atp_collisions %q: want %s or %s", n.ATPCollisions, CollideRemap, CollideHash)
+	}
+	return errors.Join(errs...)
 }
 
 // NetError is an invalid Net field; Field is the spec's key.
