@@ -161,11 +161,13 @@ func TestTraceLimits(t *testing.T) {
 	})
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"gaps", "workload: {app: trace, trace: hours.memtxt}\n", "spec.yaml:3:31: workload.trace: " + filepath.Join(dir, "hours.memtxt") + ": its gaps add up to 3h0m0s of compute, beyond the run limit of 16m40s"},
-		{"scale", "scale: 1e30\nworkload: {app: trace, trace: ok.memtxt}\n", "spec.yaml:3:8: scale: 1e+30: a far-memory run may take 16m40s"},
+		{"scale", "scale: 1e5\nworkload: {app: trace, trace: ok.memtxt}\n", "spec.yaml:3:8: scale: 100000: a far-memory run may take 16m40s"},
 		{"every line", "workload: {app: trace, trace: bad.memtxt}\n", "bad.memtxt:2: page \"0b101\""},
 		{"sparse", "workload: {app: trace, trace: sparse.memtxt}\n", "renumber the pages densely"},
 		{"too many traces", "workload: {app: trace, traces: [ok.memtxt, ok.memtxt, ok.memtxt, ok.memtxt, ok.memtxt]}\n", "workload.traces: 5 trace files for 4 hosts"},
 		{"traces without app", "workload: {traces: [ok.memtxt]}\n", "workload.traces: 1 traces, but no host replays one"},
+		{"trace without app", "workload: {trace: ok.memtxt}\n", "workload.trace: ok.memtxt, but no scenario replays a trace"},
+		{"a scenario's trace without app", "scenarios: [{name: a, app: trace, trace: ok.memtxt}, {name: b, trace: ok.memtxt}]\n", "scenarios[1].trace: ok.memtxt, but no host of this scenario replays"},
 		{"no match", "workload: {app: trace, trace: '*.lackey'}\n", "pattern \"*.lackey\" matches no file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
