@@ -86,16 +86,23 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzPipeline feeds arbitrary frames to the pipeline: it must never panic,
-// and whatever it emits must be one frame on a real port.
+// must count each in exactly one of the forwarding counters, and whatever
+// it emits must be one frame on a real port.
 func FuzzPipeline(f *testing.F) {
 	p, top := starPipeline(f)
 	program(f, p, glitterRules())
 	for _, tc := range vectorCases() {
 		f.Add(buildFrame(top, tc), uint8(tc.in))
 	}
+	counted := func() uint64 { return p.Base().Counters.Forwarded + sum(p.Base().Counters.Drops[:]) }
 	f.Fuzz(func(t *testing.T, b []byte, in uint8) {
 		var c capture
+		before := counted()
 		p.Process(0, int(in%4), b, &c)
+		// Every frame is counted once, forwarded or dropped by reason.
+		if n := counted() - before; n != 1 {
+			t.Fatalf("one frame in, %d counted", n)
+		}
 		if len(c.out) > 1 {
 			t.Fatalf("%d frames out of one", len(c.out))
 		}
