@@ -123,6 +123,9 @@ func Move(ctx context.Context, newTB experiments.TestbedFactory, p Params, verb 
 	d.src = make([]byte, p.Bytes)
 	r := rand.New(rand.NewPCG(seed, 0x726f6365))
 	for i := range d.src {
+		if i%(1<<20) == 0 && ctx.Err() != nil { // a large buffer takes seconds to fill
+			return nil, fmt.Errorf("%s of %v not started: %w", verb, p.Bytes, ctx.Err())
+		}
 		d.src[i] = byte(r.Uint32())
 	}
 	code := timeoutCode(time.Duration(p.Timeout))
