@@ -158,7 +158,7 @@ func TestSpecErrors(t *testing.T) {
 		{"bad load", head + "policies: [noina]\nscenarios: [{name: a, load: 0}]\n", "scenarios[0].load: 0"},
 		{"bad jitter", head + "policies: [noina]\nworkload: {jitter: 0.9}\n", "workload.jitter: jitter 0.9"},
 		{"unknown field", head + "policies: [noina]\nworkload: {jobz: 3}\n", "workload.jobz"},
-		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "scenarios.trace: nosuch.csv: no such file"},
+		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "s.yaml:4:8: trace: nosuch.csv: no such file"},
 		{"no topology", "kind: ina\npolicies: [noina]\n", "topology: missing"},
 		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: netns: scenario \"default\" runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet"},
 		{"granularity", head + "policies: [noina]\nworkload: {granularity: packets}\n", "workload.granularity: \"packets\"; want flow"},
