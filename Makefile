@@ -4,7 +4,7 @@ COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X main.commit=$(COMMIT)
 BIN     := bin/tracebed
 
-.PHONY: all build run test bench lint fuzz clean p4 image
+.PHONY: all build run test bench lint fuzz fuzz-inputs soak clean p4 image
 
 all: build
 
@@ -53,6 +53,21 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# Mutations of the ready specs, topologies and traces (TestMutants,
+# docs/reliability.md): make test validates 150 of them (seed 1) and runs 4
+# of those that validate; this tries MUTANTS of them and runs MUTANT_RUNS.
+MUTANTS     ?= 5000
+MUTANT_RUNS ?= 200
+MUTATE_SEED ?= 1
+fuzz-inputs:
+	$(GO) test ./cmd/tracebed -run '^TestMutants$$' -v -timeout 3h -mutate.n $(MUTANTS) -mutate.runs $(MUTANT_RUNS) -mutate.seed $(MUTATE_SEED)
+
+# Each kind at SOAK_FACTOR times its default size under a memory limit,
+# the peak checked against the run's estimate (TestSoak, under an hour).
+SOAK_FACTOR ?= 100
+soak:
+	$(GO) test ./cmd/tracebed -run '^TestSoak$$' -v -timeout 2h -soak -soak.factor $(SOAK_FACTOR)
 
 # Compile every P4 program (p4/*/*.p4) for bmv2 with p4c-bm2-ss when it is
 # installed: bin/p4/NAME.json and bin/p4/NAME.p4info.txtpb. Without p4c it

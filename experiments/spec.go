@@ -316,14 +316,20 @@ func LoadTopology(file string, n *yaml.Node, path string) (*topologies.Topology,
 	switch n.Kind {
 	case yaml.ScalarNode:
 		name := n.Value
+		if strings.TrimSpace(name) == "" {
+			return nil, yamlx.Errorf(pos, path, "empty; want a topology file name, {generate: …} or an inline topology")
+		}
 		if !filepath.IsAbs(name) {
 			if _, err := os.Stat(filepath.Join(filepath.Dir(file), name)); err == nil {
 				name = filepath.Join(filepath.Dir(file), name)
 			}
 		}
 		top, err := topologies.Open(name)
-		if err != nil && !yamlx.IsInputError(err) {
-			return nil, yamlx.Errorf(pos, path, "%v", err)
+		var ie *yamlx.Error
+		if err != nil && (!errors.As(err, &ie) || ie.Pos.Line == 0) {
+			// Not about a line of the topology (a directory, a device, a
+			// file too large): about this field of the spec.
+			return nil, yamlx.Errorf(pos, path, "%s", strings.TrimPrefix(err.Error(), "topology: "))
 		}
 		return top, err
 	case yaml.MappingNode:

@@ -107,6 +107,8 @@ func TestBadSpecs(t *testing.T) {
 		{"dup policy", "kind: fake\npolicies: [a, a]\n", 2, "policies[1].name", "twice"},
 		{"policy no name", "kind: fake\npolicies: [{x: 1}]\n", 2, "policies[0].name", "missing"},
 		{"topology missing file", "kind: fake\npolicies: [a]\ntopology: nowhere.yaml\n", 3, "topology", "no such file"},
+		{"topology empty", "kind: fake\npolicies: [a]\ntopology: ''\n", 3, "topology", "empty"},
+		{"topology a directory", "kind: fake\npolicies: [a]\ntopology: .\n", 3, "topology", "not a regular file"},
 		{"topology generate", "kind: fake\npolicies: [a]\ntopology: {generate: ring}\n", 3, "topology.generate", "not a generator"},
 		{"topology negative", "kind: fake\npolicies: [a]\ntopology: {generate: star, rate: -1G}\n", 3, "topology.rate", "positive"},
 		{"inline topology", "kind: fake\npolicies: [a]\ntopology:\n  topology:\n    nodes: {h: {kind: hst}}\n    links: []\n", 5, "topology.topology.nodes.h.kind", "not a node kind"},

@@ -3,8 +3,9 @@
 // far-memory eviction (Glitter and Fastswap), on a deterministic simulation
 // or on real network namespaces.
 //
-// Exit codes: 0 success; 1 a run failed, was interrupted (SIGINT, SIGTERM)
-// or tracebed has a bug (an internal error); 2 bad input (a file, a flag).
+// Exit codes: 0 success; 1 failure: a run failed or was interrupted
+// (SIGINT, SIGTERM), compare found a regression, or tracebed has a bug (an
+// internal error); 2 bad input (a file, a flag).
 package main
 
 import (
@@ -106,7 +107,11 @@ SwitchML, ATP and no INA) and far-memory eviction (Glitter against Fastswap)
 on a deterministic simulation (sim, the default) or on real network
 namespaces (netns), and prints comparison tables.
 
-Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
+Run the default suite with 'tracebed run'; see 'tracebed run --help'.
+
+Exit codes, for every command: 0 success; 1 failure (a run failed or was
+interrupted, compare found a regression, or an internal error: a bug in
+tracebed, which says so); 2 bad input (a file, a flag).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -23,9 +23,12 @@ var (
 // soakSpecs are one run of each kind at factor times its default size
 // (the kinds' DefaultParams): incast's packets per sender, the far-memory
 // applications' passes over their working sets (STREAM's, 2 by default),
-// the INA jobs. The sizes are of the work, whose records must not grow
-// memory; a working set factor times larger needs factor times the memory
-// for its pages, which the estimate says and --max-memory bounds.
+// the INA jobs, roce-demo's work requests (16 by default; here of 256 KiB,
+// READs, under 1% loss). The sizes are of the work, whose records must not
+// grow memory; a working set factor times larger needs factor times the
+// memory for its pages, which the estimate says and --max-memory bounds
+// (roce-demo's buffer, its working set, grows a quarter as much as its
+// work: 400 MiB at 100×).
 func soakSpecs(factor float64) map[string]string {
 	return map[string]string{
 		"incast": fmt.Sprintf(`kind: incast
@@ -41,6 +44,10 @@ topology: {generate: star, hosts: 32, rate: 100Gbps, aggregators: 2048}
 workload: {jobs: %d}
 policies: [dynaina]
 `, int(24*factor)),
+		"roce-demo": fmt.Sprintf(`kind: roce-demo
+workload: {bytes: %dKiB, message: 256KiB, loss: 1%%}
+policies: [read]
+`, int(4<<10*factor)/256*256),
 	}
 }
 
@@ -58,7 +65,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("skipping: the soak test takes minutes; run it with go test ./cmd/tracebed -run TestSoak -soak -timeout 60m -v")
 	}
 	specs := soakSpecs(*soakFactor)
-	for _, kind := range []string{"incast", "farmem", "ina"} {
+	for _, kind := range []string{"incast", "farmem", "ina", "roce-demo"} {
 		t.Run(kind, func(t *testing.T) {
 			a := newApp(io.Discard, io.Discard)
 			s, err := experiments.ParseSpec(kind+"-soak.yaml", []byte(specs[kind]), a.readEmbedded)

@@ -255,6 +255,7 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		prepared[key] = p
 		return p, nil
 	}
+	replays := false
 	for _, sc := range spec.Scenarios {
 		p := base
 		if err := spec.DecodeEntry(sc, &p); err != nil {
@@ -267,6 +268,12 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 		e.scenarios[sc.Name] = s
 		e.entries[sc.Name] = sc
+		replays = replays || slices.Contains(s.apps, "trace")
+	}
+	if len(errs) == 0 && !replays && sets(spec.Workload, "trace") {
+		at := spec.Scenarios[0]
+		at.Node = nil // the workload's field
+		errs = append(errs, experiments.EntryError(spec, at, "trace", "%s, but no scenario replays a trace: set app: trace (or name trace in apps)", base.Trace))
 	}
 	for _, pe := range spec.Policies {
 		pol, err := compilePolicy(spec, pe)
@@ -441,6 +448,11 @@ func (s *scenario) hostTraces(spec *experiments.Spec, sc experiments.Entry, prep
 	if replaying == 0 {
 		if len(p.Traces) > 0 {
 			return nil, bad("traces", "%d traces, but no host replays one: set app: trace (or name trace in apps)", len(p.Traces))
+		}
+		if p.Trace != "" && sets(sc.Node, "trace") {
+			// Named in this scenario and ignored: a mistake. (A trace of
+			// the workload's may serve other scenarios.)
+			return nil, bad("trace", "%s, but no host of this scenario replays a trace: set app: trace (or name trace in apps)", p.Trace)
 		}
 		return out, nil
 	}

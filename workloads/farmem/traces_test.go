@@ -167,6 +167,8 @@ func TestTraceLimits(t *testing.T) {
 		{"sparse", "workload: {app: trace, trace: sparse.memtxt}\n", "renumber the pages densely"},
 		{"too many traces", "workload: {app: trace, traces: [ok.memtxt, ok.memtxt, ok.memtxt, ok.memtxt, ok.memtxt]}\n", "workload.traces: 5 trace files for 4 hosts"},
 		{"traces without app", "workload: {traces: [ok.memtxt]}\n", "workload.traces: 1 traces, but no host replays one"},
+		{"trace without app", "workload: {trace: ok.memtxt}\n", "workload.trace: ok.memtxt, but no scenario replays a trace"},
+		{"a scenario's trace without app", "scenarios: [{name: a, app: trace, trace: ok.memtxt}, {name: b, trace: ok.memtxt}]\n", "scenarios[1].trace: ok.memtxt, but no host of this scenario replays"},
 		{"no match", "workload: {app: trace, trace: '*.lackey'}\n", "pattern \"*.lackey\" matches no file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

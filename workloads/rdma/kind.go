@@ -73,6 +73,8 @@ type Kind struct{}
 func (Kind) Name() string { return "roce-demo" }
 
 type experiment struct {
+	spec      *experiments.Spec
+	entries   map[string]experiments.Entry
 	scenarios map[string]Params
 	policies  map[string]Policy
 }
@@ -89,7 +91,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]Params{}, policies: map[string]Policy{}}
+	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]Params{}, policies: map[string]Policy{}}
 	for _, sc := range spec.Scenarios {
 		p := base
 		if err := spec.DecodeEntry(sc, &p); err != nil {
@@ -99,6 +101,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			return nil, err
 		}
 		e.scenarios[sc.Name] = p
+		e.entries[sc.Name] = sc
 	}
 	for _, pe := range spec.Policies {
 		pol := Policy{Verb: pe.Name}
@@ -145,7 +148,7 @@ func (p Params) check(spec *experiments.Spec, e experiments.Entry) error {
 	case p.Loss >= 0.5:
 		return bad("loss", "%v; below 50%% please, or no connection is ever made", p.Loss)
 	}
-	return nil
+	return p.checkPace(bad)
 }
 
 // timeoutCode returns the smallest IBTA local ACK timeout code whose

@@ -18,6 +18,18 @@ import (
 // Service is the connection manager's service id of the demo.
 const Service = 4791
 
+// RunLimit is how much testbed time a move may take before it fails:
+// validate refuses a move that cannot finish within it at the links' rate.
+const RunLimit = time.Minute
+
+// The connection manager's timer and retries: the passive side waits
+// about cmTimeout × cmRetries for the RTU, which leaves h1 behind the
+// first window of requests (checkPace).
+const (
+	cmTimeout = 5 * time.Millisecond
+	cmRetries = 40
+)
+
 // guard is the size of the canaries on both sides of h2's target: the
 // region h2 registers (and lets h1 write) is larger than the target, so a
 // write outside the target would land in a canary and be seen.
@@ -111,6 +123,9 @@ func Move(ctx context.Context, newTB experiments.TestbedFactory, p Params, verb 
 	d.src = make([]byte, p.Bytes)
 	r := rand.New(rand.NewPCG(seed, 0x726f6365))
 	for i := range d.src {
+		if i%(1<<20) == 0 && ctx.Err() != nil { // a large buffer takes seconds to fill
+			return nil, fmt.Errorf("%s of %v not started: %w", verb, p.Bytes, ctx.Err())
+		}
 		d.src[i] = byte(r.Uint32())
 	}
 	code := timeoutCode(time.Duration(p.Timeout))
@@ -123,7 +138,7 @@ func Move(ctx context.Context, newTB experiments.TestbedFactory, p Params, verb 
 		}
 		// The connection manager answers within a few round trips; its
 		// timer waits for the slower of the substrates.
-		return &host{dev: dev, m: cm.New(dev, cm.Config{Timeout: 5 * time.Millisecond, Retries: 40})}, nil
+		return &host{dev: dev, m: cm.New(dev, cm.Config{Timeout: cmTimeout, Retries: cmRetries})}, nil
 	}
 	// h1 connects as soon as its device starts.
 	if d.h1, err = newHost(func(*roce.Device) {
@@ -190,7 +205,7 @@ func Move(ctx context.Context, newTB experiments.TestbedFactory, p Params, verb 
 		}
 		return fin || fail
 	}
-	runErr := tb.Run(ctx, time.Millisecond, time.Minute, done)
+	runErr := tb.Run(ctx, time.Millisecond, RunLimit, done)
 	closed = true
 	if err := tb.Close(); err != nil {
 		return nil, err

@@ -266,6 +266,9 @@ func TestCompileErrors(t *testing.T) {
 		{"message", "workload: {bytes: 1KiB, message: 2KiB}\npolicies: [send]", "workload.message"},
 		{"loss", "policies: [send]\nscenarios: [{name: x, loss: 60%}]", "scenarios[0].loss"},
 		{"topology", "topology: star\npolicies: [send]", "topology"},
+		{"too slow", "workload: {rate: 1Mbps}\npolicies: [send]", "workload.rate: 1Mbps moves 16MiB in 2m16"},
+		{"window at a slow rate", "workload: {rate: 10Mbps, timeout: 100ms}\npolicies: [send]", "window: 128 packets take 427.008ms"},
+		{"timeout", "workload: {rate: 10Mbps, window: 32}\npolicies: [send]", "timeout: 1ms (as an IBTA code"},
 	} {
 		spec, err := experiments.ParseSpec("x.yaml", []byte("kind: roce-demo\n"+tc.yaml+"\n"), nil)
 		if err != nil {
@@ -274,6 +277,43 @@ func TestCompileErrors(t *testing.T) {
 		_, err = Kind{}.Compile(spec)
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {
 			t.Errorf("%s: error %v, want it to mention %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestPaceLimits: at a slow rate, the largest window and the shortest
+// timeout Compile accepts (checkPace) move the buffer with every verb;
+// what it refuses would fail at run time.
+func TestPaceLimits(t *testing.T) {
+	y := "kind: roce-demo\nworkload: {bytes: 1MiB, message: 256KiB, rate: 10Mbps, window: %d, timeout: %s}\npolicies: [write_imm, send, read]\n"
+	for _, tc := range []struct {
+		window  int
+		timeout string
+		ok      bool
+	}{
+		{44, "60ms", true},  // the largest window at 10Mbps, and its smallest timeout (ACKs every 11 packets)
+		{45, "60ms", false}, // window
+		{44, "30ms", false}, // timeout
+	} {
+		spec, err := experiments.ParseSpec("x.yaml", []byte(fmt.Sprintf(y, tc.window, tc.timeout)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := Kind{}.Compile(spec)
+		if (err == nil) != tc.ok {
+			t.Fatalf("window %d, timeout %s: compile error %v, want ok %v", tc.window, tc.timeout, err, tc.ok)
+		}
+		if err != nil {
+			continue
+		}
+		res, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{})
+		if err != nil {
+			t.Fatalf("window %d, timeout %s: %v", tc.window, tc.timeout, err)
+		}
+		for _, r := range res.Runs {
+			if r.Metrics["delivered_messages"] != 4 || r.Metrics["integrity_errors"] != 0 {
+				t.Errorf("%s: %v", r.Policy, r.Metrics)
+			}
 		}
 	}
 }

@@ -497,6 +497,11 @@ func (s *scenario) traceJobs(spec *experiments.Spec, sc experiments.Entry, hosts
 	p := s.p
 	data, err := spec.ReadFile(p.Trace)
 	if err != nil {
+		_, inEntry := experiments.EntryScalar(sc, "trace")
+		_, inWorkload := experiments.EntryScalar(experiments.Entry{Node: spec.Workload}, "trace")
+		if !inEntry && !inWorkload && spec.At.Has("trace") {
+			return spec.Errorf("trace", "%v", err) // the spec's top-level trace
+		}
 		return experiments.EntryError(spec, sc, "trace", "%v", err)
 	}
 	js, _, err := jobtrace.ParseCompressed(p.Trace, data, max(1, p.TimeCompression))

@@ -510,7 +510,7 @@ def main(topo_class, topology_yaml, argv=None):
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # finish the teardown
-        if watchdog is not None:
+        if watchdog is not None and watchdog.ident is not None:  # a signal may come between its creation and start
             watchdog.halt.set()
             watchdog.join()
         teardown(run, net)
