@@ -1,6 +1,8 @@
 package p4rt
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
@@ -114,4 +116,59 @@ func (b *InfoBuilder) Counter(name string, unit p4configv1.CounterSpec_Unit, siz
 	}
 	b.Info.Counters = append(b.Info.Counters, c)
 	return c.Preamble.Id
+}
+
+// SameObjects checks that got (a P4Info from p4c, say) has every table,
+// action, register and counter of want (a Go twin's) by name, with the
+// same match kinds, parameter and field widths, sizes and counter units:
+// what controllers that look ids up by name rely on. Ids may differ.
+func SameObjects(want, got *p4configv1.P4Info) error {
+	them, err := NewNames(got)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range want.GetActions() {
+		name := a.GetPreamble().GetName()
+		b, err := them.Action(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, p := range a.GetParams() {
+			q, err := them.Param(name, p.GetName())
+			if err != nil || q.GetBitwidth() != p.GetBitwidth() {
+				errs = append(errs, fmt.Errorf("action %s param %s: %v (width %d, want %d)", name, p.GetName(), err, q.GetBitwidth(), p.GetBitwidth()))
+			}
+		}
+		if len(b.GetParams()) != len(a.GetParams()) {
+			errs = append(errs, fmt.Errorf("action %s has %d params, want %d", name, len(b.GetParams()), len(a.GetParams())))
+		}
+	}
+	for _, tb := range want.GetTables() {
+		name := tb.GetPreamble().GetName()
+		if _, err := them.Table(name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, mf := range tb.GetMatchFields() {
+			m, err := them.MatchField(name, mf.GetName())
+			if err != nil || m.GetBitwidth() != mf.GetBitwidth() || m.GetMatchType() != mf.GetMatchType() {
+				errs = append(errs, fmt.Errorf("table %s field %s: %v (%v/%d, want %v/%d)", name, mf.GetName(), err, m.GetMatchType(), m.GetBitwidth(), mf.GetMatchType(), mf.GetBitwidth()))
+			}
+		}
+	}
+	for _, r := range want.GetRegisters() {
+		q, err := them.Register(r.GetPreamble().GetName())
+		if err != nil || q.GetSize() != r.GetSize() || RegisterWidth(q) != RegisterWidth(r) {
+			errs = append(errs, fmt.Errorf("register %s: %v (size %d width %d, want %d, %d)", r.GetPreamble().GetName(), err, q.GetSize(), RegisterWidth(q), r.GetSize(), RegisterWidth(r)))
+		}
+	}
+	for _, c := range want.GetCounters() {
+		q, err := them.Counter(c.GetPreamble().GetName())
+		if err != nil || q.GetSize() != c.GetSize() || q.GetSpec().GetUnit() != c.GetSpec().GetUnit() {
+			errs = append(errs, fmt.Errorf("counter %s: %v", c.GetPreamble().GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -35,17 +35,21 @@ const (
 	// TableJobs holds each job's binding for its current all-reduce (the
 	// all-reduce-level allocation: written when the hosts are granted
 	// memory, deleted when the all-reduce ends).
-	TableJobs     = "ingress.freeina_jobs"
-	FieldJob      = "job" // exact, 16 bits
-	ActionBind    = "ingress.set_binding"
-	ActionNoBind  = "ingress.no_binding" // default: drop, counted no_binding
-	ParamGen      = "gen"                // 32 bits: binding generation, nonzero, unique on the switch
-	ParamBase     = "base"               // 32 bits: first slot of the range
-	ParamSize     = "size"               // 32 bits: slots (the hosts' window)
-	ParamChunks   = "chunks"             // 32 bits: chunks of the all-reduce (one packet each)
-	ParamWorkers  = "workers"            // 8 bits
-	ParamGroup    = "group"              // 16 bits: multicast group of the job's connections
-	RegPSN        = "ingress.conn_psn"   // 24 bits, MaxJobs × MaxWorkers: connection's PSN of chunk 0
+	TableJobs    = "ingress.freeina_jobs"
+	FieldJob     = "job" // exact, 16 bits
+	ActionBind   = "ingress.set_binding"
+	ActionNoBind = "ingress.no_binding" // default: drop, counted no_binding
+	ParamGen     = "gen"                // 32 bits: binding generation, nonzero, unique on the switch
+	ParamBase    = "base"               // 32 bits: first slot of the range
+	ParamSize    = "size"               // 32 bits: slots (the hosts' window)
+	ParamChunks  = "chunks"             // 32 bits: chunks of the all-reduce (one packet each)
+	ParamWorkers = "workers"            // 8 bits
+	ParamGroup   = "group"              // 16 bits: multicast group of the job's connections
+	// RegPSN is the PSN of chunk 0 of each connection's current
+	// all-reduce, MaxJobs × MaxWorkers cells of 24 bits (job·MaxWorkers +
+	// worker). A top-level register of freeina.p4: ingress reads it to
+	// number a packet's chunk, egress to number a replica's PSN.
+	RegPSN        = "conn_psn"
 	TableReplicas = "egress.freeina_replicas"
 	FieldGroup    = "group" // exact, 16 bits
 	FieldRID      = "rid"   // exact, 16 bits: replica instance = worker + 1
