@@ -80,6 +80,9 @@ func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd Binding, workers
 	if ctl == nil {
 		return fmt.Errorf("switch %s has no P4Runtime client", sw)
 	}
+	if bd.Mode != Pool && bd.Mode != Shared {
+		return fmt.Errorf("job %d: a %v binding is not p4/ina's to run (its modes are pool and shared)", job, bd.Mode)
+	}
 	if len(workers) > ina.MaxWorkers {
 		return fmt.Errorf("job %d has %d workers; the INA data plane aggregates at most %d", job, len(workers), ina.MaxWorkers)
 	}

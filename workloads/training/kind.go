@@ -226,6 +226,9 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		if system == "atp" {
 			needPS = true
 		}
+		if system == "freeina" && len(packet) > 0 {
+			return nil, experiments.EntryError(spec, pe, "system", "FreeINA runs packet by packet on RDMA hosts in the freeina kind (docs/freeina.md); in the ina kind it runs with the flow model only, and scenario %q is granularity: packet", packet[0].Name)
+		}
 	}
 	for _, sc := range packet {
 		if err := e.scenarios[sc.Name].compilePacket(spec, sc, needPS); err != nil {
@@ -574,7 +577,12 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if sc.p.Granularity == GranularityPacket {
 		return e.runPacket(ctx, r, sc, js)
 	}
-	binder, _, err := flow.SimBinder(sc.top)
+	var binder inasched.Binder
+	if e.systems[r.Policy] == "freeina" {
+		binder, err = flow.FreeSimBinder(sc.top, sc.net.RDMAPayload, js, nil)
+	} else {
+		binder, _, err = flow.SimBinder(sc.top)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -717,6 +725,9 @@ func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
 // in paper units: times are kept by the scaling, byte counts are
 // multiplied by the scale factor (docs/scaling.md).
 func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scenario, js []jobtrace.Job) (*analysis.Run, error) {
+	if e.systems[r.Policy] == "freeina" {
+		return nil, fmt.Errorf("policy %s: FreeINA runs packet by packet on RDMA hosts in the freeina kind (docs/freeina.md); here it runs with the flow model only", r.Policy)
+	}
 	newTB := r.NewTestbed
 	if newTB == nil {
 		newTB = experiments.SimTestbed

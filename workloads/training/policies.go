@@ -3,6 +3,7 @@ package training
 import (
 	"github.com/tracebed/tracebed/systems/atp"
 	"github.com/tracebed/tracebed/systems/dynaina"
+	"github.com/tracebed/tracebed/systems/freeina"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/systems/noina"
 	"github.com/tracebed/tracebed/systems/switchml"
@@ -14,7 +15,7 @@ import (
 // parameters and their decoder (inasched.Policy).
 func Policies() *inasched.Registry {
 	r := inasched.NewRegistry()
-	for _, register := range []func(*inasched.Registry) error{noina.Register, switchml.Register, atp.Register, dynaina.Register} {
+	for _, register := range []func(*inasched.Registry) error{noina.Register, switchml.Register, atp.Register, dynaina.Register, freeina.Register} {
 		if err := register(r); err != nil {
 			panic(err) // two policies of one name: a programming error
 		}

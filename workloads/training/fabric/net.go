@@ -44,6 +44,10 @@ type Net struct {
 	// p4/ina does), so a chunk collides with the share of the pool other
 	// jobs hold.
 	ATPCollisions string
+	// RDMAPayload is the gradient bytes one packet of FreeINA's INA path
+	// carries (k × 4; 0 means DefaultRDMAPayload, 1024: a RoCE path MTU
+	// of 1024). It must be a whole number of aggregators.
+	RDMAPayload int
 }
 
 // ATP hold and collision settings.
@@ -86,6 +90,8 @@ func (n Net) Check() error {
 		return netErrorf("atp_hold", "atp_hold %q: want %s or %s", n.ATPHold, HoldReturn, HoldCompletion)
 	case n.ATPCollisions != "" && n.ATPCollisions != CollideRemap && n.ATPCollisions != CollideHash:
 		return netErrorf("atp_collisions", "atp_collisions %q: want %s or %s", n.ATPCollisions, CollideRemap, CollideHash)
+	case n.RDMAPayload != 0 && (n.RDMAPayload < AggregatorBytes || n.RDMAPayload > 4096 || n.RDMAPayload%AggregatorBytes != 0):
+		return netErrorf("rdma_payload", "rdma_payload %d: want 256 to 4096 bytes, a multiple of 256 (a RoCE path MTU holds it)", n.RDMAPayload)
 	}
 	return nil
 }

@@ -1,0 +1,196 @@
+package freeina
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/emulator/roce/wire"
+	dp "github.com/tracebed/tracebed/p4/freeina"
+	"github.com/tracebed/tracebed/systems/inasched"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// P4RT is the binder of FreeINA's data plane (p4/freeina): it installs a
+// job's ring of connections on its switch when the job is first granted
+// memory, writes the binding of every all-reduce (its slots, chunks and
+// the connections' PSNs of chunk 0) when the hosts are granted memory,
+// deletes it when the all-reduce ends (End), and removes the ring when
+// the job leaves or takes the PS path (Unbind). Trace job ids are mapped
+// onto the switch's job ids (0 to dp.MaxJobs−1), handed out and taken
+// back as jobs come and go.
+type P4RT struct {
+	// Ring, when set, returns the connections of job's ring (its worker
+	// hosts in rank order): the receivers' queue pairs and regions, which
+	// the hosts report. By default a ring of made-up queue pairs and
+	// regions, for runs without hosts (the flow model), whose bindings
+	// the data plane checks all the same.
+	Ring func(job int, workers []string) ([]dp.Link, error)
+	// Round returns the chunks of job's next all-reduce and the PSN of
+	// chunk 0 of each worker's connection (the hosts report them with
+	// their request). By default: Chunks, and PSNs 0.
+	Round func(job int) (chunks uint32, psn []uint32, err error)
+	// Chunks is the default Round's chunks of a job.
+	Chunks func(job int) uint32
+	// Slot is the aggregators (of the topology's 64 values) one slot of
+	// the switches' data plane takes: its k values per packet ÷ 64.
+	Slot int
+
+	top  *topologies.Topology
+	ctl  map[string]*dp.Controller
+	sw   map[string]*swJobs
+	gens uint32
+}
+
+type swJobs struct {
+	ids   map[int]uint16 // trace job → switch job id, while its ring is installed
+	rings map[int]dp.Ring
+	free  []uint16
+	next  uint16
+	bound map[int]bool // an all-reduce binding is installed
+}
+
+var _ inasched.AllReduceBinder = (*P4RT)(nil)
+
+// NewP4RT returns a binder for the switches of top behind clients (one
+// per switch with memory, by name).
+func NewP4RT(top *topologies.Topology, clients map[string]p4rt.Client) (*P4RT, error) {
+	b := &P4RT{top: top, ctl: map[string]*dp.Controller{}, sw: map[string]*swJobs{}, Slot: dp.DefaultK / 64}
+	for name, c := range clients {
+		ctl, err := dp.NewController(c)
+		if err != nil {
+			return nil, fmt.Errorf("switch %s: %w", name, err)
+		}
+		b.ctl[name] = ctl
+		b.sw[name] = &swJobs{ids: map[int]uint16{}, rings: map[int]dp.Ring{}, bound: map[int]bool{}}
+	}
+	return b, nil
+}
+
+// SwitchJob returns the switch job id of trace job job on sw, while its
+// ring is installed.
+func (b *P4RT) SwitchJob(sw string, job int) (uint16, bool) {
+	s := b.sw[sw]
+	if s == nil {
+		return 0, false
+	}
+	id, ok := s.ids[job]
+	return id, ok
+}
+
+// Bind implements inasched.Binder: the job's memory for its next
+// all-reduce.
+func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd inasched.Binding, workers []string) error {
+	ctl, s := b.ctl[sw], b.sw[sw]
+	switch {
+	case ctl == nil:
+		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+	case bd.Mode != inasched.RDMA:
+		return fmt.Errorf("job %d: a %v binding is not FreeINA's data plane's to run", job, bd.Mode)
+	case b.Slot < 1 || bd.Base%b.Slot != 0 || bd.Size%b.Slot != 0:
+		return fmt.Errorf("job %d: aggregators [%d, %d) are not whole slots of %d", job, bd.Base, bd.Base+bd.Size, b.Slot)
+	case len(workers) < 2 || len(workers) > dp.MaxWorkers:
+		return fmt.Errorf("job %d: %d workers; FreeINA's data plane aggregates 2 to %d", job, len(workers), dp.MaxWorkers)
+	}
+	id, ok := s.ids[job]
+	if !ok {
+		switch {
+		case len(s.free) > 0:
+			id, s.free = s.free[len(s.free)-1], s.free[:len(s.free)-1]
+		case int(s.next) < dp.MaxJobs:
+			id = s.next
+			s.next++
+		default:
+			return fmt.Errorf("switch %s: more than %d jobs at once", sw, dp.MaxJobs)
+		}
+		links, err := b.ring(job, workers)
+		if err != nil {
+			s.free = append(s.free, id)
+			return err
+		}
+		r := dp.Ring{Job: id, Group: id + 1, Links: links}
+		if err := ctl.AddRing(ctx, b.top, sw, r); err != nil {
+			s.free = append(s.free, id)
+			return err
+		}
+		s.ids[job], s.rings[job] = id, r
+	}
+	chunks, psn, err := b.round(job, len(workers))
+	if err != nil {
+		return err
+	}
+	b.gens++
+	if b.gens == 0 {
+		b.gens = 1
+	}
+	err = ctl.Bind(ctx, dp.Binding{Job: id, Gen: b.gens, Base: uint32(bd.Base / b.Slot), Size: uint32(bd.Size / b.Slot),
+		Chunks: chunks, Workers: uint8(len(workers)), Group: id + 1}, psn)
+	if err == nil {
+		s.bound[job] = true
+	}
+	return err
+}
+
+func (b *P4RT) ring(job int, workers []string) ([]dp.Link, error) {
+	if b.Ring != nil {
+		return b.Ring(job, workers)
+	}
+	links := make([]dp.Link, len(workers))
+	for i, w := range workers {
+		src, dst := b.top.Node(w), b.top.Node(workers[(i+1)%len(workers)])
+		if src == nil || dst == nil || !src.IsHost() || !dst.IsHost() {
+			return nil, fmt.Errorf("job %d: workers %q and %q are not both hosts", job, w, workers[(i+1)%len(workers)])
+		}
+		links[i] = dp.Link{Src: src.IP, Dst: dst.IP, Sport: wire.Port, QPN: 0x1000 + uint32(i), RKey: 0x100 + uint32(i),
+			VA: uint64(i+1) << 32}
+	}
+	return links, nil
+}
+
+func (b *P4RT) round(job, workers int) (uint32, []uint32, error) {
+	if b.Round != nil {
+		return b.Round(job)
+	}
+	chunks := uint32(1)
+	if b.Chunks != nil {
+		chunks = max(1, b.Chunks(job))
+	}
+	return chunks, make([]uint32, workers), nil
+}
+
+// End implements inasched.AllReduceBinder: the all-reduce's binding is
+// deleted; the ring stays for the job's next one.
+func (b *P4RT) End(ctx context.Context, sw string, job int) error {
+	ctl, s := b.ctl[sw], b.sw[sw]
+	if ctl == nil {
+		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+	}
+	if !s.bound[job] {
+		return nil
+	}
+	delete(s.bound, job)
+	return ctl.Unbind(ctx, s.ids[job])
+}
+
+// Unbind implements inasched.Binder: the job's binding, if any, and its
+// ring are removed.
+func (b *P4RT) Unbind(ctx context.Context, sw string, job int) error {
+	if err := b.End(ctx, sw, job); err != nil {
+		return err
+	}
+	s := b.sw[sw]
+	id, ok := s.ids[job]
+	if !ok {
+		return nil
+	}
+	if err := b.ctl[sw].RemoveRing(ctx, b.top, sw, s.rings[job]); err != nil {
+		return err
+	}
+	delete(s.ids, job)
+	delete(s.rings, job)
+	s.free = append(s.free, id)
+	return nil
+}
+
+// Controller returns the data-plane controller of a switch.
+func (b *P4RT) Controller(sw string) *dp.Controller { return b.ctl[sw] }
