@@ -98,6 +98,9 @@ func NewController(c p4rt.Client) (*Controller, error) {
 // Names returns the index of the switch's P4Info.
 func (c *Controller) Names() *p4rt.Names { return c.n }
 
+// Client returns the P4Runtime client.
+func (c *Controller) Client() p4rt.Client { return c.c }
+
 func ipUint(a netip.Addr) uint64 {
 	b := a.As4()
 	return uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
