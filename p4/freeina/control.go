@@ -163,7 +163,30 @@ func (c *Controller) ringUpdates(t p4v1.Update_Type, top *topologies.Topology, s
 		ups = append(ups, &p4v1.Update{Type: t, Entity: p4rt.Table(ce)}, &p4v1.Update{Type: t, Entity: p4rt.Table(re)})
 		reps = append(reps, p4rt.Replica{Port: m.Port, Instance: uint32(i + 1)})
 	}
-	return append(ups, &p4v1.Update{Type: t, Entity: p4rt.MulticastGroup(uint32(r.Group), reps)}), nil
+	ups = append(ups, &p4v1.Update{Type: t, Entity: p4rt.MulticastGroup(uint32(r.Group), reps)})
+	if t == p4v1.Update_INSERT {
+		// A job id comes back into use: its counters start from zero.
+		for _, name := range []string{CounterPackets, CounterAggregated, CounterHeld, CounterResults, CounterAnswers, CounterOverflows} {
+			id, err := c.n.CounterID(name)
+			if err != nil {
+				return nil, err
+			}
+			ups = append(ups, p4rt.Modify(counterEntry(id, int64(r.Job))))
+		}
+		id, err := c.n.CounterID(CounterJobDrops)
+		if err != nil {
+			return nil, err
+		}
+		for d := range NumJobDrops {
+			ups = append(ups, p4rt.Modify(counterEntry(id, int64(r.Job)*NumJobDrops+int64(d))))
+		}
+	}
+	return ups, nil
+}
+
+func counterEntry(id uint32, index int64) *p4v1.Entity {
+	return &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: id,
+		Index: &p4v1.Index{Index: index}, Data: &p4v1.CounterData{}}}}
 }
 
 // AddRing installs ring r on switch sw of top (once per job, when its

@@ -55,7 +55,7 @@ var _ inasched.AllReduceBinder = (*P4RT)(nil)
 // NewP4RT returns a binder for the switches of top behind clients (one
 // per switch with memory, by name).
 func NewP4RT(top *topologies.Topology, clients map[string]p4rt.Client) (*P4RT, error) {
-	b := &P4RT{top: top, ctl: map[string]*dp.Controller{}, sw: map[string]*swJobs{}, Slot: dp.DefaultK / 64}
+	b := &P4RT{top: top, ctl: map[string]*dp.Controller{}, sw: map[string]*swJobs{}, Slot: SlotAggregatorsFor(dp.DefaultK)}
 	for name, c := range clients {
 		ctl, err := dp.NewController(c)
 		if err != nil {
@@ -77,6 +77,10 @@ func (b *P4RT) SwitchJob(sw string, job int) (uint16, bool) {
 	id, ok := s.ids[job]
 	return id, ok
 }
+
+// SlotAggregatorsFor is the aggregators (of the topology's 64 values) one
+// slot of k values takes.
+func SlotAggregatorsFor(k int) int { return max(1, k/64) }
 
 // Bind implements inasched.Binder: the job's memory for its next
 // all-reduce.

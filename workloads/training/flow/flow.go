@@ -966,6 +966,13 @@ func (e *engine) outcome() *Outcome {
 	return o
 }
 
+// BinSteps averages a step function (value Y from X until the next
+// point) over n equal bins of [from, to]: the memory-use series of the
+// packet-level runs, made as the model's is.
+func BinSteps(steps []analysis.Point, from, to float64, n int) []analysis.Point {
+	return binSteps(steps, from, to, n)
+}
+
 // binSteps averages a step function (value Y from X until the next point)
 // over n equal bins of [from, to]; X of each output point is the bin's
 // middle.
