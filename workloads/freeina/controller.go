@@ -53,6 +53,9 @@ type controller struct {
 	rounds int
 	byPath [2]int
 	sw     SwitchCounters
+	// took is every all-reduce's time, by path: from the controller's go
+	// to the last worker's done.
+	took [2][]time.Duration
 }
 
 // cjob is a job as the controller follows it.
@@ -78,6 +81,7 @@ type cjob struct {
 	round     int
 	path      int
 	binding   inasched.Binding
+	goAt      time.Duration
 	failed    string
 	res       flow.JobResult
 }
@@ -184,6 +188,10 @@ func (c *controller) admit() {
 			return
 		}
 		free := c.psFree[tree.Top.Name]
+		if len(c.run.s.PS[tree.Top.Name]) == 0 {
+			c.h.fail(fmt.Errorf("job %d aggregates at %s, which has no parameter-server host", j.spec.ID, tree.Top.Name))
+			return
+		}
 		if len(free) == 0 {
 			c.cluster.Release(hosts)
 			return
@@ -217,11 +225,17 @@ func (c *controller) launch(j *cjob) {
 	id := c.idOf(j)
 	n := len(j.hosts)
 	c.send(c.psIP[j.ps], &ctlMsg{Type: msgPSLaunch, Job: id, N: uint32(n), Values: uint32(j.values), Message: uint32(c.run.message)})
+	// PS-path messages in flight per worker: the job's incast into the
+	// PS's link held to half its buffer.
+	psWin := 1
+	if ps := c.run.s.Testbed.Topology().Node(j.ps); ps != nil {
+		psWin = max(1, int(ps.Ports[0].Link.Buffer)/2/(n*c.run.message))
+	}
 	for i, ip := range j.ips {
 		c.send(ip, &ctlMsg{Type: msgLaunch, Job: id, Rank: uint32(i), N: uint32(n), Succ: j.ips[(i+1)%n], Pred: j.ips[(i+n-1)%n],
 			PS: c.psIP[j.ps], Values: uint32(j.values), K: uint32(c.run.k), Iterations: uint32(j.spec.Iterations),
 			Compute: j.prof.Compute, Jitter: c.run.s.Net.Jitter, Seed: c.run.s.Seed, PSEstimate: j.est.Job.CommPSPath,
-			Leader: i == 0, Message: uint32(c.run.message)})
+			Leader: i == 0, Message: uint32(c.run.message), PSWindow: uint32(psWin)})
 	}
 }
 
@@ -352,6 +366,7 @@ func (c *controller) beginRound(j *cjob, id uint32) {
 		}
 	}
 	n := len(j.hosts)
+	j.goAt = c.h.now()
 	for i, ip := range j.ips {
 		c.send(ip, &ctlMsg{Type: msgGo, Job: id, Round: uint32(j.round), Path: uint32(j.path), Window: uint32(window),
 			PredPSN: j.ready[(i+n-1)%n].PSN})
@@ -381,6 +396,7 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	}
 	c.rounds++
 	c.byPath[j.path]++
+	c.took[j.path] = append(c.took[j.path], c.h.now()-j.goAt)
 	j.round++
 	j.readies, j.dones, j.begun = 0, 0, false
 	if j.round < j.spec.Iterations {

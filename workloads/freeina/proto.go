@@ -60,17 +60,18 @@ type ctlMsg struct {
 	Seed           uint64
 	PSEstimate     time.Duration
 	Leader         bool
-	Message        uint32 // pslaunch: bytes per PS-path message
-	QPN, RKey      uint32 // setup
-	VA             uint64 // setup
-	PSN            uint32 // setup: the send QP's first PSN; ready: chunk 0's
-	Wants          bool   // ready (leader): ask for memory
-	Took           time.Duration
-	Path, Window   uint32 // go: 0 INA, 1 PS; window in chunks
-	PredPSN        uint32 // go: the predecessor's PSN of chunk 0 (for the wire check)
-	OK             bool   // done
-	Err            string // done: what went wrong
-	Errs           uint32 // done: RC-check violations seen at this host
+	Message        uint32        // launch, pslaunch: bytes per PS-path message
+	PSWindow       uint32        // launch: PS-path messages a worker keeps in flight
+	QPN, RKey      uint32        // setup
+	VA             uint64        // setup
+	PSN            uint32        // setup: the send QP's first PSN; ready: chunk 0's
+	Wants          bool          // ready (leader): ask for memory
+	Took           time.Duration // ready (leader): the last INA all-reduce's time; done: this one's
+	Path, Window   uint32        // go: 0 INA, 1 PS; window in chunks
+	PredPSN        uint32        // go: the predecessor's PSN of chunk 0 (for the wire check)
+	OK             bool          // done
+	Err            string        // done: what went wrong
+	Errs           uint32        // done: RC-check violations seen at this host
 }
 
 func (m *ctlMsg) String() string {
@@ -118,6 +119,7 @@ func (m *ctlMsg) encode(b []byte) []byte {
 		u64(m.Seed)
 		u64(uint64(m.PSEstimate))
 		u32(m.Message)
+		u32(m.PSWindow)
 		b = putBool(b, m.Leader)
 	case msgPSLaunch:
 		u32(m.N)
@@ -215,6 +217,7 @@ func decodeCtl(b []byte) (ctlMsg, error) {
 		m.Seed = u64()
 		m.PSEstimate = time.Duration(u64())
 		m.Message = u32()
+		m.PSWindow = u32()
 		m.Leader = flag()
 	case msgPSLaunch:
 		m.N, m.Values, m.Message = u32(), u32(), u32()

@@ -71,6 +71,10 @@ type Outcome struct {
 	flow.Outcome
 	// Rounds counts all-reduces, RoundsINA those on the INA path.
 	Rounds, RoundsINA int
+	// TookINA and TookPS are the all-reduces' times on each path, from
+	// the controller's go to the last worker's done, in the order they
+	// ended.
+	TookINA, TookPS []time.Duration
 	// Violations of the RC contract seen at the hosts (0 in every
 	// correct run), and the first.
 	Violations int
@@ -241,7 +245,7 @@ func Run(ctx context.Context, s Setup) (*Outcome, error) {
 // outcome gathers the results once the testbed is closed.
 func (r *run) outcome() (*Outcome, error) {
 	c := r.hosts[0].boss
-	o := &Outcome{Rounds: c.rounds, RoundsINA: c.byPath[pathINA]}
+	o := &Outcome{Rounds: c.rounds, RoundsINA: c.byPath[pathINA], TookINA: c.took[pathINA], TookPS: c.took[pathPS]}
 	for _, h := range r.hosts {
 		o.Violations += h.checkEr
 		if o.Violation == "" {
@@ -290,13 +294,17 @@ func (r *run) status() string {
 	var out []string
 	for _, h := range r.hosts {
 		if w := h.worker; w != nil {
-			st := fmt.Sprintf("%s: job %d round %d path %d, %d results, %d posted, sent %v", h.name, w.job, w.round, w.path, w.got, w.next, w.sent)
+			st := fmt.Sprintf("%s: job %d round %d path %d, %d results, %d posted, %d acked, sent %v", h.name, w.job, w.round, w.path, w.got, w.next, w.acked, w.sent)
 			if w.inaOut != nil {
 				st += fmt.Sprintf(", INA send queue %d", w.inaOut.QP.SendQueued())
 			}
 			if w.inaIn != nil {
 				st += fmt.Sprintf(", INA receives %d", w.inaIn.QP.RecvQueued())
 			}
+			if w.ps != nil {
+				st += fmt.Sprintf(", PS send queue %d", w.ps.QP.SendQueued())
+			}
+			st += fmt.Sprintf(", device %+v", h.dev.Counters())
 			out = append(out, st)
 		}
 		for _, p := range h.ps {

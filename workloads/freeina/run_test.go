@@ -85,3 +85,14 @@ func TestLossyQuick(t *testing.T) {
 		t.Logf("loss %v: JCT %.6f s, rounds %d (INA %d), switch %+v, devices rx %d retx %d timeouts %d naks %d", loss, o.Jobs[0].JCT(), o.Rounds, o.RoundsINA, o.Switch, o.Devices.RxPackets, o.Devices.Retransmitted, o.Devices.Timeouts, o.Devices.SeqNAKsSent)
 	}
 }
+
+func TestPSOnlyQuick(t *testing.T) {
+	tb, sc := testbedOf(t, 4, 4, 1, 10*units.Gbps, 0, 0, 0, 2)
+	o, err := Run(context.Background(), Setup{Testbed: tb, Workers: sc.Workers, Controller: sc.Controller, PS: sc.PS,
+		Net: fabric.DefaultNet, Jobs: []jobtrace.Job{{ID: 0, Model: "m", Workers: 4, Iterations: 3}},
+		Lookup: testProfile("m", 256<<10, time.Millisecond), Policy: func(mem inasched.Memory, _ int) (inasched.Scheduler, error) { return sysfree.New(mem, false), nil }, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("JCT %.6f s, rounds %d (INA %d), took %v", o.Jobs[0].JCT(), o.Rounds, o.RoundsINA, o.TookPS)
+}

@@ -40,6 +40,8 @@ type worker struct {
 	chunks  int
 	msgSize int // bytes per PS-path message
 	msgs    int
+	psWin   int // PS-path messages in flight at most
+	acked   int // PS-path messages acknowledged this round
 	iters   int
 	compute []time.Duration
 	seed    uint64
@@ -73,6 +75,7 @@ type worker struct {
 func newWorker(h *host, m ctlMsg) (*worker, error) {
 	w := &worker{h: h, job: m.Job, rank: int(m.Rank), n: int(m.N), succ: m.Succ, pred: m.Pred, psAddr: m.PS, leader: m.Leader,
 		k: int(m.K), values: int(m.Values), iters: int(m.Iterations), seed: m.Seed, psEst: m.PSEstimate, msgSize: int(m.Message),
+		psWin:   max(1, int(m.PSWindow)),
 		control: h.run.control, inaBefore: map[int]int{0: 0}, want: map[int][]int32{}}
 	if w.k < 1 || w.values < w.k || w.values%w.k != 0 || w.n < 2 || w.rank >= w.n || w.iters < 1 || w.msgSize < 4 || w.msgSize%4 != 0 {
 		return nil, fmt.Errorf("job %d: launch with %d values of k %d, rank %d of %d, %d iterations, messages of %d bytes", m.Job, w.values, w.k, w.rank, w.n, w.iters, w.msgSize)
@@ -256,8 +259,19 @@ func (w *worker) goRound(m ctlMsg) {
 		return
 	}
 	w.inaBefore[w.round+1] = w.inaBefore[w.round]
-	for i := range w.msgs {
-		w.postMessage(i)
+	w.acked = 0
+	w.postMessages()
+}
+
+// postMessages posts the PS-path messages the window allows. The window
+// keeps the job's incast into the parameter server's link within that
+// link's buffer: RoCE has no loss recovery to spare on a lossy fabric
+// (real deployments add PFC or DCQCN), and the PS's link is the PS
+// path's bottleneck anyway.
+func (w *worker) postMessages() {
+	for w.next < w.msgs && w.next < w.acked+w.psWin {
+		w.postMessage(w.next)
+		w.next++
 	}
 }
 
@@ -286,7 +300,7 @@ func (w *worker) postMessage(i int) {
 	n := min(w.msgSize, 4*w.values-off)
 	wr := roce.SendWR{ID: uint64(i), Op: roce.OpWriteImm, Local: w.grad.SGE(off, n),
 		Remote: w.ps.Remote.Addr + uint64(4*w.values*w.rank+off), RKey: w.ps.Remote.RKey, Imm: imm(w.round, i),
-		Signaled: i == w.msgs-1}
+		Signaled: true}
 	if err := w.ps.QP.PostSend(wr); err != nil {
 		w.h.fail(err)
 	}
@@ -341,7 +355,9 @@ func (w *worker) inaInCompletion(c roce.Completion) {
 func (w *worker) psCompletion(c roce.Completion) {
 	if c.Opcode == roce.WCWrite {
 		if !w.sendFailed(c) {
-			w.sent = true
+			w.acked++
+			w.sent = w.acked == w.msgs
+			w.postMessages()
 			w.maybeDone()
 		}
 		return
