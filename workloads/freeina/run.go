@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,35 @@ type run struct {
 	ctlIP       netip.Addr
 	hosts       []*host
 	done        atomic.Bool
+
+	mu   sync.Mutex
+	sums map[[2]uint32]*lazySum // by job and round
+}
+
+// lazySum is a round's exact sum, computed by the first worker that needs
+// it (workers of one job run on different goroutines on netns).
+type lazySum struct {
+	once sync.Once
+	v    []int32
+}
+
+// sum returns job's exact sum of round r, computing it with f once.
+func (r *run) sum(job uint32, round int, f func() []int32) []int32 {
+	r.mu.Lock()
+	if r.sums == nil {
+		r.sums = map[[2]uint32]*lazySum{}
+	}
+	key := [2]uint32{job, uint32(round)}
+	ls := r.sums[key]
+	if ls == nil {
+		ls = &lazySum{}
+		r.sums[key] = ls
+		// Rounds two behind every worker are checked: forget them.
+		delete(r.sums, [2]uint32{job, uint32(round - 3)})
+	}
+	r.mu.Unlock()
+	ls.once.Do(func() { ls.v = f() })
+	return ls.v
 }
 
 func (r *run) finished() bool { return r.done.Load() }

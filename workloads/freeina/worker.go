@@ -210,17 +210,21 @@ func (w *worker) gradient(rank, r int) []int32 {
 	return g
 }
 
-// expected returns the exact sum of round r (every worker's gradient).
+// expected returns the exact sum of round r (every worker's gradient),
+// computed once per run for all the job's workers.
 func (w *worker) expected(r int) []int32 {
 	if s, ok := w.want[r]; ok {
 		return s
 	}
-	s := make([]int32, w.values)
-	for rank := range w.n {
-		for i, v := range w.gradient(rank, r) {
-			s[i] += v
+	s := w.h.run.sum(w.job, r, func() []int32 {
+		s := make([]int32, w.values)
+		for rank := range w.n {
+			for i, v := range w.gradient(rank, r) {
+				s[i] += v
+			}
 		}
-	}
+		return s
+	})
 	for old := range w.want {
 		if old < r-2 {
 			delete(w.want, old)
