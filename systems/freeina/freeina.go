@@ -209,8 +209,8 @@ var DefaultControl = PathControl{Margin: 0.1, Backoff: 2, MaxBackoff: 64}
 // Check validates the parameters.
 func (c *PathControl) Check() error {
 	switch {
-	case !(c.Margin >= 0 && c.Margin <= 10):
-		return fmt.Errorf("margin %v: want 0 to 10", c.Margin)
+	case !(c.Margin >= 0 && c.Margin <= 1000):
+		return fmt.Errorf("margin %v: want 0 to 1000", c.Margin)
 	case c.Backoff < 1 || c.MaxBackoff < c.Backoff:
 		return fmt.Errorf("backoff %d, max %d: want 1 ≤ backoff ≤ max", c.Backoff, c.MaxBackoff)
 	}

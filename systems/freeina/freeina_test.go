@@ -118,7 +118,7 @@ func TestPathControl(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Fatalf("paths %s, want %s", strings.Join(got, " "), want)
 	}
-	for _, bad := range []PathControl{{Margin: -1, Backoff: 1, MaxBackoff: 1}, {Backoff: 0, MaxBackoff: 1}, {Backoff: 4, MaxBackoff: 2}} {
+	for _, bad := range []PathControl{{Margin: -1, Backoff: 1, MaxBackoff: 1}, {Margin: 2000, Backoff: 1, MaxBackoff: 1}, {Backoff: 0, MaxBackoff: 1}, {Backoff: 4, MaxBackoff: 2}} {
 		if bad.Check() == nil {
 			t.Errorf("%+v accepted", bad)
 		}

@@ -81,7 +81,10 @@ func (p *psJob) postRecvs(qp *roce.QP, n int) {
 // completion handles the completions of one worker's connection.
 func (p *psJob) completion(c *cm.Conn, wc roce.Completion) {
 	if wc.Status != roce.StatusSuccess {
-		if wc.Status != roce.StatusWRFlushErr || !p.h.run.finished() {
+		// A flush is a worker tearing its connection down (at the job's
+		// end; a failure mid-job fails that worker's round, which says
+		// why).
+		if wc.Status != roce.StatusWRFlushErr {
 			p.h.fail(fmt.Errorf("job %d PS: %v", p.job, wc))
 		}
 		return

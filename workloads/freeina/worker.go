@@ -324,7 +324,9 @@ func (w *worker) sendFailed(c roce.Completion) bool {
 	if c.Status == roce.StatusSuccess {
 		return false
 	}
-	if c.Status != roce.StatusWRFlushErr || !w.h.run.finished() {
+	// A flush after the worker's last round is its peers tearing the
+	// job's connections down.
+	if c.Status != roce.StatusWRFlushErr || w.round < w.iters && !w.h.run.finished() {
 		w.h.fail(fmt.Errorf("job %d round %d: %v", w.job, w.round, c))
 	}
 	return true
