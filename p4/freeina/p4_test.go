@@ -28,6 +28,8 @@ func TestP4SourceUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// prototext output is deliberately unstable in whitespace; normalise.
+	text = normalizeText(text)
 	for _, f := range []struct {
 		path string
 		data []byte
@@ -87,4 +89,15 @@ func TestP4SourceNames(t *testing.T) {
 			t.Errorf("%s is not declared in freeina.p4", n)
 		}
 	}
+}
+
+// normalizeText joins the fields of every line of prototext output with
+// one space, which prototext's deliberately unstable spacing varies.
+func normalizeText(b []byte) []byte {
+	var out bytes.Buffer
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		out.Write(bytes.Join(bytes.Fields(line), []byte(" ")))
+		out.WriteByte('\n')
+	}
+	return out.Bytes()
 }

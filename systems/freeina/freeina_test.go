@@ -149,7 +149,8 @@ func TestBinder(t *testing.T) {
 	b.Chunks = func(int) uint32 { return 10 }
 	ctx := context.Background()
 	workers := []string{"h1", "h2", "h3"}
-	if err := b.Bind(ctx, "tor", 7, inasched.Binding{Mode: inasched.RDMA, Base: 8, Size: 16}, workers); err != nil {
+	job7 := inasched.Job{ID: 7, Switch: "tor"}
+	if err := b.Bind(ctx, job7, inasched.Binding{Mode: inasched.RDMA, Base: 8, Size: 16}, workers); err != nil {
 		t.Fatal(err)
 	}
 	id, ok := b.SwitchJob("tor", 7)
@@ -174,16 +175,16 @@ func TestBinder(t *testing.T) {
 	if read() != 1 {
 		t.Fatal("binding not installed")
 	}
-	if err := b.End(ctx, "tor", 7); err != nil || read() != 0 {
+	if err := b.End(ctx, job7); err != nil || read() != 0 {
 		t.Fatalf("end: %v, %d bindings left", err, read())
 	}
-	if err := b.Bind(ctx, "tor", 7, inasched.Binding{Mode: inasched.RDMA, Base: 0, Size: 64}, workers); err != nil {
+	if err := b.Bind(ctx, job7, inasched.Binding{Mode: inasched.RDMA, Base: 0, Size: 64}, workers); err != nil {
 		t.Fatal(err)
 	}
 	if id2, _ := b.SwitchJob("tor", 7); id2 != id {
 		t.Fatalf("job id changed %d → %d while its ring stayed", id, id2)
 	}
-	if err := b.Unbind(ctx, "tor", 7); err != nil || read() != 0 {
+	if err := b.Unbind(ctx, job7); err != nil || read() != 0 {
 		t.Fatalf("unbind: %v", err)
 	}
 	if _, ok := b.SwitchJob("tor", 7); ok {
@@ -191,8 +192,11 @@ func TestBinder(t *testing.T) {
 	}
 	for _, bad := range []inasched.Binding{{Mode: inasched.Pool, Base: 0, Size: 16}, {Mode: inasched.RDMA, Base: 2, Size: 16},
 		{Mode: inasched.RDMA, Base: 0, Size: 1024}} {
-		if err := b.Bind(ctx, "tor", 8, bad, workers); err == nil {
+		if err := b.Bind(ctx, inasched.Job{ID: 8, Switch: "tor"}, bad, workers); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+	if err := b.Bind(ctx, inasched.Job{ID: 9, Switch: "tor", Lower: []string{"tor2"}}, inasched.Binding{Mode: inasched.RDMA, Size: 16}, workers); err == nil {
+		t.Error("a job across racks was bound")
 	}
 }

@@ -84,9 +84,12 @@ func SlotAggregatorsFor(k int) int { return max(1, k/64) }
 
 // Bind implements inasched.Binder: the job's memory for its next
 // all-reduce.
-func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd inasched.Binding, workers []string) error {
+func (b *P4RT) Bind(ctx context.Context, j inasched.Job, bd inasched.Binding, workers []string) error {
+	sw, job := j.Switch, j.ID
 	ctl, s := b.ctl[sw], b.sw[sw]
 	switch {
+	case len(j.Lower) > 0:
+		return fmt.Errorf("job %d spans racks (%v); FreeINA's data plane aggregates a rack's ring at its ToR", job, j.Switches())
 	case ctl == nil:
 		return fmt.Errorf("switch %s has no P4Runtime client", sw)
 	case bd.Mode != inasched.RDMA:
@@ -164,7 +167,8 @@ func (b *P4RT) round(job, workers int) (uint32, []uint32, error) {
 
 // End implements inasched.AllReduceBinder: the all-reduce's binding is
 // deleted; the ring stays for the job's next one.
-func (b *P4RT) End(ctx context.Context, sw string, job int) error {
+func (b *P4RT) End(ctx context.Context, j inasched.Job) error {
+	sw, job := j.Switch, j.ID
 	ctl, s := b.ctl[sw], b.sw[sw]
 	if ctl == nil {
 		return fmt.Errorf("switch %s has no P4Runtime client", sw)
@@ -178,10 +182,11 @@ func (b *P4RT) End(ctx context.Context, sw string, job int) error {
 
 // Unbind implements inasched.Binder: the job's binding, if any, and its
 // ring are removed.
-func (b *P4RT) Unbind(ctx context.Context, sw string, job int) error {
-	if err := b.End(ctx, sw, job); err != nil {
+func (b *P4RT) Unbind(ctx context.Context, j inasched.Job) error {
+	if err := b.End(ctx, j); err != nil {
 		return err
 	}
+	sw, job := j.Switch, j.ID
 	s := b.sw[sw]
 	id, ok := s.ids[job]
 	if !ok {

@@ -23,6 +23,7 @@
 package netnstb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/bmv2"
 	"github.com/tracebed/tracebed/emulator/live"
 	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/netns/mininet"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -56,6 +58,15 @@ const (
 
 // Switches lists the values Options.Switch accepts.
 var Switches = []string{SwitchGo, SwitchBMv2}
+
+// Networks: who builds the namespaces and links (Options.Network).
+const (
+	NetworkNetns   = "netns"   // tracebed itself (package emulator/netns)
+	NetworkMininet = "mininet" // Mininet, with tracebed's classes (package emulator/netns/mininet)
+)
+
+// Networks lists the values Options.Network accepts.
+var Networks = []string{NetworkNetns, NetworkMininet}
 
 // DefaultMTU is the links' MTU unless Options.MTU says otherwise: jumbo
 // frames, so that one datagram of a far-memory page (4162-byte frames) or
@@ -73,6 +84,12 @@ type Options struct {
 	// Switch is "go" (default: the Go switch) or "bmv2"
 	// (simple_switch_grpc with the program compiled by p4c-bm2-ss).
 	Switch string
+	// Network is who builds the namespaces, links, addresses, routes and
+	// shaping: NetworkNetns (default) or NetworkMininet — Mininet builds
+	// them (TracebedHost, PortsSwitch, TracebedLink's HTB) and the
+	// switches and agents run in Mininet's namespaces as they do in
+	// tracebed's own.
+	Network string
 	// MTU of every link; 0 means DefaultMTU.
 	MTU int
 	// RunID names the run's namespaces (see netns.Options); empty picks
@@ -105,7 +122,9 @@ type Testbed struct {
 	opts Options
 	net  *netns.Network
 
-	switches *switchcmd.Set // the Go switch or bmv2 processes
+	borrowed bool             // Open: the network is someone else's
+	mn       *mininet.Process // Mininet, when it built the network
+	switches *switchcmd.Set   // the Go switch or bmv2 processes
 	clients  map[string]*p4rt.GRPC
 	rt       *live.Runtime
 
@@ -172,6 +191,15 @@ func Check(opts Options) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the netns substrate needs root (network namespaces, veth links, raw sockets): run it with sudo, or use --substrate sim")
 	}
+	switch opts.Network {
+	case "", NetworkNetns:
+	case NetworkMininet:
+		if err := mininet.Available(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("network %q: want one of %s", opts.Network, strings.Join(Networks, ", "))
+	}
 	switch opts.Switch {
 	case "", SwitchGo:
 		return nil
@@ -222,10 +250,23 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	}()
 	// bmv2 routes without rewriting Ethernet addresses (fwd.p4,
 	// farmem.p4): hosts address each other directly.
-	t.net, err = netns.Up(ctx, cfg.Topology, netns.Options{RunID: opts.RunID, MTU: opts.MTU, NoShaping: opts.NoShaping,
-		L2Hosts: opts.L2Hosts || opts.Switch == SwitchBMv2})
-	if err != nil {
-		return nil, err
+	l2 := opts.L2Hosts || opts.Switch == SwitchBMv2
+	if opts.Network == NetworkMininet {
+		var out bytes.Buffer
+		t.mn, err = mininet.Start(ctx, cfg.Topology, mininet.Options{RunID: opts.RunID, Switch: mininet.SwitchNone, MTU: opts.MTU,
+			NoShaping: opts.NoShaping, L2Hosts: l2, Wait: true, Quiet: true, Stdout: &out, Stderr: &out})
+		if err != nil {
+			return nil, fmt.Errorf("netnstb: %w\n%s", err, out.Bytes())
+		}
+		t.net = t.mn.Net
+		if err := t.mn.Continue(); err != nil {
+			return nil, fmt.Errorf("netnstb: %w", err)
+		}
+	} else {
+		t.net, err = netns.Up(ctx, cfg.Topology, netns.Options{RunID: opts.RunID, MTU: opts.MTU, NoShaping: opts.NoShaping, L2Hosts: l2})
+		if err != nil {
+			return nil, err
+		}
 	}
 	sockets := map[string]string{}
 	var info *p4configv1.P4Info
@@ -280,6 +321,40 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	t.rt = live.New(cfg.Seed)
 	// From now on, Ctrl-C (any end of ctx) tears the testbed down, even
 	// if the driver is stuck.
+	t.stopWatch = context.AfterFunc(ctx, func() { t.Close() })
+	return t, nil
+}
+
+// Open returns a testbed on a network that is already up — brought up by
+// 'tracebed topo up' or 'tracebed mininet' and found with package
+// emulator/netns/lab — whose switches serve P4Runtime on sockets (by switch
+// name) with device id deviceID. Agents attach to its hosts and controllers
+// program its switches (as primary, election id 1) as on a testbed of New;
+// Close stops the agents and the clients and leaves the network and its
+// switches up. cfg.Topology must be the network's.
+func Open(ctx context.Context, cfg testbed.Config, n *netns.Network, sockets map[string]string, deviceID uint64) (_ *Testbed, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("netnstb: a running topology needs root")
+	}
+	t := &Testbed{cfg: cfg, opts: Options{Switch: SwitchGo, MTU: n.MTU}, net: n, borrowed: true, clients: map[string]*p4rt.GRPC{},
+		bound: map[emulator.Addr]bool{}, closing: make(chan struct{}), closed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	for _, sw := range cfg.Topology.Switches() {
+		sock, ok := sockets[sw.Name]
+		if !ok {
+			return nil, fmt.Errorf("netnstb: switch %s serves no P4Runtime", sw.Name)
+		}
+		c, err := p4rt.Dial(ctx, sock, p4rt.DialOptions{DeviceID: deviceID})
+		if err != nil {
+			return nil, fmt.Errorf("netnstb: switch %s: %w", sw.Name, err)
+		}
+		t.clients[sw.Name] = c
+	}
+	t.rt = live.New(cfg.Seed)
 	t.stopWatch = context.AfterFunc(ctx, func() { t.Close() })
 	return t, nil
 }
@@ -430,6 +505,10 @@ func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func(
 	if t.switches != nil {
 		exits = t.switches.Exit
 	}
+	var mnExited <-chan struct{}
+	if t.mn != nil {
+		mnExited = t.mn.Exited()
+	}
 	for {
 		if done() {
 			return nil
@@ -456,6 +535,9 @@ func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func(
 			return errors.New("netnstb: testbed closed during Run")
 		case p := <-exits:
 			t.fail(fmt.Errorf("netnstb: %s switch %s exited (%v); its log:\n%s", t.opts.Switch, p.Name, p.Err(), tail(p.Log)))
+		case <-mnExited:
+			mnExited = nil
+			t.fail(errors.New("netnstb: Mininet, which built the network, exited"))
 		}
 		timer.Stop()
 	}
@@ -509,7 +591,13 @@ func (t *Testbed) Close() error {
 		if t.switches != nil {
 			t.switches.Stop()
 		}
-		if t.net != nil {
+		if t.borrowed {
+			// Open: the network and its switches stay up.
+		} else if t.mn != nil {
+			if err := t.mn.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("netnstb: teardown of Mininet run %s: %w", t.mn.RunID, err))
+			}
+		} else if t.net != nil {
 			if err := t.net.Down(); err != nil {
 				errs = append(errs, fmt.Errorf("netnstb: teardown of run %s: %w", t.net.RunID, err))
 			}

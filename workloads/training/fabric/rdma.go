@@ -3,6 +3,7 @@ package fabric
 import (
 	"math"
 
+	"github.com/tracebed/tracebed/emulator/roce/wire"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -70,7 +71,9 @@ func (c *Cluster) estimateRDMA(net Net, r *Estimate, hosts []int, sw *topologies
 	psRate := math.Inf(1)
 	for _, h := range hosts {
 		host := c.Hosts[h]
-		up, down := c.path(host, sw), c.path(sw, host)
+		// RoCEv2 frames of both paths: UDP 4791 both ways, as the
+		// packet-level hosts send them (p4/freeina's links).
+		up, down := c.path(host, sw, flow{wire.Port, wire.Port}, false), c.path(sw, host, flow{wire.Port, wire.Port}, false)
 		upMax = max(upMax, pathLatency(up, frame, sw))
 		downMax = max(downMax, pathLatency(down, frame, sw))
 		psUp = max(psUp, pathLatency(up, psFrame, sw))
