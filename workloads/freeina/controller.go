@@ -396,7 +396,15 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	}
 	c.rounds++
 	c.byPath[j.path]++
-	c.took[j.path] = append(c.took[j.path], c.h.now()-j.goAt)
+	took := c.h.now() - j.goAt
+	c.took[j.path] = append(c.took[j.path], took)
+	if j.path == pathINA {
+		j.res.INATime += took.Seconds()
+		j.res.INARounds++
+	} else {
+		j.res.RingTime += took.Seconds() // the PS path: the flow model's "ring" of a job not aggregated in a switch
+		j.res.RingRounds++
+	}
 	j.round++
 	j.readies, j.dones, j.begun = 0, 0, false
 	if j.round < j.spec.Iterations {

@@ -241,11 +241,8 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 		e.policies[pe.Name], e.systems[pe.Name] = params, system
 		e.order = append(e.order, pe.Name)
-		if system == "atp" {
-			needPS = true
-		}
-		if system == "freeina" && len(packet) > 0 {
-			return nil, experiments.EntryError(spec, pe, "system", "FreeINA runs packet by packet on RDMA hosts in the freeina kind (docs/freeina.md); in the ina kind it runs with the flow model only, and scenario %q is granularity: packet", packet[0].Name)
+		if system == "atp" || system == "freeina" {
+			needPS = true // ATP's parameter servers; FreeINA's PS path
 		}
 	}
 	if err := probs.Err(); err != nil {
@@ -612,13 +609,13 @@ const (
 
 // Metrics implements experiments.Experiment.
 func (e *experiment) Metrics() []analysis.MetricInfo {
-	return []analysis.MetricInfo{
+	return append([]analysis.MetricInfo{
 		{Name: MetricAvgJCT, Unit: "s", Better: analysis.Lower, Description: "mean job completion time (finish − arrival, queueing for hosts included)"},
 		{Name: MetricMakespan, Unit: "s", Better: analysis.Lower, Description: "first arrival to last finish"},
 		{Name: MetricMemUtil, Better: analysis.Higher, Description: "aggregator-seconds holding aggregation state of an all-reduce in progress ÷ (aggregators × makespan)"},
 		{Name: MetricINAFraction, Better: analysis.Higher, Description: "share of the gradient bytes of distributed jobs aggregated in a switch"},
 		{Name: MetricFallback, Unit: "B", Better: analysis.Lower, Description: "gradient bytes workers sent to parameter servers after aggregator collisions"},
-	}
+	}, e.freeinaMetrics()...)
 }
 
 // SeriesInfo implements experiments.SeriesDescriber.
@@ -702,6 +699,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 		return nil, err
 	}
 	run := Report(o, sc.p.Load, aggregatorsParam(sc.top))
+	e.reportFreeINA(run, o.Jobs)
 	// The sensitivity settings, so that plots group runs that differ in
 	// them apart from the memory and load sweeps.
 	run.Params["compute_scale"] = sc.net.ComputeScale
@@ -758,8 +756,14 @@ func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 // at best. The reduction is paired: one difference per seed, both
 // policies having run the same trace, with its mean and 95% confidence
 // interval; a difference is significant only when the interval excludes
-// zero.
+// zero. When the spec runs FreeINA and ATP, a table of FreeINA against
+// ATP follows, with the FreeINA paper's numbers (summarizeFreeINA).
 func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
+	return append(e.summarizeDynaINA(res), e.summarizeFreeINA(res)...)
+}
+
+// summarizeDynaINA is the DynaINA table of Summarize.
+func (e *experiment) summarizeDynaINA(res *analysis.Results) []analysis.Table {
 	d := ""
 	for _, name := range res.Policies {
 		if e.systems[name] == "dynaina" || e.systems[name] == "" && strings.HasPrefix(name, "dynaina") {
@@ -835,7 +839,7 @@ func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
 // multiplied by the scale factor (docs/scaling.md).
 func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scenario, js []jobtrace.Job) (*analysis.Run, error) {
 	if e.systems[r.Policy] == "freeina" {
-		return nil, fmt.Errorf("policy %s: FreeINA runs packet by packet on RDMA hosts in the freeina kind (docs/freeina.md); here it runs with the flow model only", r.Policy)
+		return e.runFreePacket(ctx, r, sc, js)
 	}
 	newTB := r.NewTestbed
 	if newTB == nil {
@@ -875,6 +879,7 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 		o.Jobs[i].Fallback *= f
 	}
 	run := Report(&o.Outcome, sc.p.Load, aggregatorsParam(sc.top))
+	e.reportFreeINA(run, o.Jobs)
 	run.Params["compute_scale"] = sc.net.ComputeScale
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
