@@ -32,7 +32,10 @@ type host struct {
 	ip   netip.Addr
 	dev  *roce.Device
 	mgr  *cm.Manager
-	cq   *roce.CQ
+	// env is the device's Env as the testbed attached it: the one to
+	// Inspect from outside (the device learns its own on Start).
+	env emulator.Env
+	cq  *roce.CQ
 	// handlers dispatch completions by QP number.
 	handlers map[uint32]func(roce.Completion)
 

@@ -225,16 +225,18 @@ func Run(ctx context.Context, s Setup) (*Outcome, error) {
 		r.hosts = append(r.hosts, h)
 	}
 	for _, h := range r.hosts {
-		if _, err := cm.AttachWith(s.Testbed, h.name, h.dev, h.mgr, tap{h}); err != nil {
+		env, err := cm.AttachWith(s.Testbed, h.name, h.dev, h.mgr, tap{h})
+		if err != nil {
 			return nil, err
 		}
+		h.env = env
 	}
 	boss := r.hosts[0]
 	done := func() bool {
 		var fin, fail bool
 		var frac float64
 		for _, h := range r.hosts {
-			s.Testbed.Inspect(h.dev.Env(), func() {
+			s.Testbed.Inspect(h.env, func() {
 				fail = fail || h.failed != nil
 				if h == boss {
 					fin = h.boss.done == len(h.boss.jobs)

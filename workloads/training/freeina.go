@@ -9,10 +9,12 @@ import (
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/units"
 	dp "github.com/tracebed/tracebed/p4/freeina"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	freepkt "github.com/tracebed/tracebed/workloads/freeina"
 	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/flow"
 	"github.com/tracebed/tracebed/workloads/training/packet"
 )
@@ -121,7 +123,7 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 	o, err := freepkt.Run(ctx, freepkt.Setup{
 		Testbed: sc.hostModel(tb, uint64(r.Seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
 		Net: scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, scaled.Factor),
-		Policy: policy, Seed: uint64(r.Seed), Timeout: time.Duration(sc.p.Timeout),
+		Policy: policy, Seed: uint64(r.Seed), Timeout: freeTimeout(sc), Message: freeMessage(sc),
 		Bins: sc.p.Bins, Progress: r.Progress,
 	})
 	if err != nil {
@@ -143,6 +145,41 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
 	return run, nil
+}
+
+// freeMessage is the PS path's message bytes on a packet-level run: what
+// lets every worker of the largest job have one message in flight within
+// half the smallest buffer (its incast at the parameter server's link),
+// in whole 4 KiB packets, 4 KiB to 64 KiB (workloads/freeina's default).
+// On the scaled networks, whose buffers shrink with the line-rate
+// windows, 64 KiB messages from every worker at once would overflow the
+// parameter server's link on every retransmission alike.
+func freeMessage(sc *scenario) int {
+	buf := units.Bytes(math.MaxInt64)
+	for _, l := range sc.scaled.Top.Links {
+		buf = min(buf, l.Buffer)
+	}
+	m := int(buf) / 2 / sc.maxWorkers()
+	m -= m % fabric.PSMTU
+	return min(64<<10, max(fabric.PSMTU, m))
+}
+
+// freeTimeout is the RC local ACK timeout of FreeINA's hosts on a scaled
+// run: the spec's timeout if set, else twice the time to drain the
+// fullest buffer of the scaled network and a PS-path message at the
+// slowest host's rate (an acknowledgement may wait behind both), at
+// least 1 ms, the RNIC's unscaled default, which on the 10 Mbps links
+// of a 1:10000 run a 4 KiB packet alone nearly takes.
+func freeTimeout(sc *scenario) time.Duration {
+	if sc.p.Timeout > 0 {
+		return time.Duration(sc.p.Timeout)
+	}
+	var buf units.Bytes
+	for _, l := range sc.scaled.Top.Links {
+		buf = max(buf, l.Buffer)
+	}
+	rate := float64(minAccessRate(sc.scaled.Top))
+	return max(time.Millisecond, fabric.Secs(2*float64(int64(buf)+int64(freeMessage(sc)))*8/rate))
 }
 
 // distributed is the number of distributed jobs of a scenario's replayed

@@ -249,7 +249,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		return nil, err
 	}
 	for _, sc := range packet {
-		if err := e.scenarios[sc.Name].compilePacket(spec, sc, needPS); err != nil {
+		if err := e.scenarios[sc.Name].compilePacket(spec, sc, needPS, e.hasFreeINA()); err != nil {
 			probs.Add(err)
 		}
 	}
@@ -261,7 +261,8 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 
 // compilePacket prepares a packet-level scenario: the scaled topology with
 // its service hosts, the windows and the timeout.
-func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, needPS bool) error {
+// roce: a policy runs FreeINA, whose RoCEv2 frames the buffers must hold.
+func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, needPS, roce bool) error {
 	bad := func(key, format string, args ...any) error {
 		return experiments.EntryError(spec, sc, key, format, args...)
 	}
@@ -295,7 +296,11 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 			perSwitch = packet.MaxDistributed(s.jobs, hosts)
 		}
 	}
-	scaled, err := packet.ScaleTopology(s.top, s.net, packet.ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch})
+	minFrame := 0
+	if roce {
+		minFrame = fabric.PSMTU + fabric.PSMiddle // FreeINA's PS path
+	}
+	scaled, err := packet.ScaleTopology(s.top, s.net, packet.ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch, MinFrame: minFrame})
 	if err != nil {
 		return spec.Errorf("scale", "%v", err)
 	}

@@ -125,7 +125,14 @@ func needNetns(t *testing.T) {
 // (nil: all).
 func netnsSpec(t *testing.T, scenarios, policies []string) *experiments.Spec {
 	t.Helper()
-	spec, err := experiments.Open("dynaina-netns", nil)
+	return readySpec(t, "dynaina-netns", scenarios, policies)
+}
+
+// readySpec is a ready spec restricted to some scenarios and policies
+// (nil: all).
+func readySpec(t *testing.T, name string, scenarios, policies []string) *experiments.Spec {
+	t.Helper()
+	spec, err := experiments.Open(name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +147,7 @@ func netnsSpec(t *testing.T, scenarios, policies []string) *experiments.Spec {
 			}
 		}
 		if len(out) != len(names) {
-			t.Fatalf("dynaina-netns has no %v", names)
+			t.Fatalf("%s has no %v", name, names)
 		}
 		return out
 	}
@@ -246,6 +253,42 @@ func realtime(t *testing.T) func() {
 	return func() {
 		if err := restore(); err != nil {
 			t.Errorf("back to SCHED_NORMAL: %v", err)
+		}
+	}
+}
+
+// TestFreeINANetnsCrossValidation runs freeina-netns on both substrates:
+// FreeINA's RDMA hosts (soft-RoCE devices, p4/freeina in the Go switch)
+// and ATP's agents, one job alone and two jobs at once. In each scenario
+// the two policies must rank alike by average JCT, and FreeINA's average
+// JCT — the headline, its training time — on netns must be within 15% of
+// the simulation's. Every sum is checked exact and the RC contract at
+// every FreeINA host, on both substrates (a run that breaks either
+// fails).
+func TestFreeINANetnsCrossValidation(t *testing.T) {
+	needNetns(t)
+	sim := execute(t, readySpec(t, "freeina-netns", nil, nil), nil)
+	emu := execute(t, readySpec(t, "freeina-netns", nil, nil), netnsTestbeds)
+	jct := func(res *analysis.Results, sc, policy string) float64 {
+		return res.Aggregate(sc, policy)[MetricAvgJCT].Mean
+	}
+	for _, sc := range sim.Scenarios {
+		rank := func(res *analysis.Results) []string {
+			p := slices.Clone(res.Policies)
+			slices.SortStableFunc(p, func(a, b string) int { return cmp.Compare(jct(res, sc, a), jct(res, sc, b)) })
+			return p
+		}
+		for _, p := range sim.Policies {
+			s, n := jct(sim, sc, p), jct(emu, sc, p)
+			t.Logf("%s %-8s avg JCT sim %.3f s, netns %.3f s (%+.1f%%); agg_gbps sim %.1f, netns %.1f; ps_share %.3f, %.3f", sc, p, s, n, 100*(n/s-1),
+				sim.Aggregate(sc, p)[MetricAggGbps].Mean, emu.Aggregate(sc, p)[MetricAggGbps].Mean,
+				sim.Aggregate(sc, p)[MetricPSShare].Mean, emu.Aggregate(sc, p)[MetricPSShare].Mean)
+			if p == "freeina" && math.Abs(n/s-1) > 0.15 {
+				t.Errorf("%s: FreeINA's average JCT %.3f s on netns is %+.1f%% off the simulation's %.3f s (want within 15%%)", sc, n, 100*(n/s-1), s)
+			}
+		}
+		if a, b := rank(sim), rank(emu); !slices.Equal(a, b) {
+			t.Errorf("%s: policies rank %v on sim, %v on netns", sc, a, b)
 		}
 	}
 }
