@@ -1,11 +1,13 @@
 package training
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -127,4 +129,33 @@ func TestFreeINAPacketSim(t *testing.T) {
 	if fa[MetricAggGbps].Mean <= 0 || aa[MetricAggGbps].Mean <= 0 {
 		t.Error("no aggregation throughput")
 	}
+}
+
+// BenchmarkFreeINASpec runs freeina-100g, every policy and scenario, with
+// the parallel runner on GOMAXPROCS cores: its wall and CPU time in the
+// default suite (which must stay under a minute on 2 cores with the other
+// ready specs).
+func BenchmarkFreeINASpec(b *testing.B) {
+	spec, err := experiments.Open("freeina-100g", embedded)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp, err := Kind{}.Compile(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	cpu0 := cpuSeconds()
+	runs := 0
+	for range b.N {
+		res, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs += len(res.Runs)
+	}
+	b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "s/spec")
+	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/spec")
+	b.ReportMetric(float64(runs/b.N), "runs/spec")
 }
