@@ -51,12 +51,12 @@ func TestClosedForm(t *testing.T) {
 		workers     int
 		grad        int64
 		aggregators int
-	}{{2, 2 << 20, 4096}, {5, 2 << 20, 4096}, {4, 2 << 20, 4}, {3, 1 << 20, 4}} {
+	}{{2, 512 << 10, 4096}, {5, 512 << 10, 4096}, {4, 2 << 20, 4}, {3, 1 << 20, 4}} {
 		path := "ina"
 		if tc.aggregators < 64 {
 			path = "ps"
 		}
-		t.Run(fmt.Sprintf("%s/%d-workers/%dMiB", path, tc.workers, tc.grad>>20), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d-workers/%dKiB", path, tc.workers, tc.grad>>10), func(t *testing.T) {
 			tb, sc := testbedOf(t, tc.workers, tc.aggregators, 1, 10*units.Gbps, 0, 0, 0, 3)
 			net := fabric.DefaultNet
 			net.Jitter, net.Turnaround = 0, 0
