@@ -111,21 +111,17 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 		newTB = experiments.SimTestbed
 	}
 	scaled := sc.scaled
-	policy, err := e.factory(r.Policy, sc.scaledScenario())
-	if err != nil {
-		return nil, err
-	}
 	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: dp.ProgramName, Seed: uint64(r.Seed)})
 	if err != nil {
 		return nil, err
 	}
 	defer tb.Close()
-	o, err := freepkt.Run(ctx, freepkt.Setup{
-		Testbed: sc.hostModel(tb, uint64(r.Seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
-		Net: scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, scaled.Factor),
-		Policy: policy, Seed: uint64(r.Seed), Timeout: freeTimeout(sc), Message: freeMessage(sc),
-		Bins: sc.p.Bins, Progress: r.Progress,
-	})
+	s, err := e.freeSetup(sc, r.Policy, tb, js, r.Seed)
+	if err != nil {
+		return nil, err
+	}
+	s.Progress = r.Progress
+	o, err := freepkt.Run(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("FreeINA with packets: %w", err)
 	}
@@ -145,6 +141,21 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
 	return run, nil
+}
+
+// freeSetup is the packet-level run of FreeINA policy policy on a
+// scenario's scaled network, built as tb.
+func (e *experiment) freeSetup(sc *scenario, policy string, tb testbed.Testbed, js []jobtrace.Job, seed int64) (freepkt.Setup, error) {
+	f, err := e.factory(policy, sc.scaledScenario())
+	if err != nil {
+		return freepkt.Setup{}, err
+	}
+	scaled := sc.scaled
+	return freepkt.Setup{
+		Testbed: sc.hostModel(tb, uint64(seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
+		Net: scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, scaled.Factor),
+		Policy: f, Seed: uint64(seed), Timeout: freeTimeout(sc), Message: freeMessage(sc), Bins: sc.p.Bins,
+	}, nil
 }
 
 // freeMessage is the PS path's message bytes on a packet-level run: what

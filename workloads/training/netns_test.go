@@ -17,6 +17,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
+	freepkt "github.com/tracebed/tracebed/workloads/freeina"
 	"github.com/tracebed/tracebed/workloads/models"
 )
 
@@ -289,6 +290,59 @@ func TestFreeINANetnsCrossValidation(t *testing.T) {
 		}
 		if a, b := rank(sim), rank(emu); !slices.Equal(a, b) {
 			t.Errorf("%s: policies rank %v on sim, %v on netns", sc, a, b)
+		}
+	}
+}
+
+// TestFreeINANetnsExactUnderImpairments runs freeina-netns's two jobs
+// (fewer iterations) on netns with 1% and 5% of the frames lost,
+// duplicated and reordered on every link by the Go switch: every sum must
+// be exact at every worker and no host may see a breach of the RC
+// contract (PSNs, ICRCs, every message once and in order; Run fails
+// otherwise), and the impairments must have been repaired by the RNICs'
+// retransmissions.
+func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
+	needNetns(t)
+	for _, p := range []float64{0.01, 0.05} {
+		spec := freeSpec(t, "freeina-netns", []string{"jobs-2"}, []string{"freeina"}, 4)
+		exp, err := Kind{}.Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := exp.(*experiment)
+		sc := e.scenarios["jobs-2"]
+		for _, l := range sc.scaled.Top.Links {
+			l.Loss, l.Duplicate, l.Reorder = p, p, p
+		}
+		js, err := sc.Jobs(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		stop := realtime(t)
+		tb, err := netnsTestbeds(ctx, testbed.Config{Topology: sc.scaled.Top, Program: "freeina", Seed: 1})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		s, err := e.freeSetup(sc, "freeina", tb, js, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := freepkt.Run(ctx, s)
+		tb.Close()
+		stop()
+		cancel()
+		if err != nil {
+			t.Fatalf("%.0f%% impaired: %v", 100*p, err)
+		}
+		t.Logf("%.0f%% lost, duplicated, reordered: %d all-reduces (%d INA), %d violations; RNICs: %d retransmitted, %d timeouts, %d NAKs, %d duplicates; switch: %d answers, drops %v",
+			100*p, o.Rounds, o.RoundsINA, o.Violations, o.Devices.Retransmitted, o.Devices.Timeouts, o.Devices.SeqNAKsSent, o.Devices.Duplicates, o.Switch.Answers, o.Switch.Drops)
+		if o.Rounds != 8 || o.Violations != 0 {
+			t.Errorf("%.0f%%: %d all-reduces, %d violations; want 8, 0", 100*p, o.Rounds, o.Violations)
+		}
+		if o.Devices.Retransmitted == 0 {
+			t.Errorf("%.0f%%: no retransmission: the impairments were not exercised", 100*p)
 		}
 	}
 }
