@@ -128,19 +128,7 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 	if err := tb.Close(); err != nil {
 		return nil, fmt.Errorf("closing the %s testbed: %w", tb.Substrate(), err)
 	}
-	f := scaled.Factor
-	o.FallbackBytes *= f
-	for i := range o.Jobs {
-		o.Jobs[i].Gradient *= f
-		o.Jobs[i].INA *= f
-		o.Jobs[i].Fallback *= f
-	}
-	run := Report(&o.Outcome, sc.p.Load, aggregatorsParam(sc.top))
-	e.reportFreeINA(run, o.Jobs)
-	run.Params["compute_scale"] = sc.net.ComputeScale
-	run.Params["atp_hold_return"] = 0
-	run.Params["scale"] = f
-	return run, nil
+	return e.reportPacket(&o.Outcome, sc), nil
 }
 
 // freeSetup is the packet-level run of FreeINA policy policy on a

@@ -1,13 +1,11 @@
 package training
 
 import (
-	"context"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -135,27 +133,4 @@ func TestFreeINAPacketSim(t *testing.T) {
 // the parallel runner on GOMAXPROCS cores: its wall and CPU time in the
 // default suite (which must stay under a minute on 2 cores with the other
 // ready specs).
-func BenchmarkFreeINASpec(b *testing.B) {
-	spec, err := experiments.Open("freeina-100g", embedded)
-	if err != nil {
-		b.Fatal(err)
-	}
-	exp, err := Kind{}.Compile(spec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	start := time.Now()
-	cpu0 := cpuSeconds()
-	runs := 0
-	for range b.N {
-		res, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		runs += len(res.Runs)
-	}
-	b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "s/spec")
-	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/spec")
-	b.ReportMetric(float64(runs/b.N), "runs/spec")
-}
+func BenchmarkFreeINASpec(b *testing.B) { benchSpecs(b, []string{"freeina-100g"}, "spec") }

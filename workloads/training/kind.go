@@ -876,19 +876,25 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	if o.Verified != o.Rounds {
 		return nil, fmt.Errorf("%d of %d all-reduced tensors verified exact", o.Verified, o.Rounds)
 	}
-	f := scaled.Factor
+	return e.reportPacket(&o.Outcome, sc), nil
+}
+
+// reportPacket reports a packet-level run in paper units: byte counts
+// multiplied by the scale factor, times as measured (docs/scaling.md).
+func (e *experiment) reportPacket(o *flow.Outcome, sc *scenario) *analysis.Run {
+	f := sc.scaled.Factor
 	o.FallbackBytes *= f
 	for i := range o.Jobs {
 		o.Jobs[i].Gradient *= f
 		o.Jobs[i].INA *= f
 		o.Jobs[i].Fallback *= f
 	}
-	run := Report(&o.Outcome, sc.p.Load, aggregatorsParam(sc.top))
+	run := Report(o, sc.p.Load, aggregatorsParam(sc.top))
 	e.reportFreeINA(run, o.Jobs)
 	run.Params["compute_scale"] = sc.net.ComputeScale
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
-	return run, nil
+	return run
 }
 
 // hostModel applies the scenario's host latency model to a sim testbed
