@@ -151,7 +151,7 @@ func TestSpecErrors(t *testing.T) {
 		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: 2: want 0 to 1"},
 		{"bad partition", head + "policies: [{name: switchml, partition: -5}]\n", "policies[0].partition: -5"},
 		{"bad priority", head + "policies: [{name: dyn-x, system: dynaina, priority: size}]\n", "policies[0].priority: \"size\": want intensity, benefit, arrival"},
-		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina, mine"},
+		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina, freeina, mine"},
 		{"param of another policy", head + "policies: [{name: atp, partition: 4}]\n", "policies[0].partition"},
 		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
 		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
