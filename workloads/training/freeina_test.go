@@ -2,6 +2,7 @@ package training
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,8 @@ func TestFreeINASpec(t *testing.T) {
 		t.Error("freeina-100g is not in the default suite")
 	}
 	res := execute(t, spec, nil)
+	again := execute(t, freeSpec(t, "freeina-100g", []string{"single-vgg16", "jobs-16"}, nil, 4), nil)
+	sameRuns(t, res, again)
 	for _, r := range res.Runs {
 		if _, ok := r.Metrics[MetricAggGbps]; !ok {
 			t.Fatalf("run %s/%s has no %s", r.Scenario, r.Policy, MetricAggGbps)
@@ -118,6 +121,11 @@ func TestFreeINASpec(t *testing.T) {
 func TestFreeINAPacketSim(t *testing.T) {
 	spec := freeSpec(t, "freeina-netns", []string{"jobs-2"}, nil, 3)
 	res := execute(t, spec, nil)
+	// Deterministic on sim: FreeINA's run again, alone.
+	again := execute(t, freeSpec(t, "freeina-netns", []string{"jobs-2"}, []string{"freeina"}, 3), nil)
+	res1 := *res
+	res1.Runs = slices.DeleteFunc(slices.Clone(res.Runs), func(r analysis.Run) bool { return r.Policy != "freeina" })
+	sameRuns(t, &res1, again)
 	fa, aa := res.Aggregate("jobs-2", "freeina"), res.Aggregate("jobs-2", "atp")
 	t.Logf("FreeINA: avg JCT %.3f s, agg %.1f Gbps, ps_share %.3f; ATP: avg JCT %.3f s, agg %.1f Gbps",
 		fa[MetricAvgJCT].Mean, fa[MetricAggGbps].Mean, fa[MetricPSShare].Mean, aa[MetricAvgJCT].Mean, aa[MetricAggGbps].Mean)
@@ -126,6 +134,22 @@ func TestFreeINAPacketSim(t *testing.T) {
 	}
 	if fa[MetricAggGbps].Mean <= 0 || aa[MetricAggGbps].Mean <= 0 {
 		t.Error("no aggregation throughput")
+	}
+}
+
+// sameRuns fails unless two executions gave every run the same metrics,
+// series and tables.
+func sameRuns(t *testing.T, a, b *analysis.Results) {
+	t.Helper()
+	if len(a.Runs) != len(b.Runs) {
+		t.Fatalf("%d runs, then %d", len(a.Runs), len(b.Runs))
+	}
+	for i := range a.Runs {
+		x, y := a.Runs[i], b.Runs[i]
+		if x.Policy != y.Policy || x.Scenario != y.Scenario || !reflect.DeepEqual(x.Metrics, y.Metrics) ||
+			!reflect.DeepEqual(x.Series, y.Series) || !reflect.DeepEqual(x.Tables, y.Tables) {
+			t.Errorf("run %s/%s differs between two executions on sim", x.Scenario, x.Policy)
+		}
 	}
 }
 
