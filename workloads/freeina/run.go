@@ -3,9 +3,9 @@
 // whose workers all-reduce on FreeINA's two paths through switches
 // running its data plane (p4/freeina), a controller that allocates switch
 // memory per all-reduce through P4Runtime, and a check of the RC contract
-// at every host. It is also the freeina experiment kind (kind.go), which
-// runs the same scenarios with the flow model at paper scale and with
-// packets, scaled, on either substrate.
+// at every host. The ina experiment kind (workloads/training) runs it for
+// a policy of system freeina at granularity: packet, scaled, on either
+// substrate (freeina-netns); the flow model runs FreeINA at paper scale.
 package freeina
 
 import (
