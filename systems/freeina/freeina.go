@@ -9,8 +9,10 @@
 // software, which the switch never touches. The hosts choose the path of
 // every all-reduce (PathControl): the INA path when the switch granted
 // memory and INA has been no slower than the PS path would be, the PS
-// path otherwise; a chunk that fails on the INA path (its sum overflowed)
-// is aggregated again on the PS path.
+// path otherwise. INA all-reduces that loss made slower than the PS path
+// send the next ones to the PS path (a back-off); a chunk whose sum
+// overflowed, or whose connection gave up, fails the run instead of being
+// aggregated again (docs/freeina.md §4).
 //
 // All-reduce-level allocation (Scheduler). The hosts ask for memory when
 // an all-reduce starts — every worker ready — and give it back when it
