@@ -23,11 +23,12 @@ type psJob struct {
 	msgSize int
 	msgs    int
 	in, rq  *roce.MR
-	out     [2]*roce.MR // the sums, by round parity: a retransmission rebuilds from them
-	conns   []*cm.Conn  // by rank
-	round   int         // the round of the messages in; −1 before the first
-	count   []int       // workers' messages in, by message, this round
-	sent    int         // messages whose sum went out this round
+	out     [2]*roce.MR           // the sums, by round parity: a retransmission rebuilds from them
+	conns   []*cm.Conn            // by rank
+	held    map[int][]roce.SendWR // sums for workers whose connection is not established yet
+	round   int                   // the round of the messages in; −1 before the first
+	count   []int                 // workers' messages in, by message, this round
+	sent    int                   // messages whose sum went out this round
 }
 
 func newPSJob(h *host, m ctlMsg) (*psJob, error) {
@@ -39,6 +40,7 @@ func newPSJob(h *host, m ctlMsg) (*psJob, error) {
 	p.count = make([]int, p.msgs)
 	p.round = -1
 	p.conns = make([]*cm.Conn, p.n)
+	p.held = map[int][]roce.SendWR{}
 	var err error
 	if p.in, err = h.dev.RegMR(make([]byte, 4*p.values*p.n), roce.AccessLocalWrite|roce.AccessRemoteWrite); err != nil {
 		return nil, err
@@ -52,16 +54,33 @@ func newPSJob(h *host, m ctlMsg) (*psJob, error) {
 		return nil, err
 	}
 	params := h.params(wire.MTUs[len(wire.MTUs)-1], cm.Region{Addr: p.in.Addr, RKey: p.in.RKey, Length: uint32(len(p.in.Buf))}, nil)
+	rankOf := func(c *cm.Conn) (int, bool) {
+		if len(c.Private) != 4 || binary.BigEndian.Uint32(c.Private) >= uint32(p.n) {
+			return 0, false
+		}
+		return int(binary.BigEndian.Uint32(c.Private)), true
+	}
+	// The connection is the worker's from the moment it can receive: its
+	// first WRITE may arrive before the RTU that establishes it here (the
+	// RTU lost, the worker established by the REP), and its sums must go
+	// back on it.
 	params.OnReady = func(c *cm.Conn) {
+		r, ok := rankOf(c)
+		if !ok || p.conns[r] != nil {
+			h.fail(fmt.Errorf("job %d: PS connection from %v with rank %x", p.job, c.Peer, c.Private))
+			return
+		}
+		p.conns[r] = c
 		h.handlers[c.QP.QPN()] = func(wc roce.Completion) { p.completion(c, wc) }
 		p.postRecvs(c.QP, min(2*p.msgs, 1<<13))
 	}
 	if err := h.mgr.Listen(servicePS|uint64(p.job), params, func(c *cm.Conn) {
-		if len(c.Private) != 4 || int(binary.BigEndian.Uint32(c.Private)) >= p.n || p.conns[binary.BigEndian.Uint32(c.Private)] != nil {
-			h.fail(fmt.Errorf("job %d: PS connection from %v with rank %x", p.job, c.Peer, c.Private))
+		r, ok := rankOf(c)
+		if !ok || p.conns[r] != c {
+			h.fail(fmt.Errorf("job %d: PS connection from %v with rank %x established but never ready", p.job, c.Peer, c.Private))
 			return
 		}
-		p.conns[binary.BigEndian.Uint32(c.Private)] = c
+		p.establish(r)
 	}); err != nil {
 		return nil, err
 	}
@@ -128,19 +147,38 @@ func (p *psJob) completion(c *cm.Conn, wc roce.Completion) {
 		}
 		binary.BigEndian.PutUint32(out.Buf[i:], uint32(s))
 	}
-	for _, wc := range p.conns {
+	for r, wc := range p.conns {
 		if wc == nil {
 			p.h.fail(fmt.Errorf("job %d PS: a worker's connection is missing", p.job))
 			return
 		}
-		err := wc.QP.PostSend(roce.SendWR{Op: roce.OpWriteImm, Local: out.SGE(off, size), Remote: wc.Remote.Addr + uint64(off),
-			RKey: wc.Remote.RKey, Imm: imm(p.round, m)})
-		if err != nil {
+		wr := roce.SendWR{Op: roce.OpWriteImm, Local: out.SGE(off, size), Remote: wc.Remote.Addr + uint64(off),
+			RKey: wc.Remote.RKey, Imm: imm(p.round, m)}
+		if !wc.Established() {
+			// The worker's WRITEs came before the RTU (lost, resent by
+			// the manager): the QP is still in RTR and cannot send yet.
+			p.held[r] = append(p.held[r], wr)
+			continue
+		}
+		if err := wc.QP.PostSend(wr); err != nil {
 			p.h.fail(err)
 			return
 		}
 	}
 	p.sent++
+}
+
+// establish posts the sums held for worker r until its connection was
+// established.
+func (p *psJob) establish(r int) {
+	c := p.conns[r]
+	for _, wr := range p.held[r] {
+		if err := c.QP.PostSend(wr); err != nil {
+			p.h.fail(err)
+			return
+		}
+	}
+	delete(p.held, r)
 }
 
 // started counts the messages in this round.
