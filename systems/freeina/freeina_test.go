@@ -187,8 +187,16 @@ func TestBinder(t *testing.T) {
 	if err := b.Unbind(ctx, job7); err != nil || read() != 0 {
 		t.Fatalf("unbind: %v", err)
 	}
-	if _, ok := b.SwitchJob("tor", 7); ok {
-		t.Fatal("ring still installed")
+	// The ring stays, retired, until its id is needed: the same job
+	// binds on it again.
+	if id2, ok := b.SwitchJob("tor", 7); !ok || id2 != id {
+		t.Fatalf("retired ring: id %d, %v; want %d kept", id2, ok, id)
+	}
+	if err := b.Bind(ctx, job7, inasched.Binding{Mode: inasched.RDMA, Base: 0, Size: 16}, workers); err != nil {
+		t.Fatalf("bind on the retired ring: %v", err)
+	}
+	if err := b.Unbind(ctx, job7); err != nil {
+		t.Fatal(err)
 	}
 	for _, bad := range []inasched.Binding{{Mode: inasched.Pool, Base: 0, Size: 16}, {Mode: inasched.RDMA, Base: 2, Size: 16},
 		{Mode: inasched.RDMA, Base: 0, Size: 1024}} {

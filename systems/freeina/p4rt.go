@@ -3,6 +3,7 @@ package freeina
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/roce/wire"
@@ -15,8 +16,9 @@ import (
 // job's ring of connections on its switch when the job is first granted
 // memory, writes the binding of every all-reduce (its slots, chunks and
 // the connections' PSNs of chunk 0) when the hosts are granted memory,
-// deletes it when the all-reduce ends (End), and removes the ring when
-// the job leaves or takes the PS path (Unbind). Trace job ids are mapped
+// deletes it when the all-reduce ends (End), and retires the ring when
+// the job leaves or takes the PS path (Unbind): it stays installed, its
+// late packets dropped, until its switch job id is needed again. Trace job ids are mapped
 // onto the switch's job ids (0 to dp.MaxJobs−1), handed out and taken
 // back as jobs come and go.
 type P4RT struct {
@@ -48,7 +50,21 @@ type swJobs struct {
 	free  []uint16
 	next  uint16
 	bound map[int]bool // an all-reduce binding is installed
+	// retired marks the rings of jobs unbound (gone, or on the PS path):
+	// they stay installed, so that the switch still knows their late
+	// packets — duplicates, retransmissions — and drops them (no
+	// binding) instead of forwarding a worker's raw contribution to its
+	// successor, whose RNIC might take a duplicate WRITE's payload. A
+	// retired ring is removed when its switch job id is needed, or when
+	// more than maxRetired are kept (the oldest first).
+	retired map[int]bool
+	order   []int // retired jobs, oldest first
 }
+
+// maxRetired bounds the retired rings a switch keeps (their connections
+// hold entries of the conns table): late packets come within round trips
+// of a job's last all-reduce, while other jobs come and go.
+const maxRetired = 16
 
 var _ inasched.AllReduceBinder = (*P4RT)(nil)
 
@@ -62,7 +78,7 @@ func NewP4RT(top *topologies.Topology, clients map[string]p4rt.Client) (*P4RT, e
 			return nil, fmt.Errorf("switch %s: %w", name, err)
 		}
 		b.ctl[name] = ctl
-		b.sw[name] = &swJobs{ids: map[int]uint16{}, rings: map[int]dp.Ring{}, bound: map[int]bool{}}
+		b.sw[name] = &swJobs{ids: map[int]uint16{}, rings: map[int]dp.Ring{}, bound: map[int]bool{}, retired: map[int]bool{}}
 	}
 	return b, nil
 }
@@ -100,6 +116,7 @@ func (b *P4RT) Bind(ctx context.Context, j inasched.Job, bd inasched.Binding, wo
 		return fmt.Errorf("job %d: %d workers; FreeINA's data plane aggregates 2 to %d", job, len(workers), dp.MaxWorkers)
 	}
 	id, ok := s.ids[job]
+	delete(s.retired, job) // its ring, if kept, serves again
 	if !ok {
 		switch {
 		case len(s.free) > 0:
@@ -108,7 +125,10 @@ func (b *P4RT) Bind(ctx context.Context, j inasched.Job, bd inasched.Binding, wo
 			id = s.next
 			s.next++
 		default:
-			return fmt.Errorf("switch %s: more than %d jobs at once", sw, dp.MaxJobs)
+			var err error
+			if id, err = b.reclaim(ctx, sw); err != nil {
+				return err
+			}
 		}
 		links, err := b.ring(job, workers)
 		if err != nil {
@@ -180,25 +200,47 @@ func (b *P4RT) End(ctx context.Context, j inasched.Job) error {
 	return ctl.Unbind(ctx, s.ids[job])
 }
 
-// Unbind implements inasched.Binder: the job's binding, if any, and its
-// ring are removed.
+// Unbind implements inasched.Binder: the job's binding, if any, is
+// removed and its ring retired (kept installed until its switch job id is
+// needed, see swJobs.retired).
 func (b *P4RT) Unbind(ctx context.Context, j inasched.Job) error {
 	if err := b.End(ctx, j); err != nil {
 		return err
 	}
-	sw, job := j.Switch, j.ID
+	s := b.sw[j.Switch]
+	if _, ok := s.ids[j.ID]; ok && !s.retired[j.ID] {
+		s.retired[j.ID] = true
+		s.order = append(s.order, j.ID)
+	}
+	for len(s.retired) > maxRetired {
+		id, err := b.reclaim(ctx, j.Switch)
+		if err != nil {
+			return err
+		}
+		s.free = append(s.free, id)
+	}
+	return nil
+}
+
+// reclaim removes the oldest retired ring on sw and returns its switch
+// job id.
+func (b *P4RT) reclaim(ctx context.Context, sw string) (uint16, error) {
 	s := b.sw[sw]
-	id, ok := s.ids[job]
-	if !ok {
-		return nil
+	// Jobs bound again since they retired are no longer retired.
+	s.order = slices.DeleteFunc(s.order, func(jb int) bool { return !s.retired[jb] })
+	if len(s.order) == 0 {
+		return 0, fmt.Errorf("switch %s: more than %d jobs at once", sw, dp.MaxJobs)
 	}
+	job := s.order[0]
+	s.order = s.order[1:]
 	if err := b.ctl[sw].RemoveRing(ctx, b.top, sw, s.rings[job]); err != nil {
-		return err
+		return 0, err
 	}
+	id := s.ids[job]
 	delete(s.ids, job)
 	delete(s.rings, job)
-	s.free = append(s.free, id)
-	return nil
+	delete(s.retired, job)
+	return id, nil
 }
 
 // Controller returns the data-plane controller of a switch.
