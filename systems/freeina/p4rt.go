@@ -3,6 +3,7 @@ package freeina
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/tracebed/tracebed/emulator/p4rt"
@@ -135,6 +136,12 @@ func (b *P4RT) Bind(ctx context.Context, j inasched.Job, bd inasched.Binding, wo
 			s.free = append(s.free, id)
 			return err
 		}
+		// A retired ring with one of these connections (a queue pair
+		// number used again) gives way.
+		if err := b.clear(ctx, sw, links); err != nil {
+			s.free = append(s.free, id)
+			return err
+		}
 		r := dp.Ring{Job: id, Group: id + 1, Links: links}
 		if err := ctl.AddRing(ctx, b.top, sw, r); err != nil {
 			s.free = append(s.free, id)
@@ -218,6 +225,42 @@ func (b *P4RT) Unbind(ctx context.Context, j inasched.Job) error {
 			return err
 		}
 		s.free = append(s.free, id)
+	}
+	return nil
+}
+
+// clear removes the retired rings on sw that hold a connection of links
+// (the conns table's key: source, destination, queue pair), freeing their
+// switch job ids.
+func (b *P4RT) clear(ctx context.Context, sw string, links []dp.Link) error {
+	s := b.sw[sw]
+	type key struct {
+		src, dst netip.Addr
+		qpn      uint32
+	}
+	want := map[key]bool{}
+	for _, l := range links {
+		want[key{l.Src, l.Dst, l.QPN}] = true
+	}
+	for _, job := range slices.Clone(s.order) {
+		if !s.retired[job] {
+			continue
+		}
+		clash := false
+		for _, l := range s.rings[job].Links {
+			clash = clash || want[key{l.Src, l.Dst, l.QPN}]
+		}
+		if !clash {
+			continue
+		}
+		if err := b.ctl[sw].RemoveRing(ctx, b.top, sw, s.rings[job]); err != nil {
+			return err
+		}
+		s.free = append(s.free, s.ids[job])
+		delete(s.ids, job)
+		delete(s.rings, job)
+		delete(s.retired, job)
+		s.order = slices.DeleteFunc(s.order, func(jb int) bool { return jb == job })
 	}
 	return nil
 }
