@@ -253,16 +253,28 @@ func (b *P4RT) clear(ctx context.Context, sw string, links []dp.Link) error {
 		if !clash {
 			continue
 		}
-		if err := b.ctl[sw].RemoveRing(ctx, b.top, sw, s.rings[job]); err != nil {
+		id, err := b.remove(ctx, sw, job)
+		if err != nil {
 			return err
 		}
-		s.free = append(s.free, s.ids[job])
-		delete(s.ids, job)
-		delete(s.rings, job)
-		delete(s.retired, job)
+		s.free = append(s.free, id)
 		s.order = slices.DeleteFunc(s.order, func(jb int) bool { return jb == job })
 	}
 	return nil
+}
+
+// remove removes a retired ring of job from sw and returns its switch job
+// id.
+func (b *P4RT) remove(ctx context.Context, sw string, job int) (uint16, error) {
+	s := b.sw[sw]
+	if err := b.ctl[sw].RemoveRing(ctx, b.top, sw, s.rings[job]); err != nil {
+		return 0, err
+	}
+	id := s.ids[job]
+	delete(s.ids, job)
+	delete(s.rings, job)
+	delete(s.retired, job)
+	return id, nil
 }
 
 // reclaim removes the oldest retired ring on sw and returns its switch
@@ -276,14 +288,7 @@ func (b *P4RT) reclaim(ctx context.Context, sw string) (uint16, error) {
 	}
 	job := s.order[0]
 	s.order = s.order[1:]
-	if err := b.ctl[sw].RemoveRing(ctx, b.top, sw, s.rings[job]); err != nil {
-		return 0, err
-	}
-	id := s.ids[job]
-	delete(s.ids, job)
-	delete(s.rings, job)
-	delete(s.retired, job)
-	return id, nil
+	return b.remove(ctx, sw, job)
 }
 
 // Controller returns the data-plane controller of a switch.
