@@ -10,14 +10,14 @@ import (
 	"fmt"
 )
 
-//go:embed fwd/fwd.p4 ina/ina.p4 farmem/farmem.p4
+//go:embed fwd/fwd.p4 ina/ina.p4 farmem/farmem.p4 freeina/freeina.p4
 var sources embed.FS
 
-// Source returns the P4-16 source of program ("fwd", "ina", "farmem").
+// Source returns the P4-16 source of program ("fwd", "ina", "farmem", "freeina").
 func Source(program string) ([]byte, error) {
 	data, err := sources.ReadFile(program + "/" + program + ".p4")
 	if err != nil {
-		return nil, fmt.Errorf("p4: no P4 source for program %q (have fwd, ina, farmem)", program)
+		return nil, fmt.Errorf("p4: no P4 source for program %q (have fwd, ina, farmem, freeina)", program)
 	}
 	return data, nil
 }

@@ -107,7 +107,7 @@ type Program struct {
 	Dir    string // where the compiler's outputs are kept
 }
 
-// Compile compiles program ("fwd", "ina", "farmem": the sources of
+// Compile compiles program ("fwd", "ina", "farmem", "freeina": the sources of
 // package p4) with p4c-bm2-ss for the v1model architecture, or returns the
 // cached result of an earlier compilation of the same source by the same
 // compiler.

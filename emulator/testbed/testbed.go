@@ -55,7 +55,7 @@ type Testbed interface {
 type Config struct {
 	Topology *topologies.Topology
 	// Program is the data plane every switch runs: a name of
-	// programs.Registry ("fwd", "ina", "farmem"); empty means "fwd".
+	// programs.Registry ("fwd", "ina", "farmem", "freeina"); empty means "fwd".
 	Program string
 	// Seed seeds every random source: agents', links' impairments.
 	Seed uint64

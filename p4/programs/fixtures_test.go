@@ -10,6 +10,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/p4/freeina"
 	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
@@ -48,6 +49,15 @@ var fixtures = map[string]*fixture{
 			return n.TableEntry(farmem.TableClassify,
 				[]p4rt.Match{p4rt.Exact(farmem.FieldType, uint64(1+i/8%4)), p4rt.Exact(farmem.FieldUrgency, uint64(i%8))},
 				farmem.ActionSetPriority, []p4rt.Arg{p4rt.P(farmem.ParamPrio, uint64(i%8))}, 0)
+		},
+		memberAction: forwardTo(1),
+		punt:         fwdPunt,
+	},
+	"freeina": {
+		entry: func(n *p4rt.Names, i int) (*p4v1.TableEntry, error) {
+			return n.TableEntry(freeina.TableConns, []p4rt.Match{p4rt.Exact(freeina.FieldSrc, uint64(0x0a000001)),
+				p4rt.Exact(freeina.FieldDst, uint64(0x0a000002)), p4rt.Exact(freeina.FieldQPN, uint64(0x100+i))},
+				freeina.ActionConn, []p4rt.Arg{p4rt.P(freeina.ParamJob, uint64(i%4)), p4rt.P(freeina.ParamWorker, uint64(i%8))}, 0)
 		},
 		memberAction: forwardTo(1),
 		punt:         fwdPunt,

@@ -84,8 +84,11 @@ func targets(t *testing.T) (out []*target, skip string) {
 		t.Fatal(err)
 	}
 	node := top.Switches()[0]
-	for _, name := range []string{"fwd", "ina", "farmem"} {
+	for _, name := range reg.Names() {
 		fix := fixtures[name]
+		if fix == nil {
+			t.Fatalf("program %s has no conformance fixture (p4/programs/fixtures_test.go)", name)
+		}
 		out = append(out, &target{name: name + "/local", prog: name, kind: "local", fix: fix, top: top, node: node, reg: reg})
 		out = append(out, startGoSwitch(t, top, node, reg, name, fix))
 	}
@@ -129,7 +132,7 @@ func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, 
 	if err != nil {
 		return nil, "simple_switch_grpc and p4c-bm2-ss are not both installed: " + strings.SplitN(err.Error(), "\n", 2)[0]
 	}
-	for _, name := range []string{"fwd", "ina", "farmem"} {
+	for _, name := range reg.Names() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		prog, err := bmv2.Compile(ctx, name, bmv2.Options{})
 		cancel()

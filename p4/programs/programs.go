@@ -1,5 +1,6 @@
 // Package programs lists the data planes tracebed ships — plain forwarding,
-// in-network aggregation and far-memory scheduling — in the form the Go
+// in-network aggregation (SwitchML and ATP modes; FreeINA's RDMA
+// aggregation) and far-memory scheduling — in the form the Go
 // switch and the testbeds load them: a name (the P4Info's pkg_info.name), the
 // P4Info, and a constructor over the plain forwarding pipeline.
 package programs
@@ -10,6 +11,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/p4/freeina"
 	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
@@ -23,6 +25,10 @@ import (
 // pipeline. Each call returns a new registry.
 func Registry() (*goswitch.Registry, error) {
 	inaInfo, err := ina.P4Info(ina.Config{})
+	if err != nil {
+		return nil, err
+	}
+	freeInfo, err := freeina.P4Info(freeina.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +53,14 @@ func Registry() (*goswitch.Registry, error) {
 		goswitch.Program{Name: "farmem", P4Info: farmem.P4Info(),
 			New: func(sw *topologies.Node, base *fwd.Pipeline) (goswitch.Dataplane, error) {
 				return farmem.New(base), nil
+			}},
+		goswitch.Program{Name: freeina.ProgramName, P4Info: freeInfo,
+			New: func(sw *topologies.Node, base *fwd.Pipeline) (goswitch.Dataplane, error) {
+				p, err := freeina.New(freeina.Config{Slots: freeina.SlotsFor(sw.Aggregators, freeina.DefaultK)}, base)
+				if err != nil {
+					return nil, err
+				}
+				return p, nil
 			}},
 	)
 }

@@ -80,6 +80,51 @@ func (c *Controller) Begin(now time.Duration, id int) (Binding, error) {
 	return b, nil
 }
 
+// AllReduceLevel reports whether the scheduler allocates memory per
+// all-reduce (an AllReduceScheduler): the substrate then calls Begin when
+// a job's all-reduce starts and End when it ends.
+func (c *Controller) AllReduceLevel() bool {
+	_, ok := c.s.(AllReduceScheduler)
+	return ok
+}
+
+// AllReduceBinder is the Binder of an AllReduceScheduler's data plane:
+// End releases a job's memory on a switch when its all-reduce ends,
+// keeping what its next all-reduce reuses (its connections); Unbind
+// removes everything when the job leaves.
+type AllReduceBinder interface {
+	Binder
+	End(ctx context.Context, j Job) error
+}
+
+// End is the end of job id's all-reduce under an AllReduceScheduler: the
+// scheduler frees its memory and the switches release it (through the
+// binder's End when it is an AllReduceBinder, else by Unbind), so the
+// next all-reduce is bound anew. Under another scheduler it does nothing.
+func (c *Controller) End(now time.Duration, id int) error {
+	ar, ok := c.s.(AllReduceScheduler)
+	e := c.jobs[id]
+	if !ok || e == nil {
+		return nil
+	}
+	ar.End(now, id)
+	if e.bound && e.installed.INA() && c.b != nil {
+		c.writes++
+		var err error
+		if rb, ok := c.b.(AllReduceBinder); ok {
+			err = rb.End(context.Background(), e.job)
+		} else {
+			err = c.b.Unbind(context.Background(), e.job)
+			e.bound = false
+		}
+		if err != nil {
+			return fmt.Errorf("controller: job %d on %v: %w", id, e.job.Switches(), err)
+		}
+	}
+	e.installed = RingBinding
+	return nil
+}
+
 // Depart releases job id's memory.
 func (c *Controller) Depart(now time.Duration, id int) error {
 	e := c.jobs[id]

@@ -57,6 +57,18 @@ type Job struct {
 	CommPS    time.Duration
 	DemandPS  int
 	LatencyPS time.Duration
+	// FreeINA (RDMA): CommRDMA is the all-reduce time on the INA path —
+	// RC connections between the workers, aggregated in the switch —
+	// with DemandRDMA aggregators (its line-rate window, in aggregators
+	// of the topology's unit), LatencyRDMA its round trip; UsefulRDMA the
+	// fewest aggregators with which that path beats the job's
+	// parameter-server path, whose all-reduce takes CommPSPath (RC
+	// connections to a parameter server that aggregates in software).
+	CommRDMA, LatencyRDMA, CommPSPath time.Duration
+	DemandRDMA, UsefulRDMA            int
+	// SlotRDMA is the aggregators one slot of the INA path takes (a
+	// packet's values over the topology's 64-value aggregators).
+	SlotRDMA int
 }
 
 // windowed is the time of an all-reduce over a window of size slots when
@@ -92,6 +104,12 @@ func (j Job) PoolUseful(size int) bool {
 // SharedUseful reports whether shared mode over size aggregators makes the
 // job's all-reduce no slower than the ring, collisions aside.
 func (j Job) SharedUseful(size int) bool { return j.Distributed() && j.SharedTime(size) <= j.CommRing }
+
+// RDMATime estimates the job's all-reduce time on FreeINA's INA path
+// over size aggregators (the job alone).
+func (j Job) RDMATime(size int) time.Duration {
+	return windowed(j.CommRDMA, j.LatencyRDMA, j.DemandRDMA, size)
+}
 
 // Switches returns every switch the job aggregates on: Switch, then
 // Lower.
@@ -143,6 +161,14 @@ const (
 	// over [Base, Base+Size); a chunk whose aggregator is held by another
 	// chunk falls back to the job's parameter server.
 	Shared
+	// RDMA: FreeINA's INA path: the workers' RDMA reliable connections
+	// aggregated in the switch over the aggregators [Base, Base+Size),
+	// granted for one all-reduce (see AllReduceScheduler).
+	RDMA
+	// PS: FreeINA's parameter-server path: RDMA reliable connections to
+	// the job's parameter server, which aggregates in software; no
+	// switch memory.
+	PS
 )
 
 func (m Mode) String() string {
@@ -153,6 +179,10 @@ func (m Mode) String() string {
 		return "pool"
 	case Shared:
 		return "shared"
+	case RDMA:
+		return "rdma"
+	case PS:
+		return "ps"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -172,7 +202,7 @@ type Binding struct {
 var RingBinding = Binding{Mode: Ring, Pool: -1}
 
 // INA reports whether the binding aggregates in the switch.
-func (b Binding) INA() bool { return b.Mode != Ring && b.Size > 0 }
+func (b Binding) INA() bool { return b.Mode != Ring && b.Mode != PS && b.Size > 0 }
 
 // Overlaps reports whether two bindings share aggregators.
 func (b Binding) Overlaps(o Binding) bool {
@@ -180,6 +210,9 @@ func (b Binding) Overlaps(o Binding) bool {
 }
 
 func (b Binding) String() string {
+	if b.Mode == PS {
+		return "ps"
+	}
 	if !b.INA() {
 		return "ring"
 	}
@@ -205,6 +238,20 @@ type Scheduler interface {
 	// Priority orders jobs that wait for the same pool: the higher goes
 	// first; ties go to the one that asked first.
 	Priority(id int) float64
+}
+
+// AllReduceScheduler is a scheduler that allocates switch memory per
+// all-reduce (FreeINA): the substrate asks for a job's binding when its
+// all-reduce starts — every worker ready, the hosts requesting memory —
+// rather than at the job's first worker's iteration boundary, and tells
+// the scheduler when the all-reduce ends, when the memory is free again.
+// So a job holds no memory while it computes or waits for its slowest
+// worker.
+type AllReduceScheduler interface {
+	Scheduler
+	// End is the end of job id's all-reduce: every worker holds its
+	// result and every packet of it is acknowledged.
+	End(now time.Duration, id int)
 }
 
 // Memory is the aggregator capacity of every switch, by switch name.

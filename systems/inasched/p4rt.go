@@ -138,6 +138,9 @@ func (b *P4RT) switchID(sws []string, job int) (id uint16, bound bool, err error
 // Bind implements Binder.
 func (b *P4RT) Bind(ctx context.Context, j Job, bd Binding, workers []string) error {
 	sws := j.Switches()
+	if bd.Mode != Pool && bd.Mode != Shared {
+		return fmt.Errorf("job %d: a %v binding is not p4/ina's to run (its modes are pool and shared)", j.ID, bd.Mode)
+	}
 	if len(workers) > ina.MaxWorkers {
 		return fmt.Errorf("job %d has %d workers; the INA data plane aggregates at most %d", j.ID, len(workers), ina.MaxWorkers)
 	}

@@ -234,15 +234,15 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 		e.policies[pe.Name], e.systems[pe.Name] = params, system
 		e.order = append(e.order, pe.Name)
-		if system == "atp" {
-			needPS = true
+		if system == "atp" || system == "freeina" {
+			needPS = true // ATP's parameter servers; FreeINA's PS path
 		}
 	}
 	if err := probs.Err(); err != nil {
 		return nil, err
 	}
 	for _, sc := range packet {
-		if err := e.scenarios[sc.Name].compilePacket(spec, sc, needPS); err != nil {
+		if err := e.scenarios[sc.Name].compilePacket(spec, sc, needPS, e.hasFreeINA()); err != nil {
 			probs.Add(err)
 		}
 	}
@@ -254,7 +254,8 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 
 // compilePacket prepares a packet-level scenario: the scaled topology with
 // its service hosts, the windows and the timeout.
-func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, needPS bool) error {
+// roce: a policy runs FreeINA, whose RoCEv2 frames the buffers must hold.
+func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, needPS, roce bool) error {
 	bad := func(key, format string, args ...any) error {
 		return experiments.EntryError(spec, sc, key, format, args...)
 	}
@@ -288,7 +289,11 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 			perSwitch = packet.MaxDistributed(s.jobs, hosts)
 		}
 	}
-	scaled, err := packet.ScaleTopology(s.top, s.net, packet.ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch})
+	minFrame := 0
+	if roce {
+		minFrame = fabric.PSMTU + fabric.PSMiddle // FreeINA's PS path
+	}
+	scaled, err := packet.ScaleTopology(s.top, s.net, packet.ScaleParams{Factor: spec.Scale, HostTurnaround: time.Duration(p.HostTurnaround).Seconds(), Loss: loss, PSPerSwitch: perSwitch, MinFrame: minFrame})
 	if err != nil {
 		return spec.Errorf("scale", "%v", err)
 	}
@@ -623,13 +628,13 @@ const (
 
 // Metrics implements experiments.Experiment.
 func (e *experiment) Metrics() []analysis.MetricInfo {
-	return []analysis.MetricInfo{
+	return append([]analysis.MetricInfo{
 		{Name: MetricAvgJCT, Unit: "s", Better: analysis.Lower, Description: "mean job completion time (finish − arrival, queueing for hosts included)"},
 		{Name: MetricMakespan, Unit: "s", Better: analysis.Lower, Description: "first arrival to last finish"},
 		{Name: MetricMemUtil, Better: analysis.Higher, Description: "aggregator-seconds holding aggregation state of an all-reduce in progress ÷ (aggregators × makespan)"},
 		{Name: MetricINAFraction, Better: analysis.Higher, Description: "share of the gradient bytes of distributed jobs aggregated in a switch"},
 		{Name: MetricFallback, Unit: "B", Better: analysis.Lower, Description: "gradient bytes workers sent to parameter servers after aggregator collisions"},
-	}
+	}, e.freeinaMetrics()...)
 }
 
 // SeriesInfo implements experiments.SeriesDescriber.
@@ -690,11 +695,20 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if sc.p.Granularity == GranularityPacket {
 		return e.runPacket(ctx, r, sc, js)
 	}
-	binder, _, err := flow.SimBinder(sc.top)
+	var binder inasched.Binder
+	if e.systems[r.Policy] == "freeina" {
+		binder, err = flow.FreeSimBinder(sc.top, sc.net.RDMAPayload, js, nil)
+	} else {
+		var b *inasched.P4RT
+		b, _, err = flow.SimBinder(sc.top)
+		if b != nil {
+			b.Hold, b.Place = sc.net.DataPlaneHold(), sc.net.DataPlanePlace() // ATP's bindings as the model runs them
+		}
+		binder = b
+	}
 	if err != nil {
 		return nil, err
 	}
-	binder.Hold, binder.Place = sc.net.DataPlaneHold(), sc.net.DataPlanePlace() // ATP's bindings as the model runs them
 	policy, err := e.factory(r.Policy, sc)
 	if err != nil {
 		return nil, err
@@ -704,6 +718,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 		return nil, err
 	}
 	run := Report(o, sc.p.Load, aggregatorsParam(sc.top))
+	e.reportFreeINA(run, o.Jobs)
 	// The sensitivity settings, so that plots group runs that differ in
 	// them apart from the memory and load sweeps.
 	run.Params["compute_scale"] = sc.net.ComputeScale
@@ -760,8 +775,14 @@ func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 // at best. The reduction is paired: one difference per seed, both
 // policies having run the same trace, with its mean and 95% confidence
 // interval; a difference is significant only when the interval excludes
-// zero.
+// zero. When the spec runs FreeINA and ATP, a table of FreeINA against
+// ATP follows, with the FreeINA paper's numbers (summarizeFreeINA).
 func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
+	return append(e.summarizeDynaINA(res), e.summarizeFreeINA(res)...)
+}
+
+// summarizeDynaINA is the DynaINA table of Summarize.
+func (e *experiment) summarizeDynaINA(res *analysis.Results) []analysis.Table {
 	d := ""
 	for _, name := range res.Policies {
 		if e.systems[name] == "dynaina" || e.systems[name] == "" && strings.HasPrefix(name, "dynaina") {
@@ -836,6 +857,9 @@ func (e *experiment) Summarize(res *analysis.Results) []analysis.Table {
 // in paper units: times are kept by the scaling, byte counts are
 // multiplied by the scale factor (docs/scaling.md).
 func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scenario, js []jobtrace.Job) (*analysis.Run, error) {
+	if e.systems[r.Policy] == "freeina" {
+		return e.runFreePacket(ctx, r, sc, js)
+	}
 	newTB := r.NewTestbed
 	if newTB == nil {
 		newTB = experiments.SimTestbed
@@ -866,18 +890,25 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	if o.Verified != o.Rounds {
 		return nil, fmt.Errorf("%d of %d all-reduced tensors verified exact", o.Verified, o.Rounds)
 	}
-	f := scaled.Factor
+	return e.reportPacket(&o.Outcome, sc), nil
+}
+
+// reportPacket reports a packet-level run in paper units: byte counts
+// multiplied by the scale factor, times as measured (docs/scaling.md).
+func (e *experiment) reportPacket(o *flow.Outcome, sc *scenario) *analysis.Run {
+	f := sc.scaled.Factor
 	o.FallbackBytes *= f
 	for i := range o.Jobs {
 		o.Jobs[i].Gradient *= f
 		o.Jobs[i].INA *= f
 		o.Jobs[i].Fallback *= f
 	}
-	run := Report(&o.Outcome, sc.p.Load, aggregatorsParam(sc.top))
+	run := Report(o, sc.p.Load, aggregatorsParam(sc.top))
+	e.reportFreeINA(run, o.Jobs)
 	run.Params["compute_scale"] = sc.net.ComputeScale
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
-	return run, nil
+	return run
 }
 
 // hostModel applies the scenario's host latency model to a sim testbed

@@ -152,7 +152,7 @@ func TestSpecErrors(t *testing.T) {
 		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: 2: want 0 to 1"},
 		{"bad partition", head + "policies: [{name: switchml, partition: -5}]\n", "policies[0].partition: -5"},
 		{"bad priority", head + "policies: [{name: dyn-x, system: dynaina, priority: size}]\n", "policies[0].priority: \"size\": want intensity, benefit, arrival"},
-		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina, mine"},
+		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina, freeina, mine"},
 		{"param of another policy", head + "policies: [{name: atp, partition: 4}]\n", "policies[0].partition"},
 		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
 		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
@@ -373,13 +373,18 @@ scenarios:
 // seed of dynaina-100g, dynaina-tiresias and dynaina-sweep — with the
 // parallel runner on GOMAXPROCS cores, and reports the wall time of one
 // suite (target: under 60 s on 2 cores) and the model's event rate.
-func BenchmarkSuite(b *testing.B) {
+func BenchmarkSuite(b *testing.B) { benchSpecs(b, suite, "suite") }
+
+// benchSpecs runs the ready specs names with the parallel runner on
+// GOMAXPROCS cores and reports their wall and CPU time per unit (all of
+// them once) and the runs.
+func benchSpecs(b *testing.B, names []string, unit string) {
 	type comp struct {
 		spec *experiments.Spec
 		exp  experiments.Experiment
 	}
 	var cs []comp
-	for _, name := range suite {
+	for _, name := range names {
 		spec, err := experiments.Open(name, embedded)
 		if err != nil {
 			b.Fatal(err)
@@ -404,11 +409,11 @@ func BenchmarkSuite(b *testing.B) {
 		}
 	}
 	wall := time.Since(start).Seconds() / float64(b.N)
-	b.ReportMetric(wall, "s/suite")
+	b.ReportMetric(wall, "s/"+unit)
 	// CPU time is what the suite costs when other processes share the
 	// cores; on 2 idle cores the wall time is about half of it.
-	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/suite")
-	b.ReportMetric(float64(runs/b.N), "runs/suite")
+	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/"+unit)
+	b.ReportMetric(float64(runs/b.N), "runs/"+unit)
 }
 
 // BenchmarkFlowRun is one mixed-trace run of dynaina-100g under DynaINA: the

@@ -17,6 +17,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
+	freepkt "github.com/tracebed/tracebed/workloads/freeina"
 	"github.com/tracebed/tracebed/workloads/models"
 )
 
@@ -125,7 +126,14 @@ func needNetns(t *testing.T) {
 // (nil: all).
 func netnsSpec(t *testing.T, scenarios, policies []string) *experiments.Spec {
 	t.Helper()
-	spec, err := experiments.Open("dynaina-netns", nil)
+	return readySpec(t, "dynaina-netns", scenarios, policies)
+}
+
+// readySpec is a ready spec restricted to some scenarios and policies
+// (nil: all).
+func readySpec(t *testing.T, name string, scenarios, policies []string) *experiments.Spec {
+	t.Helper()
+	spec, err := experiments.Open(name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +148,7 @@ func netnsSpec(t *testing.T, scenarios, policies []string) *experiments.Spec {
 			}
 		}
 		if len(out) != len(names) {
-			t.Fatalf("dynaina-netns has no %v", names)
+			t.Fatalf("%s has no %v", name, names)
 		}
 		return out
 	}
@@ -246,6 +254,95 @@ func realtime(t *testing.T) func() {
 	return func() {
 		if err := restore(); err != nil {
 			t.Errorf("back to SCHED_NORMAL: %v", err)
+		}
+	}
+}
+
+// TestFreeINANetnsCrossValidation runs freeina-netns on both substrates:
+// FreeINA's RDMA hosts (soft-RoCE devices, p4/freeina in the Go switch)
+// and ATP's agents, one job alone and two jobs at once. In each scenario
+// the two policies must rank alike by average JCT, and FreeINA's average
+// JCT — the headline, its training time — on netns must be within 15% of
+// the simulation's. Every sum is checked exact and the RC contract at
+// every FreeINA host, on both substrates (a run that breaks either
+// fails).
+func TestFreeINANetnsCrossValidation(t *testing.T) {
+	needNetns(t)
+	sim := execute(t, readySpec(t, "freeina-netns", nil, nil), nil)
+	emu := execute(t, readySpec(t, "freeina-netns", nil, nil), netnsTestbeds)
+	jct := func(res *analysis.Results, sc, policy string) float64 {
+		return res.Aggregate(sc, policy)[MetricAvgJCT].Mean
+	}
+	for _, sc := range sim.Scenarios {
+		rank := func(res *analysis.Results) []string {
+			p := slices.Clone(res.Policies)
+			slices.SortStableFunc(p, func(a, b string) int { return cmp.Compare(jct(res, sc, a), jct(res, sc, b)) })
+			return p
+		}
+		for _, p := range sim.Policies {
+			s, n := jct(sim, sc, p), jct(emu, sc, p)
+			t.Logf("%s %-8s avg JCT sim %.3f s, netns %.3f s (%+.1f%%); agg_gbps sim %.1f, netns %.1f; ps_share %.3f, %.3f", sc, p, s, n, 100*(n/s-1),
+				sim.Aggregate(sc, p)[MetricAggGbps].Mean, emu.Aggregate(sc, p)[MetricAggGbps].Mean,
+				sim.Aggregate(sc, p)[MetricPSShare].Mean, emu.Aggregate(sc, p)[MetricPSShare].Mean)
+			if p == "freeina" && math.Abs(n/s-1) > 0.15 {
+				t.Errorf("%s: FreeINA's average JCT %.3f s on netns is %+.1f%% off the simulation's %.3f s (want within 15%%)", sc, n, 100*(n/s-1), s)
+			}
+		}
+		if a, b := rank(sim), rank(emu); !slices.Equal(a, b) {
+			t.Errorf("%s: policies rank %v on sim, %v on netns", sc, a, b)
+		}
+	}
+}
+
+// TestFreeINANetnsExactUnderImpairments runs freeina-netns's two jobs
+// (fewer iterations) on netns with 1% and 5% of the frames lost,
+// duplicated and reordered on every link by the Go switch: every sum must
+// be exact at every worker and no host may see a breach of the RC
+// contract (PSNs, ICRCs, every message once and in order; Run fails
+// otherwise), and the impairments must have been repaired by the RNICs'
+// retransmissions.
+func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
+	needNetns(t)
+	for _, p := range []float64{0.01, 0.05} {
+		spec := freeSpec(t, "freeina-netns", []string{"jobs-2"}, []string{"freeina"}, 4)
+		exp, err := Kind{}.Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := exp.(*experiment)
+		sc := e.scenarios["jobs-2"]
+		for _, l := range sc.scaled.Top.Links {
+			l.Loss, l.Duplicate, l.Reorder = p, p, p
+		}
+		js, err := sc.Jobs(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		stop := realtime(t)
+		tb, err := netnsTestbeds(ctx, testbed.Config{Topology: sc.scaled.Top, Program: "freeina", Seed: 1})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		s, err := e.freeSetup(sc, "freeina", tb, js, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := freepkt.Run(ctx, s)
+		tb.Close()
+		stop()
+		cancel()
+		if err != nil {
+			t.Fatalf("%.0f%% impaired: %v", 100*p, err)
+		}
+		t.Logf("%.0f%% lost, duplicated, reordered: %d all-reduces (%d INA), %d violations; RNICs: %d retransmitted, %d timeouts, %d NAKs, %d duplicates; switch: %d answers, drops %v",
+			100*p, o.Rounds, o.RoundsINA, o.Violations, o.Devices.Retransmitted, o.Devices.Timeouts, o.Devices.SeqNAKsSent, o.Devices.Duplicates, o.Switch.Answers, o.Switch.Drops)
+		if o.Rounds != 8 || o.Violations != 0 {
+			t.Errorf("%.0f%%: %d all-reduces, %d violations; want 8, 0", 100*p, o.Rounds, o.Violations)
+		}
+		if o.Devices.Retransmitted == 0 {
+			t.Errorf("%.0f%%: no retransmission: the impairments were not exercised", 100*p)
 		}
 	}
 }

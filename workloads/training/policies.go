@@ -3,6 +3,7 @@ package training
 import (
 	"github.com/tracebed/tracebed/systems/atp"
 	"github.com/tracebed/tracebed/systems/dynaina"
+	"github.com/tracebed/tracebed/systems/freeina"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/systems/mine"
 	"github.com/tracebed/tracebed/systems/noina"
@@ -16,7 +17,7 @@ import (
 // (labs/3-your-own-policy): a policy for students to change.
 func Policies() *inasched.Registry {
 	r := inasched.NewRegistry()
-	for _, register := range []func(*inasched.Registry) error{noina.Register, switchml.Register, atp.Register, dynaina.Register, mine.Register} {
+	for _, register := range []func(*inasched.Registry) error{noina.Register, switchml.Register, atp.Register, dynaina.Register, freeina.Register, mine.Register} {
 		if err := register(r); err != nil {
 			panic(err) // two policies of one name: a programming error
 		}

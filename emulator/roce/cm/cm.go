@@ -189,12 +189,20 @@ type Attacher interface {
 // the device on UDP 4791 (whose Config.OnStart then runs). It returns the
 // device's environment (for testbed.Inspect).
 func Attach(tb Attacher, host string, dev *roce.Device, m *Manager) (emulator.Env, error) {
+	return AttachWith(tb, host, dev, m, dev)
+}
+
+// AttachWith is Attach with agent bound to UDP 4791 in the device's
+// place: an agent that hands every datagram to the device, after looking
+// at it (a checker of the traffic that reaches the host, say). Its Start
+// must start the device with the Env it is given.
+func AttachWith(tb Attacher, host string, dev *roce.Device, m *Manager, agent emulator.Agent) (emulator.Env, error) {
 	env, err := tb.Attach(host, m.cfg.Port, &m.sock)
 	if err != nil {
 		return nil, err
 	}
 	m.sock.env = env
-	denv, err := tb.Attach(host, wire.Port, dev)
+	denv, err := tb.Attach(host, wire.Port, agent)
 	if err != nil {
 		return nil, err
 	}

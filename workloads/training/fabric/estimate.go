@@ -90,6 +90,15 @@ type Estimate struct {
 	// BoundComm is the gradient's bits over the workers' slowest link:
 	// the physical lower bound of an all-reduce, seconds.
 	BoundComm float64
+	// FreeINA (rdma.go): the links of the INA path (RC connections
+	// between the workers through the aggregation switch) and of the PS
+	// path (the workers' links; the parameter server's carries PSPathA
+	// wire bytes per gradient byte of a worker's progress), the INA
+	// path's round trip and its payload bytes/s per worker at its
+	// bottleneck, the PS path's latency.
+	RDMA, PSPath            []Coef
+	RTTRDMA, TauPS, PSPathA float64
+	LineRDMA                float64
 }
 
 // Estimate computes a placed job's estimate (docs/dynaina.md, "Estimates
@@ -229,6 +238,7 @@ func (c *Cluster) Estimate(net Net, job jobtrace.Job, prof models.Profile, compu
 	if n > 1 {
 		r.BoundComm = G * 8 / rate
 	}
+	c.estimateRDMA(net, &r, hosts, sw, G)
 	return r
 }
 

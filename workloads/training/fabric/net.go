@@ -47,6 +47,10 @@ type Net struct {
 	// p4/ina does), so a chunk collides with the share of the pool other
 	// jobs hold.
 	ATPCollisions string
+	// RDMAPayload is the gradient bytes one packet of FreeINA's INA path
+	// carries (k × 4; 0 means DefaultRDMAPayload, 1024: a RoCE path MTU
+	// of 1024). It must be a whole number of aggregators.
+	RDMAPayload int
 }
 
 // ATP hold and collision settings.
@@ -118,6 +122,9 @@ func (n Net) Check() error {
 	}
 	if n.ATPCollisions != "" && n.ATPCollisions != CollideRemap && n.ATPCollisions != CollideHash {
 		bad("atp_collisions", "atp_collisions %q: want %s or %s", n.ATPCollisions, CollideRemap, CollideHash)
+	}
+	if n.RDMAPayload != 0 && (n.RDMAPayload < AggregatorBytes || n.RDMAPayload > 4096 || n.RDMAPayload%AggregatorBytes != 0) {
+		bad("rdma_payload", "rdma_payload %d: want 256 to 4096 bytes, a multiple of 256 (a RoCE path MTU holds it)", n.RDMAPayload)
 	}
 	return errors.Join(errs...)
 }

@@ -154,6 +154,7 @@ type run struct {
 	est     fabric.Estimate
 	psLinks [2]int
 	shared  []coef // shared mode: the INA links plus the PS links (scaled by p)
+	psPath  []coef // FreeINA's PS path: the workers' links plus the PS links
 
 	// Current all-reduce.
 	b         inasched.Binding
@@ -270,6 +271,10 @@ type engine struct {
 	sws     []*topologies.Node
 	occ     []float64 // shared-mode occupancy per node index (scratch)
 	want    []float64 // aggregators in use per node index (scratch)
+	// arl: the policy allocates memory per all-reduce (FreeINA): a job's
+	// binding is asked for when its all-reduce starts and released when
+	// it ends.
+	arl bool
 }
 
 // Simulate runs the flow-level model.
@@ -297,6 +302,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 	}
 	e.ctl = inasched.NewController(sched, s.Binder)
 	e.adm = inasched.NewAdmission[float64](e.ctl)
+	e.arl = e.ctl.AllReduceLevel()
 	for _, l := range s.Top.Links {
 		c := float64(l.Rate) / 8
 		e.links = append(e.links, c, c) // A→B, B→A
@@ -370,11 +376,13 @@ func (e *engine) advance(t float64) {
 				r.remaining -= moved
 				r.res.Gradient += moved
 				switch r.b.Mode {
-				case inasched.Pool:
+				case inasched.Pool, inasched.RDMA:
 					r.res.INA += moved
 				case inasched.Shared:
 					r.res.INA += moved * (1 - r.p)
 					r.res.Fallback += moved * r.p * float64(len(r.hosts))
+				case inasched.PS:
+					r.res.Fallback += moved * float64(len(r.hosts))
 				}
 			}
 		}
@@ -419,6 +427,11 @@ func (e *engine) handle(ev event, r *run) error {
 	case evLastDone:
 		r.computed = true
 		r.phase = skew
+		if e.arl {
+			if err := e.beginAllReduce(r); err != nil {
+				return err
+			}
+		}
 		e.tryStart(r)
 	case evStreamStart:
 		r.phase = streaming
@@ -431,8 +444,11 @@ func (e *engine) handle(ev event, r *run) error {
 			return fmt.Errorf("job %d: stream ended with %.0f bytes left", r.spec.ID, r.remaining)
 		}
 		r.res.Gradient += r.remaining
-		if r.b.Mode == inasched.Pool {
+		switch r.b.Mode {
+		case inasched.Pool, inasched.RDMA:
 			r.res.INA += r.remaining
+		case inasched.PS:
+			r.res.Fallback += r.remaining * float64(len(r.hosts))
 		}
 		r.remaining = 0
 		r.phase = draining
@@ -550,6 +566,9 @@ func (e *engine) computeStart(r *run) {
 // mode its early workers start claiming aggregators.
 func (e *engine) firstDone(r *run) error {
 	r.phase = skew
+	if e.arl {
+		return nil // the hosts ask for memory when the all-reduce starts
+	}
 	act, err := e.adm.Begin(e.clock(), e.now, r.est.Job.ID)
 	if err != nil {
 		return err
@@ -561,6 +580,21 @@ func (e *engine) firstDone(r *run) error {
 	case act.Verdict == inasched.Proceed && r.b.Mode == inasched.Shared && r.b.INA():
 		e.use(r, float64(r.est.WindowPS))
 		e.dirty = true
+	}
+	return nil
+}
+
+// beginAllReduce asks, when r's all-reduce starts (every worker done),
+// for memory for it under an all-reduce-level policy: an RDMA binding
+// holds its range from now to the all-reduce's end.
+func (e *engine) beginAllReduce(r *run) error {
+	act, err := e.adm.Begin(e.clock(), e.now, r.est.Job.ID)
+	if err != nil {
+		return err
+	}
+	r.b, r.haveB = act.Binding, true
+	if r.b.Mode == inasched.RDMA && r.b.INA() {
+		e.use(r, float64(r.b.Size))
 	}
 	return nil
 }
@@ -605,6 +639,10 @@ func (e *engine) setTau(r *run) {
 		r.tau = r.est.RTT
 	case r.b.Mode == inasched.Shared && r.b.INA():
 		r.tau = r.est.RTTPS
+	case r.b.Mode == inasched.RDMA && r.b.INA():
+		r.tau = r.est.RTTRDMA
+	case r.b.Mode == inasched.PS:
+		r.tau = r.est.TauPS
 	default:
 		r.tau = r.est.TauRing
 	}
@@ -619,6 +657,14 @@ func (e *engine) endIteration(r *run) error {
 	}
 	if r.haveB && r.b.Mode == inasched.Shared && r.b.INA() {
 		e.dirty = true
+	}
+	if e.arl && r.haveB {
+		if r.b.Mode == inasched.RDMA && r.b.INA() {
+			e.use(r, -float64(r.b.Size))
+		}
+		if err := e.ctl.End(e.clock(), r.est.Job.ID); err != nil {
+			return err
+		}
 	}
 	if r.streamed {
 		r.streamed = false
@@ -811,6 +857,15 @@ func (e *engine) demand(r *run) ([]coef, float64) {
 		r.shared[len(r.shared)-1].A = f
 		w := float64(min(r.est.WindowPS, r.b.Size))
 		return r.shared, w * float64(e.s.Net.Payload) / r.est.RTTPS
+	case r.b.Mode == inasched.RDMA && r.b.INA():
+		// A window of the granted slots: Size aggregators hold Size × 256
+		// bytes of chunks in flight.
+		return r.est.RDMA, float64(r.b.Size) * fabric.AggregatorBytes / r.est.RTTRDMA
+	case r.b.Mode == inasched.PS:
+		if len(r.psPath) == 0 {
+			r.psPath = append(append(r.psPath, r.est.PSPath...), coef{Link: r.psLinks[0], A: r.est.PSPathA}, coef{Link: r.psLinks[1], A: r.est.PSPathA})
+		}
+		return r.psPath, math.Inf(1)
 	}
 	return r.est.Ring, math.Inf(1)
 }
@@ -952,6 +1007,13 @@ func (e *engine) outcome() *Outcome {
 	}
 	o.MemSeries = e.series.bins(e.first, e.last, e.s.Bins)
 	return o
+}
+
+// BinSteps averages a step function (value Y from X until the next
+// point) over n equal bins of [from, to]: the memory-use series of the
+// packet-level runs, made as the model's is.
+func BinSteps(steps []analysis.Point, from, to float64, n int) []analysis.Point {
+	return binSteps(steps, from, to, n)
 }
 
 // Draws returns the compute times the model draws for the workers of a

@@ -46,6 +46,10 @@ type ScaleParams struct {
 	// PSPerSwitch is how many parameter-server hosts each switch with
 	// aggregators gets (0: none).
 	PSPerSwitch int
+	// MinFrame, if above the scenario's INA frame, is the largest frame
+	// the run sends (RoCEv2 frames of FreeINA's PS path): every buffer
+	// keeps room for 8 of them.
+	MinFrame int
 }
 
 // ScaleTopology builds the packet-level topology of a scenario given in
@@ -77,7 +81,7 @@ func ScaleTopology(top *topologies.Topology, net fabric.Net, p ScaleParams) (*Sc
 	sc.Window = fabric.LineRateDemand(top, net)
 	sc.WindowScaled = fabric.LineRateDemand(rated, sc.Net)
 	sc.Memory = float64(sc.WindowScaled) / float64(sc.Window)
-	minBuffer := units.Bytes(8 * net.Frame)
+	minBuffer := units.Bytes(8 * max(net.Frame, p.MinFrame))
 	for i := range f.Topology.Nodes {
 		s := &f.Topology.Nodes[i].Spec
 		if s.Aggregators != nil && *s.Aggregators > 0 {

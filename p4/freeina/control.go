@@ -1,0 +1,298 @@
+package freeina
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/emulator/roce/wire"
+	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/topologies"
+)
+
+// Binding is a job's memory for one all-reduce: an entry of TableJobs.
+type Binding struct {
+	Job uint16
+	// Gen is the binding's generation: nonzero and new for every
+	// all-reduce, so that cells another binding wrote are never taken for
+	// this one's.
+	Gen uint32
+	// Base and Size are the slots [Base, Base+Size): the hosts' window is
+	// Size chunks, chunk c using cell 2·Base + c mod 2·Size (two copies
+	// per slot, SwitchML's shadow copy).
+	Base, Size uint32
+	// Chunks is the number of chunks of the all-reduce; a PSN outside
+	// them is another all-reduce's.
+	Chunks  uint32
+	Workers uint8
+	Group   uint16
+}
+
+// Check validates b for a switch of slots slots.
+func (b Binding) Check(slots int) error {
+	switch {
+	case b.Gen == 0:
+		return fmt.Errorf("job %d: generation 0 is reserved (a cell never written)", b.Job)
+	case b.Size == 0 || uint64(b.Base)+uint64(b.Size) > uint64(slots):
+		return fmt.Errorf("job %d: slots [%d, %d) outside the switch's %d", b.Job, b.Base, uint64(b.Base)+uint64(b.Size), slots)
+	case b.Chunks == 0 || b.Chunks > MaxChunks:
+		return fmt.Errorf("job %d: %d chunks; want 1 to %d", b.Job, b.Chunks, MaxChunks)
+	case b.Workers < 2 || b.Workers > MaxWorkers:
+		return fmt.Errorf("job %d: %d workers; want 2 to %d", b.Job, b.Workers, MaxWorkers)
+	case b.Group == 0:
+		return fmt.Errorf("job %d: multicast group 0 is reserved", b.Job)
+	}
+	return nil
+}
+
+// Entry returns b as an entry of TableJobs.
+func (b Binding) Entry(n *p4rt.Names) (*p4v1.TableEntry, error) {
+	return n.TableEntry(TableJobs, []p4rt.Match{p4rt.Exact(FieldJob, uint64(b.Job))}, ActionBind, []p4rt.Arg{
+		p4rt.P(ParamGen, uint64(b.Gen)), p4rt.P(ParamBase, uint64(b.Base)), p4rt.P(ParamSize, uint64(b.Size)),
+		p4rt.P(ParamChunks, uint64(b.Chunks)), p4rt.P(ParamWorkers, uint64(b.Workers)), p4rt.P(ParamGroup, uint64(b.Group)),
+	}, 0)
+}
+
+// Link is one RC connection of a job's INA path, from the sender (worker
+// i) to the receiver (worker i+1 mod n): what the switch needs to rebuild
+// a result for it.
+type Link struct {
+	// Src and Dst are the sender's and the receiver's addresses; Sport is
+	// the UDP source port the sender's RNIC uses.
+	Src, Dst netip.Addr
+	Sport    uint16
+	// QPN is the receiver's queue pair; RKey and VA its result region
+	// (the address of chunk 0, chunk c at VA + c·4k).
+	QPN  uint32
+	RKey uint32
+	VA   uint64
+}
+
+// Ring is a job's INA path: Links[i] is worker i's connection.
+type Ring struct {
+	Job   uint16
+	Group uint16
+	Links []Link
+}
+
+// Controller programs the FreeINA data plane of one switch through
+// P4Runtime. It keeps no state: it writes what it is told.
+type Controller struct {
+	c p4rt.Client
+	n *p4rt.Names
+}
+
+// NewController returns a controller for the switch behind c.
+func NewController(c p4rt.Client) (*Controller, error) {
+	n, err := p4rt.NewNames(c.P4Info())
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{c: c, n: n}, nil
+}
+
+// Names returns the index of the switch's P4Info.
+func (c *Controller) Names() *p4rt.Names { return c.n }
+
+// Client returns the P4Runtime client.
+func (c *Controller) Client() p4rt.Client { return c.c }
+
+func ipUint(a netip.Addr) uint64 {
+	b := a.As4()
+	return uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+}
+
+func macUint(m frame.MAC) uint64 {
+	var v uint64
+	for _, c := range m {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+// ringUpdates returns the updates that install (INSERT) or remove
+// (DELETE) ring r on switch sw of top: a TableConns entry per connection,
+// the multicast group of the result copies (replica i+1 for connection i,
+// out of the switch's first shortest-path port towards its receiver) and
+// a TableReplicas entry per copy.
+func (c *Controller) ringUpdates(t p4v1.Update_Type, top *topologies.Topology, sw string, r Ring) ([]*p4v1.Update, error) {
+	n := len(r.Links)
+	switch {
+	case n < 2 || n > MaxWorkers:
+		return nil, fmt.Errorf("job %d: %d connections; a ring has 2 to %d", r.Job, n, MaxWorkers)
+	case r.Group == 0:
+		return nil, fmt.Errorf("job %d: multicast group 0 is reserved", r.Job)
+	case r.Job >= MaxJobs:
+		return nil, fmt.Errorf("job %d: job ids go up to %d", r.Job, MaxJobs-1)
+	}
+	dsts := make([]netip.AddrPort, n)
+	for i, l := range r.Links {
+		if !l.Src.Is4() || !l.Dst.Is4() {
+			return nil, fmt.Errorf("job %d: connection %d (%v → %v) is not IPv4", r.Job, i, l.Src, l.Dst)
+		}
+		if l.QPN > wire.PSNMask {
+			return nil, fmt.Errorf("job %d: connection %d: QP %d is not a 24-bit number", r.Job, i, l.QPN)
+		}
+		dsts[i] = netip.AddrPortFrom(l.Dst, wire.Port)
+	}
+	members, err := ina.Members(top, sw, dsts)
+	if err != nil {
+		return nil, err
+	}
+	var ups []*p4v1.Update
+	var reps []p4rt.Replica
+	for i, l := range r.Links {
+		ce, err := c.n.TableEntry(TableConns, []p4rt.Match{p4rt.Exact(FieldSrc, ipUint(l.Src)),
+			p4rt.Exact(FieldDst, ipUint(l.Dst)), p4rt.Exact(FieldQPN, uint64(l.QPN))},
+			ActionConn, []p4rt.Arg{p4rt.P(ParamJob, uint64(r.Job)), p4rt.P(ParamWorker, uint64(i))}, 0)
+		if err != nil {
+			return nil, err
+		}
+		m := members[i]
+		re, err := c.n.TableEntry(TableReplicas, []p4rt.Match{p4rt.Exact(FieldGroup, uint64(r.Group)), p4rt.Exact(FieldRID, uint64(i+1))},
+			ActionReplica, []p4rt.Arg{p4rt.P(ParamWorker, uint64(i)), p4rt.P(ParamRSrc, ipUint(l.Src)), p4rt.P(ParamRDst, ipUint(l.Dst)),
+				p4rt.P(ParamRSport, uint64(l.Sport)), p4rt.P(ParamRQPN, uint64(l.QPN)), p4rt.P(ParamRKey, uint64(l.RKey)),
+				p4rt.P(ParamVA, l.VA), p4rt.P(ParamDstMAC, macUint(m.DstMAC)), p4rt.P(ParamSrcMAC, macUint(m.SrcMAC))}, 0)
+		if err != nil {
+			return nil, err
+		}
+		ups = append(ups, &p4v1.Update{Type: t, Entity: p4rt.Table(ce)}, &p4v1.Update{Type: t, Entity: p4rt.Table(re)})
+		reps = append(reps, p4rt.Replica{Port: m.Port, Instance: uint32(i + 1)})
+	}
+	ups = append(ups, &p4v1.Update{Type: t, Entity: p4rt.MulticastGroup(uint32(r.Group), reps)})
+	if t == p4v1.Update_INSERT {
+		// A job id comes back into use: its counters start from zero.
+		for _, name := range []string{CounterPackets, CounterAggregated, CounterHeld, CounterResults, CounterAnswers, CounterOverflows} {
+			id, err := c.n.CounterID(name)
+			if err != nil {
+				return nil, err
+			}
+			ups = append(ups, p4rt.Modify(counterEntry(id, int64(r.Job))))
+		}
+		id, err := c.n.CounterID(CounterJobDrops)
+		if err != nil {
+			return nil, err
+		}
+		for d := range NumJobDrops {
+			ups = append(ups, p4rt.Modify(counterEntry(id, int64(r.Job)*NumJobDrops+int64(d))))
+		}
+	}
+	return ups, nil
+}
+
+func counterEntry(id uint32, index int64) *p4v1.Entity {
+	return &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: id,
+		Index: &p4v1.Index{Index: index}, Data: &p4v1.CounterData{}}}}
+}
+
+// AddRing installs ring r on switch sw of top (once per job, when its
+// connections are established).
+func (c *Controller) AddRing(ctx context.Context, top *topologies.Topology, sw string, r Ring) error {
+	ups, err := c.ringUpdates(p4v1.Update_INSERT, top, sw, r)
+	if err != nil {
+		return err
+	}
+	return c.c.Write(ctx, ups...)
+}
+
+// RemoveRing removes ring r from switch sw of top.
+func (c *Controller) RemoveRing(ctx context.Context, top *topologies.Topology, sw string, r Ring) error {
+	ups, err := c.ringUpdates(p4v1.Update_DELETE, top, sw, r)
+	if err != nil {
+		return err
+	}
+	return c.c.Write(ctx, ups...)
+}
+
+// Bind grants the job the memory of b for its next all-reduce, whose
+// first chunk worker i sends with PSN psn[i]. The PSNs are written first,
+// then the binding (inserted, or replacing the job's previous one), in
+// two writes: a switch applies the updates of one write in any order.
+func (c *Controller) Bind(ctx context.Context, b Binding, psn []uint32) error {
+	if len(psn) != int(b.Workers) {
+		return fmt.Errorf("job %d: %d PSNs for %d workers", b.Job, len(psn), b.Workers)
+	}
+	if err := b.Check(1 << 20); err != nil {
+		return err
+	}
+	var ups []*p4v1.Update
+	for i, v := range psn {
+		re, err := c.n.RegisterEntry(RegPSN, int64(b.Job)*MaxWorkers+int64(i), uint64(v&wire.PSNMask))
+		if err != nil {
+			return err
+		}
+		ups = append(ups, p4rt.Modify(p4rt.Register(re)))
+	}
+	if err := c.c.Write(ctx, ups...); err != nil {
+		return err
+	}
+	te, err := b.Entry(c.n)
+	if err != nil {
+		return err
+	}
+	if err := c.c.Write(ctx, p4rt.Modify(p4rt.Table(te))); err == nil {
+		return nil
+	}
+	return c.c.Write(ctx, p4rt.Insert(p4rt.Table(te)))
+}
+
+// Unbind releases the job's memory: its packets are dropped from now on
+// (counted no_binding), which only ever happens to duplicates, since the
+// hosts release an all-reduce once every packet of it is acknowledged.
+func (c *Controller) Unbind(ctx context.Context, job uint16) error {
+	te, err := c.n.TableEntry(TableJobs, []p4rt.Match{p4rt.Exact(FieldJob, uint64(job))}, ActionBind, []p4rt.Arg{
+		p4rt.P(ParamGen, 0), p4rt.P(ParamBase, 0), p4rt.P(ParamSize, 0), p4rt.P(ParamChunks, 0),
+		p4rt.P(ParamWorkers, 0), p4rt.P(ParamGroup, 0)}, 0)
+	if err != nil {
+		return err
+	}
+	return c.c.Write(ctx, p4rt.Delete(p4rt.Table(te)))
+}
+
+// JobCounters are a job's counters.
+type JobCounters struct {
+	Packets, Bytes   uint64
+	Aggregated, Held uint64
+	Results, Answers uint64
+	Overflows        uint64
+	Drops            [NumJobDrops]uint64
+}
+
+// Counters reads job's counters.
+func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, error) {
+	var jc JobCounters
+	names := []string{CounterPackets, CounterAggregated, CounterHeld, CounterResults, CounterAnswers, CounterOverflows}
+	var qs []*p4v1.Entity
+	for _, name := range names {
+		q, err := c.n.CounterQuery(name, int64(job))
+		if err != nil {
+			return jc, err
+		}
+		qs = append(qs, q)
+	}
+	for r := range NumJobDrops {
+		q, err := c.n.CounterQuery(CounterJobDrops, int64(job)*NumJobDrops+int64(r))
+		if err != nil {
+			return jc, err
+		}
+		qs = append(qs, q)
+	}
+	ents, err := c.c.Read(ctx, qs...)
+	if err != nil {
+		return jc, err
+	}
+	if len(ents) != len(qs) {
+		return jc, fmt.Errorf("freeina: %d counters read for %d asked", len(ents), len(qs))
+	}
+	pk := func(i int) uint64 { return uint64(ents[i].GetCounterEntry().GetData().GetPacketCount()) }
+	jc.Packets, jc.Bytes = pk(0), uint64(ents[0].GetCounterEntry().GetData().GetByteCount())
+	jc.Aggregated, jc.Held, jc.Results, jc.Answers, jc.Overflows = pk(1), pk(2), pk(3), pk(4), pk(5)
+	for r := range NumJobDrops {
+		jc.Drops[r] = pk(len(names) + r)
+	}
+	return jc, nil
+}
