@@ -75,6 +75,7 @@ type Sim struct {
 	heap    []event
 	stopped bool
 	fired   uint64
+	timers  []Timer // the rest of the current slab (newTimer)
 }
 
 // New returns an empty simulation at time zero.
@@ -100,8 +101,24 @@ func (s *Sim) At(t Time, f func()) { s.schedule(t, funcHandler(f), nil) }
 
 // After schedules f after d and returns a Timer that can cancel it.
 func (s *Sim) After(d Time, f func()) *Timer {
-	t := &Timer{fn: f}
+	t := s.newTimer(f)
 	s.schedule(s.now+max(d, 0), t, nil)
+	return t
+}
+
+// timerSlab is how many Timers one allocation makes: agents set a timer
+// for nearly every packet they send, and a Timer may be held (to Stop it)
+// after it fired, so Timers are never reused, but they are carved out of
+// slabs to keep the allocation off the path of every packet.
+const timerSlab = 256
+
+func (s *Sim) newTimer(f func()) *Timer {
+	if len(s.timers) == 0 {
+		s.timers = make([]Timer, timerSlab)
+	}
+	t := &s.timers[0]
+	s.timers = s.timers[1:]
+	t.fn = f
 	return t
 }
 
