@@ -193,21 +193,23 @@ func (s *Sim) down(i int) {
 	n := len(h)
 	e := h[i]
 	for {
-		first := arity*i + 1
-		if first >= n {
+		c := arity*i + 1
+		if c >= n {
 			break
 		}
-		c := first
-		for k := first + 1; k < min(first+arity, n); k++ {
-			if h[k].before(&h[c]) {
-				c = k
+		end := min(c+arity, n)
+		// The least child, its key kept in registers.
+		m, mat, mseq := c, h[c].at, h[c].seq
+		for k := c + 1; k < end; k++ {
+			if at := h[k].at; at < mat || (at == mat && h[k].seq < mseq) {
+				m, mat, mseq = k, at, h[k].seq
 			}
 		}
-		if !h[c].before(&e) {
+		if e.at < mat || (e.at == mat && e.seq < mseq) {
 			break
 		}
-		h[i] = h[c]
-		i = c
+		h[i] = h[m]
+		i = m
 	}
 	h[i] = e
 }
