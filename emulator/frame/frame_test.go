@@ -134,3 +134,26 @@ func FuzzParseUDP(f *testing.F) {
 		}
 	})
 }
+
+// TestTemplate: a template writes the bytes AppendUDP writes, for every
+// payload length (the IPv4 checksum folds differently as it grows), TOS
+// and TTL, after a prefix already in the buffer.
+func TestTemplate(t *testing.T) {
+	for _, h := range []UDP{
+		sampleUDP(),
+		{SrcMAC: MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, DstMAC: MAC{1}, Src: netip.MustParseAddrPort("255.255.255.254:65535"), Dst: netip.MustParseAddrPort("255.255.255.255:65535"), TOS: 0xff, TTL: 255},
+		{Src: netip.MustParseAddrPort("0.0.0.0:0"), Dst: netip.MustParseAddrPort("0.0.0.0:0")},
+	} {
+		tpl := NewTemplate(h)
+		for n := 0; n <= 9000; n += 1 + n/7 {
+			payload := make([]byte, n)
+			for i := range payload {
+				payload[i] = byte(i * 13)
+			}
+			want := AppendUDP([]byte("prefix"), h, payload)
+			if got := tpl.Append([]byte("prefix"), payload); !bytes.Equal(got, want) {
+				t.Fatalf("%+v, %d bytes: template wrote\n%x\nAppendUDP wrote\n%x", h, n, got[:6+HeaderLen], want[:6+HeaderLen])
+			}
+		}
+	}
+}

@@ -375,11 +375,12 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 	// The arrival takes its place in the event order now, as if it were
 	// scheduled now, even though it enters the heap only when it reaches
 	// the head of the wire.
-	s.seq++
-	pkt.at, pkt.seq = at, s.seq
 	if p.wire.size == 0 {
-		s.push(event{at: at, seq: pkt.seq, h: wireHead{p}})
+		s.schedule(at, wireHead{p}, nil)
+	} else {
+		s.seq++
 	}
+	pkt.at, pkt.seq = at, s.seq
 	p.wire.push(pkt)
 }
 
@@ -504,6 +505,7 @@ type hostNode struct {
 	node   *topologies.Node
 	nic    *port
 	agents map[uint16]*hostEnv
+	last   *hostEnv // the agent that received last
 	stats  HostStats
 }
 
@@ -515,7 +517,11 @@ func (h *hostNode) receive(_ *port, pkt *Packet) {
 		h.stats.Malformed++
 		return
 	}
-	e := h.agents[hdr.Dst.Port()]
+	e := h.last
+	if port := hdr.Dst.Port(); e == nil || e.local.Port() != port {
+		e = h.agents[port]
+		h.last = e
+	}
 	if e == nil {
 		h.stats.NoListener++
 		return
@@ -531,6 +537,33 @@ type hostEnv struct {
 	local netip.AddrPort
 	agent emulator.Agent
 	rng   *rand.Rand
+
+	// The headers of the frames to the destinations sent to lately.
+	tpl     [sendTemplates]destTemplate
+	tplNext int
+}
+
+// sendTemplates is how many destinations an agent's frame headers are
+// kept for: most agents send to one or a few peers.
+const sendTemplates = 4
+
+type destTemplate struct {
+	to  emulator.Addr
+	tpl frame.Template
+}
+
+// template returns the frame headers of datagrams to to.
+func (e *hostEnv) template(to emulator.Addr) *frame.Template {
+	for i := range e.tpl {
+		if d := &e.tpl[i]; d.to == to && to.IsValid() {
+			return &d.tpl
+		}
+	}
+	h := e.host
+	d := &e.tpl[e.tplNext]
+	e.tplNext = (e.tplNext + 1) % sendTemplates
+	*d = destTemplate{to: to, tpl: frame.NewTemplate(frame.UDP{SrcMAC: h.node.MAC, DstMAC: h.nic.peer.tp.MAC, Src: e.local, Dst: to})}
+	return &d.tpl
 }
 
 func (e *hostEnv) Now() time.Duration   { return e.host.net.Sim.now.Duration() }
@@ -553,8 +586,7 @@ func (e *hostEnv) Post(f func()) bool {
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 	h := e.host
-	hdr := frame.UDP{SrcMAC: h.node.MAC, DstMAC: h.nic.peer.tp.MAC, Src: e.local, Dst: to}
-	data := frame.AppendUDP(h.net.frameBuf(frame.HeaderLen+len(payload)), hdr, payload)
+	data := e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
 	if to.Addr() == h.node.IP {
 		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
 		return
