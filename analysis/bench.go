@@ -94,7 +94,7 @@ type BenchNote struct {
 func UnitBetter(unit string) Better {
 	u := strings.ToLower(unit)
 	switch {
-	case u == "ns/op" || u == "sec/op" || u == "b/op" || strings.HasPrefix(u, "allocs/") || strings.HasPrefix(u, "b/"):
+	case u == "ns/op" || u == "sec/op" || u == "b/op" || strings.HasPrefix(u, "allocs/") || strings.HasPrefix(u, "b/") || strings.HasSuffix(u, "-s/op"):
 		return Lower
 	case strings.HasSuffix(u, "/cpu-s") || strings.HasPrefix(u, "speedup") || strings.HasPrefix(u, "x_"):
 		return Higher
