@@ -93,6 +93,9 @@ func ReadDataset(path string) (Dataset, error) {
 		if err != nil {
 			return Dataset{}, err
 		}
+		if err := r.complete(path); err != nil {
+			return Dataset{}, err
+		}
 		return r.Dataset(), nil
 	}
 	data, err := os.ReadFile(path)
@@ -114,6 +117,9 @@ func ParseDataset(name string, data []byte) (Dataset, error) {
 	case Schema:
 		r, err := Parse(path, data)
 		if err != nil {
+			return Dataset{}, err
+		}
+		if err := r.complete(path); err != nil {
 			return Dataset{}, err
 		}
 		return r.Dataset(), nil

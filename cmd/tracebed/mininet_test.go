@@ -44,7 +44,7 @@ func TestMininetCommand(t *testing.T) {
 	// SIGKILL of tracebed: Mininet's Python follows it (parent-death
 	// signal) and tears down.
 	up := func() (*syncBuffer, func()) {
-		c := tracebed("mininet", topo, "--run-id", id)
+		c := tracebed(t, "mininet", topo, "--run-id", id)
 		pr, pw, err := os.Pipe() // the CLI's input, never written
 		if err != nil {
 			t.Fatal(err)

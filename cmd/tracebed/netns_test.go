@@ -19,6 +19,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/netns/lab"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
+	"github.com/tracebed/tracebed/internal/testproc"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -35,8 +36,7 @@ var netnsPrefix = "c" + netns.NewRunID()[:2]
 // namespace, link or process of this package's runs is left.
 func TestMain(m *testing.M) {
 	if os.Getenv("TRACEBED_TEST_AS_MAIN") == "1" {
-		main()
-		return
+		os.Exit(mainWith(testApp)) // with the test kinds (reliability_test.go)
 	}
 	switchcmd.Main() // the switches of in-process netns runs
 	os.Exit(netns.RunTests(m, netnsPrefix))
@@ -50,15 +50,16 @@ func needRoot(t *testing.T) {
 }
 
 // tracebed returns the command line of this test binary acting as tracebed.
-func tracebed(args ...string) *exec.Cmd {
-	c := exec.Command(os.Args[0], args...)
+// It is killed if it runs beyond testproc.Bound or the test ends.
+func tracebed(t *testing.T, args ...string) *exec.Cmd {
+	c := testproc.Command(t, os.Args[0], args...)
 	c.Env = append(os.Environ(), "TRACEBED_TEST_AS_MAIN=1")
 	return c
 }
 
 func runTracebed(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	c := tracebed(args...)
+	c := tracebed(t, args...)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	err := c.Run()
@@ -146,18 +147,35 @@ func TestTopoLifecycle(t *testing.T) {
 		t.Errorf("routes read: %d, %v", len(es), err)
 	}
 	c.Close()
-	// A capture of port 1 while h1 pings.
+	// A capture of port 1 while h1 pings: h1 pings until the capture has
+	// its two frames (under load the capture may start after the first
+	// pings), and the capture stops after 30 s whatever happens.
 	pcap := filepath.Join(t.TempDir(), "tor1.pcapng")
-	capture := tracebed("topo", "capture", "tor:1", "-w", pcap, "--run", id, "--count", "2")
+	capture := tracebed(t, "topo", "capture", "tor:1", "-w", pcap, "--run", id, "--count", "2", "--duration", "30s")
 	var capOut bytes.Buffer
 	capture.Stdout, capture.Stderr = &capOut, &capOut
 	if err := capture.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	n.Ping(ctx, "h1", top.Node("h2").IP, 2)
-	if err := capture.Wait(); err != nil {
-		t.Errorf("capture: %v\n%s", err, capOut.String())
+	exited := make(chan error, 1)
+	go func() { exited <- capture.Wait() }()
+	pingCtx, pingCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer pingCancel()
+	var capErr error
+pinging:
+	for {
+		n.Ping(pingCtx, "h1", top.Node("h2").IP, 1)
+		select {
+		case capErr = <-exited:
+			break pinging
+		case <-time.After(200 * time.Millisecond):
+		case <-pingCtx.Done():
+			capture.Process.Kill()
+			t.Fatalf("capture still running after a minute:\n%s", capOut.String())
+		}
+	}
+	if capErr != nil {
+		t.Errorf("capture: %v\n%s", capErr, capOut.String())
 	}
 	if fi, err := os.Stat(pcap); err != nil || fi.Size() < 100 {
 		t.Errorf("capture file: %v, %v", fi, err)
@@ -176,7 +194,7 @@ func TestTopoUpKilled(t *testing.T) {
 	needRoot(t)
 	id := netns.TestRunID(netnsPrefix)
 	defer netns.Remove(id)
-	up := tracebed("topo", "up", smallStar(t), "--run-id", id)
+	up := tracebed(t, "topo", "up", smallStar(t), "--run-id", id)
 	var out bytes.Buffer
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {
@@ -218,7 +236,7 @@ func TestTopoUpInterrupt(t *testing.T) {
 	needRoot(t)
 	id := netns.TestRunID(netnsPrefix)
 	defer netns.Remove(id)
-	up := tracebed("topo", "up", smallStar(t), "--run-id", id)
+	up := tracebed(t, "topo", "up", smallStar(t), "--run-id", id)
 	var out bytes.Buffer
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {
@@ -369,7 +387,7 @@ func TestTopoWatchdog(t *testing.T) {
 	id := netns.TestRunID(netnsPrefix)
 	defer netns.Remove(id)
 	defer removeKeptLogs(id)
-	up := tracebed("topo", "up", smallStar(t), "--run-id", id)
+	up := tracebed(t, "topo", "up", smallStar(t), "--run-id", id)
 	var out syncBuffer
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +32,7 @@ func (a *app) runCommand() *cobra.Command {
 		format    *formatFlag
 		pcapDir   string
 		pcapPorts []string
+		limits    = experiments.DefaultLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [SPEC...]",
@@ -91,8 +95,15 @@ writes, byte for byte (docs/scale-out.md).`,
 				if cmd.Flags().Changed("seed") {
 					s.Seeds = []int64{seed}
 				}
+				s.SetContext(cmd.Context())
 				exp, err := a.registry.Compile(s)
+				if err != nil && cmd.Context().Err() != nil {
+					return fmt.Errorf("%s: %w", s.Name, context.Cause(cmd.Context())) // interrupted, not bad input
+				}
 				if err != nil {
+					return badInput(err)
+				}
+				if err := experiments.CheckLimits(s, exp, limits); err != nil {
 					return badInput(err)
 				}
 				todo = append(todo, compiled{s, exp})
@@ -117,10 +128,16 @@ writes, byte for byte (docs/scale-out.md).`,
 				}
 				defer restore()
 			}
+			if os.Getenv("GOMEMLIMIT") == "" && limits.Memory > 0 {
+				// The runs under way are estimated to need at most
+				// --max-memory together: the collector works to keep
+				// the process near it (a soft limit; docs/reliability.md).
+				defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(limits.Memory) + runtimeSlack))
+			}
 			for _, c := range todo {
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
-				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard}
+				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard, Memory: int64(limits.Memory)}
 				if pcapDir != "" {
 					opts.Capture = pcapCapture(pcapDir, c.spec.Name, captured)
 				}
@@ -140,14 +157,23 @@ writes, byte for byte (docs/scale-out.md).`,
 					}
 				}
 				bar.finish()
+				wall := time.Since(start)
+				info := runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}
 				if err != nil {
-					if cmd.Context().Err() != nil {
-						return fmt.Errorf("%s interrupted; its runs stopped and their testbeds were torn down: %w", c.spec.Name, err)
+					if res != nil && res.Partial != nil && shard.Count == 0 {
+						// Interrupted: the runs that finished are
+						// written, marked partial, without figures
+						// (they take time; 'tracebed report' draws
+						// them).
+						if dir, werr := a.writePartial(out, c.exp, res, info); werr == nil {
+							err = fmt.Errorf("%w; the %d finished runs are in %s, marked partial", err, res.Partial.Done, dir)
+						}
+					}
+					if c.spec.Substrate == "netns" && cmd.Context().Err() != nil {
+						err = fmt.Errorf("%w (the runs' testbeds were torn down)", err)
 					}
 					return err
 				}
-				wall := time.Since(start)
-				info := runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}
 				if shard.Count > 0 {
 					if err := a.writeShard(out, c.spec, c.exp, shard, res, info, quiet); err != nil {
 						return err
@@ -186,8 +212,14 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.StringVar(&pcapDir, "pcap", "", "write pcapng captures of every run's testbed into this directory: every switch port, or the --pcap-port ones")
 	f.StringSliceVar(&pcapPorts, "pcap-port", nil, "NODE:PORT to capture with --pcap (repeatable, e.g. tor:1)")
 	format = addFormatFlag(f, formatTable, "what to print on stdout: the comparison tables, or the runs as CSV, or results.json")
+	addLimitFlags(f, &limits)
 	return cmd
 }
+
+// runtimeSlack is what the process holds besides its runs' estimates,
+// in the Go memory limit 'tracebed run' sets: the runtime, the binary's
+// data, the results and figures being written.
+const runtimeSlack = 256 << 20
 
 // loadSpecs opens the named specs, or the default suite when none is named.
 // (Without a spec, 'run --substrate netns' runs the netns suite instead.)

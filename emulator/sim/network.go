@@ -213,6 +213,10 @@ type HostStats struct {
 	Delivered  uint64
 	NoListener uint64 // no agent on the destination port
 	Malformed  uint64 // not a UDP/IPv4 frame for this host
+	// BadChecksum counts datagrams whose UDP checksum is present and
+	// wrong: dropped, as a host's stack drops them (a zero checksum means
+	// none, which IPv4 allows).
+	BadChecksum uint64
 }
 
 // HostStats returns the receive counters of a host.
@@ -515,6 +519,10 @@ func (h *hostNode) receive(_ *port, pkt *Packet) {
 	hdr, payload, err := frame.ParseUDP(data)
 	if err != nil || hdr.Dst.Addr() != h.node.IP {
 		h.stats.Malformed++
+		return
+	}
+	if present, ok := frame.UDPChecksum(data); present && !ok {
+		h.stats.BadChecksum++
 		return
 	}
 	e := h.last

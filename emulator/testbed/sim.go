@@ -87,6 +87,9 @@ func (t *Sim) Now() time.Duration { return t.Sim.Now().Duration() }
 // Run implements Testbed.
 func (t *Sim) Run(ctx context.Context, step, limit time.Duration, done func() bool) error {
 	st, end := sim.FromDuration(max(step, time.Nanosecond)), sim.FromDuration(limit)
+	// A cancelled ctx stops the event loop within a few thousand events,
+	// even inside one step.
+	defer t.Sim.InterruptOn(ctx)()
 	for !done() {
 		if err := ctx.Err(); err != nil {
 			return err
