@@ -312,28 +312,35 @@ func udpSum(f []byte, u, n int) uint16 {
 }
 
 // sum64 adds b, as big-endian 16-bit words (an odd last byte padded with
-// zero), to the ones' complement sum s, eight bytes at a time; fold
-// reduces the result to 16 bits. The sum of 64-bit words with end-around
-// carry folds to the sum of 16-bit words (RFC 1071, §2), and it takes a
-// quarter of the additions: every datagram's checksum is computed once
-// when it is sent and once when it is received.
+// zero), to the ones' complement sum s, and returns a sum that fold
+// reduces to 16 bits. Every datagram's checksum is computed once when it
+// is sent and once when it is received, so this is the per-byte cost of a
+// packet: it adds 64-bit words with end-around carry, which fold to the
+// sum of 16-bit words (RFC 1071, §2), in two independent carry chains,
+// and loads them in the machine's little-endian order, swapping the bytes
+// of the folded sum once at the end (the sum is independent of byte order,
+// §2(B)).
 func sum64(s uint64, b []byte) uint64 {
-	var c uint64
+	var a0, a1, c0, c1 uint64
 	for len(b) >= 32 {
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[8:]), c)
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[16:]), c)
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[24:]), c)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b), c0)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[8:]), c1)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[16:]), c0)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[24:]), c1)
 		b = b[32:]
 	}
 	for len(b) >= 8 {
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b), c0)
 		b = b[8:]
 	}
 	var tail [8]byte
-	copy(tail[:], b) // the rest, padded with zeros on the right
-	s, c = bits.Add64(s, binary.BigEndian.Uint64(tail[:]), c)
-	s, c = bits.Add64(s, 0, c)
+	copy(tail[:], b) // the rest, padded with zeros after it
+	a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(tail[:]), c0)
+	a0, c := bits.Add64(a0, a1, c0)
+	a0, c = bits.Add64(a0, c1, c)
+	a0 += c // no carry out: a0 is at most 2 when c is 1
+	le := uint64(bits.ReverseBytes16(fold(a0)))
+	s, c = bits.Add64(s, le, 0)
 	return s + c // no carry out: s is 0 when c is 1
 }
 
