@@ -87,14 +87,17 @@ type BenchNote struct {
 }
 
 // UnitBetter says which direction of a benchmark unit is an improvement:
-// times and allocations per operation are lower-is-better, rates (units
-// per second: events/s, pkts/s, MB/s, Gbps, Mpps) higher-is-better, other
-// units informational.
+// times and allocations per operation (or per frame, per packet) are
+// lower-is-better, rates (units per second or per CPU-second: events/s,
+// events/cpu-s, pkts/s, MB/s, Gbps, Mpps) and ratios to a peer
+// (speedup_vs_ns3, x_bridge) higher-is-better, other units informational.
 func UnitBetter(unit string) Better {
 	u := strings.ToLower(unit)
 	switch {
-	case u == "ns/op" || u == "sec/op" || u == "b/op" || u == "allocs/op":
+	case u == "ns/op" || u == "sec/op" || u == "b/op" || strings.HasPrefix(u, "allocs/") || strings.HasPrefix(u, "b/") || strings.HasSuffix(u, "-s/op"):
 		return Lower
+	case strings.HasSuffix(u, "/cpu-s") || strings.HasPrefix(u, "speedup") || strings.HasPrefix(u, "x_"):
+		return Higher
 	case strings.HasPrefix(u, "ns/") || strings.HasPrefix(u, "us/") || strings.HasPrefix(u, "ms/") || strings.HasPrefix(u, "s/"):
 		return Lower // time per something
 	case strings.HasSuffix(u, "/s") || strings.HasSuffix(u, "/sec") || strings.HasSuffix(u, "bps") || strings.HasSuffix(u, "pps"):

@@ -216,6 +216,8 @@ func TestUnitBetter(t *testing.T) {
 	for unit, want := range map[string]Better{
 		"ns/op": Lower, "B/op": Lower, "allocs/op": Lower, "ns/pkt": Lower,
 		"events/s": Higher, "pkts/s": Higher, "MB/s": Higher, "Mpps": Higher, "Gbps": Higher,
+		"events/cpu-s": Higher, "M_accesses/cpu-s": Higher, "speedup_vs_ns3": Higher, "x_bridge": Higher,
+		"allocs/frame": Lower, "B/frame": Lower, "cpu-s/op": Lower,
 		"frames": Either, "hops": Either,
 	} {
 		if got := UnitBetter(unit); got != want {

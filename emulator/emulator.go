@@ -8,6 +8,23 @@
 //   - switch data planes implement Pipeline, one frame in, zero or more out.
 //
 // Neither side ever touches a socket or a clock directly.
+//
+// # Who owns a frame
+//
+// Frames and payloads are lent, never shared, so that a substrate can move
+// them through buffers it reuses and a packet costs no allocation:
+//
+//   - Env.Send copies the payload: the agent keeps its buffer.
+//   - Agent.Recv borrows the payload: it is valid until Recv returns, and
+//     the substrate then reuses its buffer for a later datagram. An agent
+//     that keeps a payload, or any part of it, past Recv copies it.
+//   - Pipeline.Process borrows the frame it is given: the pipeline may
+//     rewrite it and emit it, which hands it back to the substrate, or drop
+//     it, which the substrate notices (the buffer is recycled once Process
+//     returns); it never keeps it.
+//   - Emitter.Emit takes the frame: the pipeline must not touch it again.
+//     A pipeline that needs a new frame (a multicast copy) takes its buffer
+//     from NewFrame, which asks the substrate's pool when it has one.
 package emulator
 
 import (
@@ -64,8 +81,10 @@ type Timer interface {
 type Agent interface {
 	// Start is called once, before any Recv, with the agent's environment.
 	Start(env Env)
-	// Recv is called for every datagram addressed to the agent. The agent
-	// owns payload.
+	// Recv is called for every datagram addressed to the agent. payload
+	// is lent: it is valid until Recv returns, after which the substrate
+	// reuses its buffer. An agent that keeps payload, or a part of it,
+	// copies it.
 	Recv(from Addr, payload []byte)
 }
 
@@ -75,8 +94,9 @@ type Pipeline interface {
 	// Process handles one frame that arrived on port in at time now. It may
 	// modify frame and emit it; it emits any number of frames through out.
 	// The pipeline must not keep or touch a slice after emitting it, and must
-	// not keep frame after returning. Process never panics on malformed
-	// input: it drops the frame and counts the drop.
+	// not keep frame after returning: a frame it did not emit goes back to
+	// the substrate's pool then. Process never panics on malformed input:
+	// it drops the frame and counts the drop.
 	Process(now time.Duration, in int, frame []byte, out Emitter)
 }
 
@@ -97,13 +117,23 @@ type Emitter interface {
 	Emit(port int, prio int, frame []byte)
 }
 
-// PayloadBorrower is implemented by agents that never keep the payload
-// passed to Recv once Recv returns (they copy out what they need) and say
-// so by returning true: the substrate may then reuse the payload's buffer
-// for later datagrams. The sim substrate does, which takes an allocation
-// off the path of every packet such an agent receives.
-type PayloadBorrower interface {
-	BorrowsPayload() bool
+// FramePool is implemented by the Emitters of substrates that recycle
+// frame buffers (sim does). Pipelines reach it through NewFrame.
+type FramePool interface {
+	// NewFrame returns an empty buffer with room for n bytes. Emitting it
+	// gives it back to the substrate; a buffer that is never emitted is
+	// left to the garbage collector.
+	NewFrame(n int) []byte
+}
+
+// NewFrame returns an empty buffer with room for an n-byte frame that a
+// pipeline will emit through out: from the substrate's pool when out is a
+// FramePool, else newly allocated.
+func NewFrame(out Emitter, n int) []byte {
+	if p, ok := out.(FramePool); ok {
+		return p.NewFrame(n)
+	}
+	return make([]byte, 0, n)
 }
 
 // AgentFunc adapts plain functions to Agent, for tests and small tools.

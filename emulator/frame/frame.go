@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 )
 
@@ -305,24 +306,50 @@ func udpSpan(f []byte) (int, int, bool) {
 // pseudo-header and the n bytes of the UDP datagram at offset u of f,
 // checksum field included.
 func udpSum(f []byte, u, n int) uint16 {
-	var s uint64
-	s += uint64(binary.BigEndian.Uint32(f[offSrcIP:])) + uint64(binary.BigEndian.Uint32(f[offDstIP:]))
+	s := uint64(binary.BigEndian.Uint32(f[offSrcIP:])) + uint64(binary.BigEndian.Uint32(f[offDstIP:]))
 	s += uint64(ProtoUDP) + uint64(n)
-	b := f[u : u+n]
-	for len(b) >= 4 {
-		s += uint64(binary.BigEndian.Uint32(b))
-		b = b[4:]
+	return fold(sum64(s, f[u:u+n]))
+}
+
+// sum64 adds b, as big-endian 16-bit words (an odd last byte padded with
+// zero), to the ones' complement sum s, and returns a sum that fold
+// reduces to 16 bits. Every datagram's checksum is computed once when it
+// is sent and once when it is received, so this is the per-byte cost of a
+// packet: it adds 64-bit words with end-around carry, which fold to the
+// sum of 16-bit words (RFC 1071, §2), in two independent carry chains,
+// and loads them in the machine's little-endian order, swapping the bytes
+// of the folded sum once at the end (the sum is independent of byte order,
+// §2(B)).
+func sum64(s uint64, b []byte) uint64 {
+	var a0, a1, c0, c1 uint64
+	for len(b) >= 32 {
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b), c0)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[8:]), c1)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[16:]), c0)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[24:]), c1)
+		b = b[32:]
 	}
-	if len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
+	for len(b) >= 8 {
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b), c0)
+		b = b[8:]
 	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
+	var tail [8]byte
+	copy(tail[:], b) // the rest, padded with zeros after it
+	a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(tail[:]), c0)
+	a0, c := bits.Add64(a0, a1, c0)
+	a0, c = bits.Add64(a0, c1, c)
+	a0 += c // no carry out: a0 is at most 2 when c is 1
+	le := uint64(bits.ReverseBytes16(fold(a0)))
+	s, c = bits.Add64(s, le, 0)
+	return s + c // no carry out: s is 0 when c is 1
+}
+
+// fold reduces a 64-bit ones' complement sum to 16 bits.
+func fold(s uint64) uint16 {
+	s = s&0xffffffff + s>>32
+	s = s&0xffffffff + s>>32
+	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16
 	return uint16(s)
 }
 

@@ -242,8 +242,3 @@ func (d *Device) after(delay time.Duration, f func()) emulator.Timer {
 		d.leave()
 	})
 }
-
-// BorrowsPayload implements emulator.PayloadBorrower: the device copies
-// what it needs out of a packet and keeps nothing of it, so the substrate
-// may reuse the packet's buffer.
-func (d *Device) BorrowsPayload() bool { return true }

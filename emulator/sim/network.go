@@ -1,12 +1,12 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/frame"
@@ -76,11 +76,12 @@ func (n *Network) frameBuf(size int) []byte {
 }
 
 // recycle takes back the buffer of a frame that nothing refers to any
-// more: one lost on a link, dropped at a full queue, or delivered to an
-// agent that borrows payloads (emulator.PayloadBorrower). Only buffers of
-// exactly a class's capacity — those frameBuf made — are kept: a frame a
-// pipeline built itself (perhaps a part of a larger allocation) is left
-// to the garbage collector.
+// more (see the ownership rules of package emulator): one lost on a link,
+// dropped at a full queue, dropped by a pipeline, or delivered to an
+// agent, whose Recv only borrows it. Only buffers of exactly a class's
+// capacity — those frameBuf made — are kept: a frame a pipeline built
+// itself (perhaps a part of a larger allocation) is left to the garbage
+// collector.
 func (n *Network) recycle(b []byte) {
 	for c, cls := range frameClasses {
 		if cap(b) == cls {
@@ -180,9 +181,6 @@ func (n *Network) Attach(host string, udpPort uint16, agent emulator.Agent) (emu
 	b, _ := local.MarshalBinary()
 	hash.Write(b)
 	e := &hostEnv{host: h, local: local, agent: agent, rng: rand.New(rand.NewPCG(n.opts.Seed, hash.Sum64()))}
-	if b, ok := agent.(emulator.PayloadBorrower); ok {
-		e.borrows = b.BorrowsPayload()
-	}
 	h.agents[udpPort] = e
 	n.Sim.At(n.Sim.now, func() { agent.Start(e) })
 	return e, nil
@@ -366,7 +364,8 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 		}
 		if p.dup > 0 && p.rng.Float64() < p.dup {
 			p.duplicated++
-			s.schedule(at, arrival{p.peer}, p.net.packet(bytes.Clone(pkt.Data), pkt.prio))
+			c := append(p.net.frameBuf(len(pkt.Data)), pkt.Data...)
+			s.schedule(at, arrival{p.peer}, p.net.packet(c, pkt.prio))
 		}
 		if p.reorder > 0 && p.rng.Float64() < p.reorder {
 			// Hold the frame back by 1 to 16 of its own transmission times,
@@ -380,11 +379,12 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 	// The arrival takes its place in the event order now, as if it were
 	// scheduled now, even though it enters the heap only when it reaches
 	// the head of the wire.
-	s.seq++
-	pkt.at, pkt.seq = at, s.seq
 	if p.wire.size == 0 {
-		s.push(event{at: at, seq: pkt.seq, h: wireHead{p}})
+		s.schedule(at, wireHead{p}, nil)
+	} else {
+		s.seq++
 	}
+	pkt.at, pkt.seq = at, s.seq
 	p.wire.push(pkt)
 }
 
@@ -452,6 +452,12 @@ type SwitchNode struct {
 	latency Time
 	// BadPort counts frames a pipeline emitted on a port that does not exist.
 	BadPort uint64
+
+	// The frame in the pipeline (its buffer's address range), and whether
+	// the pipeline emitted it (or a part of it): if not, it dropped it,
+	// and its buffer is recycled when Process returns.
+	inLo, inHi uintptr
+	inEmitted  bool
 }
 
 func (sw *SwitchNode) receive(in *port, pkt *Packet) {
@@ -465,7 +471,13 @@ func (sw *SwitchNode) receive(in *port, pkt *Packet) {
 func (sw *SwitchNode) process(in int, pkt *Packet) {
 	data := pkt.Data
 	sw.net.release(pkt)
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	sw.inLo, sw.inHi, sw.inEmitted = lo, lo+uintptr(cap(data)), false
 	sw.Pipeline.Process(sw.net.Sim.now.Duration(), in, data, sw)
+	if !sw.inEmitted {
+		sw.net.recycle(data)
+	}
+	sw.inLo, sw.inHi = 0, 0
 }
 
 // process is the event of a frame leaving a switch's pipeline latency.
@@ -478,6 +490,9 @@ func (e process) fire(_ *Sim, pkt *Packet) { e.sw.process(e.in, pkt) }
 
 // Emit implements emulator.Emitter.
 func (sw *SwitchNode) Emit(port int, prio int, f []byte) {
+	if p := uintptr(unsafe.Pointer(unsafe.SliceData(f))); p >= sw.inLo && p < sw.inHi {
+		sw.inEmitted = true
+	}
 	if port < 1 || port >= len(sw.ports) {
 		sw.BadPort++
 		return
@@ -485,12 +500,16 @@ func (sw *SwitchNode) Emit(port int, prio int, f []byte) {
 	sw.ports[port].enqueue(sw.net.packet(f, prio))
 }
 
+// NewFrame implements emulator.FramePool: the buffers frames are built in.
+func (sw *SwitchNode) NewFrame(n int) []byte { return sw.net.frameBuf(n) }
+
 // hostNode is a host: one NIC and the agents bound to its UDP ports.
 type hostNode struct {
 	net    *Network
 	node   *topologies.Node
 	nic    *port
 	agents map[uint16]*hostEnv
+	last   *hostEnv // the agent that received last
 	stats  HostStats
 }
 
@@ -506,25 +525,53 @@ func (h *hostNode) receive(_ *port, pkt *Packet) {
 		h.stats.BadChecksum++
 		return
 	}
-	e := h.agents[hdr.Dst.Port()]
+	e := h.last
+	if port := hdr.Dst.Port(); e == nil || e.local.Port() != port {
+		e = h.agents[port]
+		h.last = e
+	}
 	if e == nil {
 		h.stats.NoListener++
 		return
 	}
 	h.stats.Delivered++
 	e.agent.Recv(hdr.Src, payload)
-	if e.borrows {
-		h.net.recycle(data)
-	}
+	h.net.recycle(data) // Recv only borrowed it
 }
 
 // hostEnv is an agent's emulator.Env on the simulated network.
 type hostEnv struct {
-	host    *hostNode
-	local   netip.AddrPort
-	agent   emulator.Agent
-	rng     *rand.Rand
-	borrows bool // the agent does not keep payloads (emulator.PayloadBorrower)
+	host  *hostNode
+	local netip.AddrPort
+	agent emulator.Agent
+	rng   *rand.Rand
+
+	// The headers of the frames to the destinations sent to lately.
+	tpl     [sendTemplates]destTemplate
+	tplNext int
+}
+
+// sendTemplates is how many destinations an agent's frame headers are
+// kept for: most agents send to one or a few peers.
+const sendTemplates = 4
+
+type destTemplate struct {
+	to  emulator.Addr
+	tpl frame.Template
+}
+
+// template returns the frame headers of datagrams to to.
+func (e *hostEnv) template(to emulator.Addr) *frame.Template {
+	for i := range e.tpl {
+		if d := &e.tpl[i]; d.to == to && to.IsValid() {
+			return &d.tpl
+		}
+	}
+	h := e.host
+	d := &e.tpl[e.tplNext]
+	e.tplNext = (e.tplNext + 1) % sendTemplates
+	*d = destTemplate{to: to, tpl: frame.NewTemplate(frame.UDP{SrcMAC: h.node.MAC, DstMAC: h.nic.peer.tp.MAC, Src: e.local, Dst: to})}
+	return &d.tpl
 }
 
 func (e *hostEnv) Now() time.Duration   { return e.host.net.Sim.now.Duration() }
@@ -547,8 +594,7 @@ func (e *hostEnv) Post(f func()) bool {
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 	h := e.host
-	hdr := frame.UDP{SrcMAC: h.node.MAC, DstMAC: h.nic.peer.tp.MAC, Src: e.local, Dst: to}
-	data := frame.AppendUDP(h.net.frameBuf(frame.HeaderLen+len(payload)), hdr, payload)
+	data := e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
 	if to.Addr() == h.node.IP {
 		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
 		return

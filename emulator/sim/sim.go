@@ -58,7 +58,8 @@ type handler interface {
 // is shallower than a binary one and touches fewer cache lines per pop.
 const arity = 4
 
-// event is one entry of the event heap.
+// event is one entry of the event heap: a single event, or a batch (its h
+// is the *batch, its seq that of the batch's next event).
 type event struct {
 	at  Time
 	seq uint64
@@ -66,8 +67,36 @@ type event struct {
 	p   *Packet
 }
 
-func (e *event) before(o *event) bool {
-	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
+// batch holds events due at one instant, in the order of their sequence
+// numbers. Packet networks schedule many events for the same instant (the
+// frames of synchronized senders, the timers set for one serialization
+// time later), and an event that joins a batch costs an append instead of
+// a trip through the heap. The batch sits in the heap as one entry keyed
+// by its next event, and is keyed again after each event it gives out, so
+// the heap gives events in exactly the (time, sequence) order it gives
+// without batches.
+type batch struct {
+	at   Time
+	evs  []event
+	next int // evs[next:] are pending
+	live bool
+}
+
+// batch satisfies handler so that it can stand in the heap; the event loop
+// takes events out of it and never fires it.
+func (*batch) fire(*Sim, *Packet) {}
+
+// recentBits sizes the table of instants the scheduler remembers, to add
+// events to their batch: a direct-mapped table of 2^recentBits instants,
+// since a packet's events go to a few instants (its serialization at each
+// hop, its arrivals, the sender's next timer).
+const recentBits = 4
+
+// recent is an instant events were scheduled for, and its batch if it has
+// one yet.
+type recent struct {
+	at Time
+	b  *batch
 }
 
 // Sim is the event core. The zero value is not usable; call New.
@@ -75,8 +104,20 @@ type Sim struct {
 	now     Time
 	seq     uint64
 	heap    []event
+	pending int // events scheduled and not fired, batched or not
 	stopped bool
 	fired   uint64
+	timers  []Timer // the rest of the current slab (newTimer)
+
+	recent  [1 << recentBits]recent // instants scheduled for lately, by hash
+	batches []*batch                // spent batches, to reuse
+
+	// The key of the root's least child, while boundOK: a batch at the
+	// root that still precedes it stays there without a sift.
+	boundAt  Time
+	boundSeq uint64
+	boundOK  bool
+
 	// interrupted is set from any goroutine (Interrupt); the event loop
 	// reads it every checkEvery events.
 	interrupted atomic.Bool
@@ -98,7 +139,7 @@ func (s *Sim) Fired() uint64 { return s.fired }
 
 // Pending returns the number of scheduled events, including stopped timers
 // that have not reached their time yet.
-func (s *Sim) Pending() int { return len(s.heap) }
+func (s *Sim) Pending() int { return s.pending }
 
 // funcHandler runs a plain function.
 type funcHandler func()
@@ -110,23 +151,76 @@ func (s *Sim) At(t Time, f func()) { s.schedule(t, funcHandler(f), nil) }
 
 // After schedules f after d and returns a Timer that can cancel it.
 func (s *Sim) After(d Time, f func()) *Timer {
-	t := &Timer{fn: f}
+	t := s.newTimer(f)
 	s.schedule(s.now+max(d, 0), t, nil)
 	return t
 }
 
+// timerSlab is how many Timers one allocation makes: agents set a timer
+// for nearly every packet they send, and a Timer may be held (to Stop it)
+// after it fired, so Timers are never reused, but they are carved out of
+// slabs to keep the allocation off the path of every packet.
+const timerSlab = 256
+
+func (s *Sim) newTimer(f func()) *Timer {
+	if len(s.timers) == 0 {
+		s.timers = make([]Timer, timerSlab)
+	}
+	t := &s.timers[0]
+	s.timers = s.timers[1:]
+	t.fn = f
+	return t
+}
+
+// schedule adds an event with a new sequence number, the largest yet, so
+// that it may join the batch of its instant: a second event for an instant
+// scheduled lately opens a batch, and later ones join it.
 func (s *Sim) schedule(at Time, h handler, p *Packet) {
 	if at < s.now {
 		at = s.now
 	}
 	s.seq++
-	s.push(event{at: at, seq: s.seq, h: h, p: p})
+	s.pending++
+	e := event{at: at, seq: s.seq, h: h, p: p}
+	r := &s.recent[uint64(at)*0x9e3779b97f4a7c15>>(64-recentBits)]
+	if r.at != at {
+		*r = recent{at: at}
+		s.heapPush(e)
+		return
+	}
+	if b := r.b; b != nil && b.live && b.at == at {
+		b.evs = append(b.evs, e)
+		return
+	}
+	b := s.newBatch(at)
+	b.evs = append(b.evs, e)
+	r.b = b
+	s.heapPush(event{at: at, seq: e.seq, h: b})
 }
 
-// push adds an event whose sequence number was already drawn.
+func (s *Sim) newBatch(at Time) *batch {
+	var b *batch
+	if k := len(s.batches); k > 0 {
+		b = s.batches[k-1]
+		s.batches = s.batches[:k-1]
+	} else {
+		b = &batch{evs: make([]event, 0, 16)}
+	}
+	b.at, b.next, b.live = at, 0, true
+	return b
+}
+
+// push adds an event whose sequence number was already drawn (and may be
+// older than events scheduled since, so it never joins a batch).
 func (s *Sim) push(e event) {
+	s.pending++
+	s.heapPush(e)
+}
+
+func (s *Sim) heapPush(e event) {
 	s.heap = append(s.heap, e)
 	s.up(len(s.heap) - 1)
+	s.boundOK = false
 }
 
 // Stop makes Run return after the current event.
@@ -163,13 +257,58 @@ func (s *Sim) RunUntil(limit Time) {
 			s.now = limit
 			return
 		}
-		e := s.pop()
+		e := s.next()
 		s.now = e.at
 		s.fired++
+		s.pending--
 		e.h.fire(s, e.p)
 	}
 	if !s.stopped && limit != Forever && s.now < limit {
 		s.now = limit
+	}
+}
+
+// next removes and returns the first event.
+func (s *Sim) next() event {
+	top := &s.heap[0]
+	b, ok := top.h.(*batch)
+	if !ok {
+		s.boundOK = false
+		return s.pop()
+	}
+	e := b.evs[b.next]
+	b.next++
+	if b.next < len(b.evs) {
+		// Key the batch by its next event; it stays at the root while
+		// that precedes the root's least child.
+		seq := b.evs[b.next].seq
+		top.seq = seq
+		if !s.boundOK {
+			s.bound()
+		}
+		if b.at > s.boundAt || (b.at == s.boundAt && seq > s.boundSeq) {
+			s.down(0)
+			s.boundOK = false
+		}
+		return e
+	}
+	s.pop()
+	s.boundOK = false
+	b.live = false
+	clear(b.evs)
+	b.evs = b.evs[:0]
+	s.batches = append(s.batches, b)
+	return e
+}
+
+// bound finds the key of the root's least child.
+func (s *Sim) bound() {
+	h := s.heap
+	s.boundAt, s.boundSeq, s.boundOK = Forever, 1<<64-1, true
+	for k := 1; k <= arity && k < len(h); k++ {
+		if at := h[k].at; at < s.boundAt || (at == s.boundAt && h[k].seq < s.boundSeq) {
+			s.boundAt, s.boundSeq = at, h[k].seq
+		}
 	}
 }
 
@@ -191,7 +330,7 @@ func (s *Sim) up(i int) {
 	e := h[i]
 	for i > 0 {
 		parent := (i - 1) / arity
-		if !e.before(&h[parent]) {
+		if p := &h[parent]; e.at > p.at || (e.at == p.at && e.seq > p.seq) {
 			break
 		}
 		h[i] = h[parent]
@@ -205,21 +344,23 @@ func (s *Sim) down(i int) {
 	n := len(h)
 	e := h[i]
 	for {
-		first := arity*i + 1
-		if first >= n {
+		c := arity*i + 1
+		if c >= n {
 			break
 		}
-		c := first
-		for k := first + 1; k < min(first+arity, n); k++ {
-			if h[k].before(&h[c]) {
-				c = k
+		end := min(c+arity, n)
+		// The least child, its key kept in registers.
+		m, mat, mseq := c, h[c].at, h[c].seq
+		for k := c + 1; k < end; k++ {
+			if at := h[k].at; at < mat || (at == mat && h[k].seq < mseq) {
+				m, mat, mseq = k, at, h[k].seq
 			}
 		}
-		if !h[c].before(&e) {
+		if e.at < mat || (e.at == mat && e.seq < mseq) {
 			break
 		}
-		h[i] = h[c]
-		i = c
+		h[i] = h[m]
+		i = m
 	}
 	h[i] = e
 }

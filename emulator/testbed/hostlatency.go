@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"bytes"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -79,5 +80,6 @@ func (a *latentAgent) Recv(from emulator.Addr, b []byte) {
 	now := a.env.Now()
 	at := max(now+a.h.draw(a.rng), a.last) // one receive path: no reordering
 	a.last = at
+	b = bytes.Clone(b) // Recv only borrows it; the agent sees it later
 	a.env.After(at-now, func() { a.Agent.Recv(from, b) })
 }

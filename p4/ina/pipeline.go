@@ -655,10 +655,8 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 	}
 	prio := int(f[offTOS] >> 5)
 	last := len(g.reps) - 1
-	// The copies share one allocation; each is a separate, capacity-limited
-	// slice, so the receivers own disjoint frames.
-	l := len(f)
-	slab := make([]byte, last*l)
+	// The last copy is f itself; every other one is a frame of its own,
+	// from the substrate's pool where it has one.
 	for i, gr := range g.reps {
 		r := p.replicas[uint32(e.group)<<16|gr.instance]
 		if r == nil {
@@ -667,8 +665,7 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 		}
 		c := f
 		if i != last {
-			c = slab[i*l : (i+1)*l : (i+1)*l]
-			copy(c, f)
+			c = append(emulator.NewFrame(out, len(f)), f...)
 		}
 		setIP(c, p.self, r.ip, p.cfg.Port, r.port)
 		frame.SetMACs(c, r.smac, r.dmac)

@@ -1,9 +1,11 @@
 package allreduce
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/internal/cputime"
 	"github.com/tracebed/tracebed/internal/units"
 )
 
@@ -28,9 +30,16 @@ func BenchmarkAllReduce100MB(b *testing.B) {
 			}
 		}
 		s.RunUntil(0)
+		var mem runtime.MemStats
+		runtime.ReadMemStats(&mem)
+		mallocs := mem.Mallocs
+		cpu := cputime.Process()
 		b.StartTimer()
 		s.Run()
 		b.StopTimer()
+		c := cputime.Since(cpu).Seconds()
+		runtime.ReadMemStats(&mem)
+		pkts := float64(j.Workers[0].Reducer.(*Stream).Stats.Sent) * 8
 		if !j.Done() || j.Err != nil {
 			b.Fatalf("not done: %v", j.Err)
 		}
@@ -42,6 +51,9 @@ func BenchmarkAllReduce100MB(b *testing.B) {
 		b.ReportMetric(float64(s.Fired()), "events/op")
 		b.ReportMetric(j.Finish.Seconds()*1e3, "sim-ms/op")
 		b.ReportMetric(float64(s.Fired())/b.Elapsed().Seconds(), "events/s")
+		b.ReportMetric(c, "cpu-s/op")
+		b.ReportMetric(float64(s.Fired())/c, "events/cpu-s")
+		b.ReportMetric(float64(mem.Mallocs-mallocs)/pkts, "allocs/pkt")
 		b.StartTimer()
 	}
 }

@@ -1,6 +1,7 @@
 package allreduce
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -342,12 +343,12 @@ func (r *Ring) recvData(from emulator.Addr, b []byte) {
 	if round != r.round || !r.running {
 		if d := int32(round - r.round); d > 0 && (d == 1 || !r.running) || (d == 0 && r.tensor == nil) {
 			// The next round, which this node has not started yet (its
-			// predecessor finished this one first): keep the packet (the
-			// agent owns it) until AllReduce. A job that all-reduces some
+			// predecessor finished this one first): keep a copy of the
+			// packet (Recv only borrows it) until AllReduce. A job that all-reduces some
 			// rounds in a switch uses the ring for non-consecutive rounds,
 			// so between rounds any later round is the next ring round.
 			if len(r.early) < 4*r.cfg.Window {
-				r.early = append(r.early, earlyPacket{from, b})
+				r.early = append(r.early, earlyPacket{from, bytes.Clone(b)})
 			}
 			return
 		}

@@ -19,6 +19,7 @@
 package cm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -237,6 +238,7 @@ func (s *socket) Recv(from emulator.Addr, b []byte) {
 	if d == nil {
 		return // the device is not up yet: the peer sends again
 	}
+	b = bytes.Clone(b) // Recv only borrows it, and the manager runs later
 	post(d.env, func() { s.m.recv(from.Addr(), b) })
 }
 

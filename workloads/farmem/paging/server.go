@@ -63,6 +63,7 @@ func (s *Server) Start(env emulator.Env) { s.env = env }
 func (s *Server) Stats() ServerStats { return s.stats }
 
 // Lookup returns the stored version, checksum and data of a host's page.
+// data is the server's copy: it changes with the next write of the page.
 func (s *Server) Lookup(host emulator.Addr, page uint64) (version, sum uint32, data []byte, ok bool) {
 	hs := s.hosts[host]
 	if hs == nil {
@@ -136,9 +137,9 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 			if e.data == nil {
 				s.stats.StoredPages++
 			}
-			// The agent owns a received payload (emulator.Agent): keep it
-			// rather than copy it.
-			e.data = data
+			// Recv only borrows the payload (emulator.Agent): copy it, into
+			// the page's buffer once it has one.
+			e.data = append(e.data[:0], data...)
 			e.version, e.sum = h.Version, h.Sum
 		case h.Version == e.version:
 			s.stats.DupWrites++

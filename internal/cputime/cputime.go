@@ -1,0 +1,15 @@
+// Package cputime reads the CPU time of the process, the measure that
+// tracebed's benchmarks divide by: on a machine that other work shares, a
+// rate per CPU-second stays put where one per wall-clock second does not.
+package cputime
+
+import "time"
+
+// Process returns the CPU time (user and system, all threads: the garbage
+// collector's too) that the process has used so far, or the wall-clock
+// time since the process started where the system does not say.
+func Process() time.Duration { return process() }
+
+// Since returns the CPU time the process has used since Process returned
+// start.
+func Since(start time.Duration) time.Duration { return Process() - start }
