@@ -20,8 +20,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
+	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/traces/jobs"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem"
@@ -60,6 +62,10 @@ type app struct {
 	// netnsRunPrefix starts the run ids of the netns testbeds of 'run'
 	// (tests set it to find their own runs); empty means random ids.
 	netnsRunPrefix string
+
+	// programs returns the data planes the switches of this binary run
+	// (the engine is handed them: it knows none).
+	programs switchcmd.Registry
 }
 
 // embeddedFS is a directory of files built into the binary, reachable by
@@ -73,6 +79,7 @@ func newApp(stdout, stderr io.Writer) *app {
 	return &app{
 		stdout: stdout, stderr: stderr,
 		embedded: []embeddedFS{{prefix: "traces/jobs/", fsys: jobtrace.Samples}, {prefix: "traces/mem/", fsys: memtrace.Files}},
+		programs: programs.Registry,
 		registry: experiments.NewRegistry(
 			incast.Kind{},
 			training.Kind{},

@@ -17,7 +17,6 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
-	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -123,7 +122,7 @@ It stays in the foreground until Ctrl-C, then tears everything down; with
 					return badInput(fmt.Errorf("--spin: %w", err))
 				}
 			}
-			reg, err := programs.Registry()
+			reg, err := a.programs()
 			if err != nil {
 				return err
 			}

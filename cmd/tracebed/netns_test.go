@@ -18,6 +18,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	switchcmd.Main() // the switches of in-process netns runs
+	switchcmd.Main(programs.Registry) // the switches of in-process netns runs
 	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 

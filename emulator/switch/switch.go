@@ -2,8 +2,9 @@
 // software switch of tracebed's netns substrate, run as 'tracebed switch'
 // inside a switch's network namespace.
 //
-// It runs the same Go pipelines as the sim substrate (p4/fwd, and the
-// programs of p4/ that wrap it) over real ports:
+// It runs the same Go pipelines as the sim substrate — the programs it is
+// handed (Config.Programs, a dataplane.Registry: p4/'s, assembled by the
+// command) — over real ports:
 //
 //   - ports are AF_PACKET sockets on the namespace's veth interfaces, read
 //     with recvmmsg and written with sendmmsg, a batch per system call;
@@ -41,9 +42,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/internal/units"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -70,8 +71,8 @@ type Config struct {
 	Topology *topologies.Topology
 	Name     string
 	// Programs are the pipelines the switch can run; Program names the
-	// one it starts with (default "fwd").
-	Programs *Registry
+	// one it starts with (empty: the registry's default).
+	Programs *dataplane.Registry
 	Program  string
 	// Seed seeds the link impairments (loss, duplication, reordering).
 	Seed uint64
@@ -106,7 +107,7 @@ type Switch struct {
 	ports []*port // indexed by port number; ports[0] is nil
 
 	// Data-plane state, owned by the loop goroutine.
-	program  *Program
+	program  *dataplane.Program
 	pipeline emulator.Pipeline
 	device   p4rt.Device
 	pio      *p4rt.PacketIO           // the running program's controller headers
@@ -141,9 +142,6 @@ func New(cfg Config) (*Switch, error) {
 	if cfg.Programs == nil {
 		return nil, errors.New("switch: no programs registered")
 	}
-	if cfg.Program == "" {
-		cfg.Program = "fwd"
-	}
 	if cfg.Open == nil {
 		cfg.Open = func(p *topologies.Port) (PortIO, error) { return OpenAFPacket(p.Iface, Batch) }
 		if cfg.MaxFrame == 0 {
@@ -156,7 +154,10 @@ func New(cfg Config) (*Switch, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Switch{cfg: cfg, node: node, start: time.Now(), ctl: make(chan func(), 64), done: make(chan struct{}), log: log}
-	prog := cfg.Programs.Lookup(cfg.Program)
+	prog := cfg.Programs.Default()
+	if cfg.Program != "" {
+		prog = cfg.Programs.Lookup(cfg.Program)
+	}
 	if prog == nil {
 		return nil, fmt.Errorf("switch %s: no program %q (have %v)", cfg.Name, cfg.Program, cfg.Programs.Names())
 	}
@@ -183,15 +184,14 @@ func New(cfg Config) (*Switch, error) {
 
 // loaded is a program built for this switch.
 type loaded struct {
-	prog *Program
-	dp   Dataplane
+	prog *dataplane.Program
+	dp   dataplane.Dataplane
 }
 
-// build builds prog for this switch, with fresh state: the forwarding
-// pipeline with the topology's routes under the program.
-func (s *Switch) build(prog *Program) (*loaded, error) {
-	base := fwd.New(s.node, s.cfg.Topology.Routes()[s.node.Name])
-	dp, err := prog.New(s.node, base)
+// build builds prog for this switch, with fresh state and the topology's
+// routes.
+func (s *Switch) build(prog *dataplane.Program) (*loaded, error) {
+	dp, err := prog.New(s.node, s.cfg.Topology.Routes()[s.node.Name])
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: program %s: %w", s.cfg.Name, prog.Name, err)
 	}
@@ -206,7 +206,7 @@ func (s *Switch) build(prog *Program) (*loaded, error) {
 }
 
 // load builds prog for this switch and makes it the running pipeline.
-func (s *Switch) load(prog *Program) error {
+func (s *Switch) load(prog *dataplane.Program) error {
 	l, err := s.build(prog)
 	if err != nil {
 		return err

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -36,7 +36,7 @@ type target struct {
 	fix              *fixture
 	top              *topologies.Topology
 	node             *topologies.Node
-	reg              *goswitch.Registry
+	reg              *dataplane.Registry
 
 	// gRPC targets.
 	sock      string
@@ -95,7 +95,7 @@ func targets(t *testing.T) (out []*target, skip string) {
 
 // startGoSwitch starts a Go switch with device id 0 running prog, its
 // ports socket pairs and its P4Runtime server on a Unix socket.
-func startGoSwitch(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *goswitch.Registry, prog string, fix *fixture) *target {
+func startGoSwitch(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *dataplane.Registry, prog string, fix *fixture) *target {
 	w := &wires{}
 	sw, err := goswitch.New(goswitch.Config{Topology: top, Name: node.Name, Programs: reg, Program: prog, DeviceID: 0, Open: w.open})
 	if err != nil {
@@ -124,14 +124,14 @@ func startGoSwitch(t *testing.T, top *topologies.Topology, node *topologies.Node
 
 // bmv2Targets starts simple_switch_grpc (no ports: P4Runtime only) for
 // each program p4c-bm2-ss compiles, when both are installed.
-func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *goswitch.Registry) (out []*target, skip string) {
+func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *dataplane.Registry) (out []*target, skip string) {
 	tools, err := bmv2.FindTools(bmv2.Options{})
 	if err != nil {
 		return nil, "simple_switch_grpc and p4c-bm2-ss are not both installed: " + strings.SplitN(err.Error(), "\n", 2)[0]
 	}
 	for _, name := range []string{"fwd", "ina", "farmem"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		prog, err := bmv2.Compile(ctx, name, bmv2.Options{})
+		prog, err := bmv2.Compile(ctx, reg.Lookup(name), bmv2.Options{})
 		cancel()
 		if err != nil {
 			t.Errorf("bmv2: compile %s: %v", name, err)
@@ -165,7 +165,7 @@ func (tg *target) open(t *testing.T) *harness {
 	t.Cleanup(cancel)
 	h := &harness{t: t, tg: tg, ctx: ctx}
 	if tg.kind == "local" {
-		dp, err := tg.reg.Lookup(tg.prog).New(tg.node, fwd.New(tg.node, tg.top.Routes()[tg.node.Name]))
+		dp, err := tg.reg.Lookup(tg.prog).New(tg.node, tg.top.Routes()[tg.node.Name])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/systems/fastswap"
 	"github.com/tracebed/tracebed/topologies"
@@ -66,7 +67,7 @@ func replay(t *testing.T, acc []memtrace.Access, limit int, memScale float64, re
 		t.Fatal(err)
 	}
 	s := sim.New()
-	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/systems/fastswap"
 	"github.com/tracebed/tracebed/systems/glitter"
@@ -133,7 +134,7 @@ func runHost(t *testing.T, engine evict.Engine, acc []memtrace.Access, limit, he
 		t.Fatal(err)
 	}
 	s := sim.New()
-	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 	if err != nil {
 		t.Fatal(err)
 	}

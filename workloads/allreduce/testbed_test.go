@@ -12,7 +12,9 @@ import (
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/p4/programs"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -21,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the netns testbeds are this binary
+	switchcmd.Main(programs.Registry) // the Go switches of the netns testbeds are this binary
 	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
@@ -78,7 +80,7 @@ func TestSetupOnTestbeds(t *testing.T) {
 			top := starTopo(t, netParams{hosts: 8, rate: 10 * units.Mbps, delay: 50 * time.Microsecond, aggregators: 64, buffer: 64 << 10, loss: 0.01})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+			tb, err := newTB(ctx, testbed.Config{Topology: top, Program: inaProgram(t), Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +185,7 @@ func BenchmarkResultSpread(b *testing.B) {
 func resultSpread(b *testing.B, newTB func(context.Context, testbed.Config) (testbed.Testbed, error)) []float64 {
 	top := starTopo(b, netParams{hosts: 4, rate: 10 * units.Mbps, delay: time.Microsecond, aggregators: 64, buffer: 64 << 10})
 	ctx := context.Background()
-	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: inaProgram(b), Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -247,4 +249,14 @@ func resultSpread(b *testing.B, newTB func(context.Context, testbed.Config) (tes
 		spreads = append(spreads, float64(hi-lo)/1e3)
 	}
 	return spreads
+}
+
+// inaProgram is the INA data plane as the testbeds load it.
+func inaProgram(t testing.TB) *dataplane.Program {
+	t.Helper()
+	prog, err := ina.SwitchProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &prog
 }

@@ -726,7 +726,11 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	if err != nil {
 		return nil, err
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: "ina", Seed: uint64(r.Seed)})
+	prog, err := ina.SwitchProgram()
+	if err != nil {
+		return nil, err
+	}
+	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: &prog, Seed: uint64(r.Seed)})
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package training
 import (
 	"cmp"
 	"context"
-	"github.com/tracebed/tracebed/workloads/training/packet"
 	"math"
 	"os"
 	"slices"
@@ -11,7 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/p4/programs"
+	"github.com/tracebed/tracebed/workloads/training/packet"
+
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -21,7 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the netns runs are this binary
+	switchcmd.Main(programs.Registry) // the Go switches of the netns runs are this binary
 	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
@@ -54,7 +58,7 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	} else {
 		defer realtime(t)()
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: sc.scaled.Top, Program: "ina", Seed: uint64(seed)})
+	tb, err := newTB(ctx, testbed.Config{Topology: sc.scaled.Top, Program: inaProgram(t), Seed: uint64(seed)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,4 +252,14 @@ func realtime(t *testing.T) func() {
 			t.Errorf("back to SCHED_NORMAL: %v", err)
 		}
 	}
+}
+
+// inaProgram is the INA data plane as the testbeds load it.
+func inaProgram(t testing.TB) *dataplane.Program {
+	t.Helper()
+	prog, err := ina.SwitchProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &prog
 }

@@ -27,8 +27,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
-	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -47,9 +47,15 @@ func IsInputError(err error) bool {
 
 func badInput(err error) error { return InputError{err} }
 
-// Command returns the 'switch' command; stderr receives its log and the
-// counters it prints when it stops.
-func Command(stderr io.Writer) *cobra.Command {
+// Registry returns the programs a switch can run. The command calls it
+// when it starts a switch; the tracebed binary assembles its registry in
+// cmd/tracebed, from p4/programs.
+type Registry func() (*dataplane.Registry, error)
+
+// Command returns the 'switch' command, whose switch runs the programs of
+// programs; stderr receives its log and the counters it prints when it
+// stops.
+func Command(stderr io.Writer, programs Registry) *cobra.Command {
 	var cfg goswitch.Config
 	var topoArg, listen, spin string
 	cmd := &cobra.Command{
@@ -84,8 +90,11 @@ stops on SIGINT or SIGTERM and prints its counters.`,
 			if err != nil {
 				return badInput(err)
 			}
-			if cfg.Programs, err = programs.Registry(); err != nil {
+			if cfg.Programs, err = programs(); err != nil {
 				return err
+			}
+			if cfg.Program != "" && cfg.Programs.Lookup(cfg.Program) == nil {
+				return badInput(fmt.Errorf("--program %s: the switch runs %v", cfg.Program, cfg.Programs.Names()))
 			}
 			cfg.Topology = top
 			cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
@@ -96,7 +105,7 @@ stops on SIGINT or SIGTERM and prints its counters.`,
 	fl.StringVar(&topoArg, "topology", "", "topology file (or built-in name)")
 	fl.StringVar(&cfg.Name, "name", "", "which switch of the topology this is")
 	fl.StringVar(&listen, "grpc", "", "P4Runtime address: a Unix socket path, or 127.0.0.1:PORT")
-	fl.StringVar(&cfg.Program, "program", "fwd", "data plane to start with")
+	fl.StringVar(&cfg.Program, "program", "", "data plane to start with (default: the first registered, plain forwarding)")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of injected loss, duplication and reordering")
 	fl.Uint64Var(&cfg.DeviceID, "device-id", goswitch.DefaultDeviceID, "P4Runtime device id (0 is valid, as in the P4 tutorials)")
 	fl.StringVar(&spin, "spin", "", "busy-poll for timed events this close (e.g. 200us)")
@@ -179,22 +188,22 @@ const ChildEnv = "TRACEBED_SWITCH_PROCESS"
 
 // Main makes a test binary act as a switch process: when this process was
 // started by Start (ChildEnv is set and the first argument is "switch") it
-// runs the switch command with the process's arguments and exits;
-// otherwise it returns at once. Call it first thing in the TestMain of a
-// package whose tests start switches (bring up a netns testbed):
+// runs the switch command over programs with the process's arguments and
+// exits; otherwise it returns at once. Call it first thing in the TestMain
+// of a package whose tests start switches (bring up a netns testbed):
 //
 //	func TestMain(m *testing.M) {
-//		switchcmd.Main()
+//		switchcmd.Main(programs.Registry)
 //		os.Exit(m.Run())
 //	}
 //
 // The tracebed binary needs no call: it has the switch command.
-func Main() {
+func Main(programs Registry) {
 	if os.Getenv(ChildEnv) == "" || len(os.Args) < 2 || os.Args[1] != "switch" {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	cmd := Command(os.Stderr)
+	cmd := Command(os.Stderr, programs)
 	cmd.SetArgs(os.Args[2:])
 	cmd.SilenceUsage = true
 	err := cmd.ExecuteContext(ctx)

@@ -43,7 +43,6 @@ import (
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
-	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -188,6 +187,10 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	if cfg.Topology == nil {
 		return nil, errors.New("netnstb: no topology")
 	}
+	prog := cfg.Program
+	if prog == nil {
+		return nil, errors.New("netnstb: Config.Program is nil: the switches need a data plane")
+	}
 	if err := Check(opts); err != nil {
 		return nil, err
 	}
@@ -199,17 +202,6 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	}
 	if opts.RunID == "" && opts.RunIDPrefix != "" {
 		opts.RunID = netns.TestRunID(opts.RunIDPrefix)
-	}
-	if cfg.Program == "" {
-		cfg.Program = "fwd"
-	}
-	reg, err := programs.Registry()
-	if err != nil {
-		return nil, err
-	}
-	prog := reg.Lookup(cfg.Program)
-	if prog == nil {
-		return nil, fmt.Errorf("netnstb: no program %q (have %v)", cfg.Program, reg.Names())
 	}
 	t := &Testbed{cfg: cfg, opts: opts, clients: map[string]*p4rt.GRPC{}, bound: map[emulator.Addr]bool{},
 		closing: make(chan struct{}), closed: make(chan struct{})}
@@ -231,7 +223,7 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	var deviceID uint64
 	switch opts.Switch {
 	case SwitchGo:
-		t.switches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Seed: cfg.Seed, Spin: opts.Spin})
+		t.switches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Program: prog.Name, Seed: cfg.Seed, Spin: opts.Spin})
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +232,7 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 		}
 		info, deviceID = prog.P4Info, 1
 	case SwitchBMv2:
-		compiled, err := bmv2.Compile(ctx, cfg.Program, opts.BMv2)
+		compiled, err := bmv2.Compile(ctx, prog, opts.BMv2)
 		if err != nil {
 			return nil, err
 		}
