@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // Gavel's trace format (stanford-futuredata/gavel, scheduler/traces/):
@@ -44,7 +44,7 @@ type GavelFamily struct {
 	// What Gavel trains, and our estimate of its parameters.
 	Workload string
 	Params   float64
-	// Model is the tracebed profile (workloads/models) of the nearest
+	// Model is the tracebed profile (traces/models) of the nearest
 	// gradient size.
 	Model string
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 var update = flag.Bool("update", false, "rewrite the derived traces (philly-e13805-x1000.csv)")

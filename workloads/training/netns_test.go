@@ -21,7 +21,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 func TestMain(m *testing.M) {
