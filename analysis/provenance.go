@@ -30,10 +30,13 @@ type Provenance struct {
 	Started    string  `json:"started"` // RFC 3339, UTC
 	WallS      float64 `json:"wall_s"`  // wall-clock time of the experiment's runs
 	Runs       int     `json:"runs"`
-	Parallel   int     `json:"parallel"`
-	Version    string  `json:"tracebed_version"`
-	Commit     string  `json:"commit,omitempty"`
-	Machine    Machine `json:"machine"`
+	// Partial says the execution stopped early (interrupted): results.json
+	// holds the runs that finished and says why (its partial field).
+	Partial  bool    `json:"partial,omitempty"`
+	Parallel int     `json:"parallel"`
+	Version  string  `json:"tracebed_version"`
+	Commit   string  `json:"commit,omitempty"`
+	Machine  Machine `json:"machine"`
 	// Shard is "I/N" for one shard of a sharded run (tracebed run
 	// --shard); Shards, for results merged from shards (tracebed merge),
 	// are the shards' own records, in shard order.

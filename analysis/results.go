@@ -45,7 +45,19 @@ type Results struct {
 	Scenarios  []string     `json:"scenarios"` // in the spec's order
 	Metrics    []MetricInfo `json:"metrics"`   // column definitions, in table order
 	SeriesInfo []SeriesInfo `json:"series_info,omitempty"`
-	Runs       []Run        `json:"runs"`
+	// Partial, when set, says the execution stopped before every run was
+	// done (interrupted by a signal or a deadline): Runs holds the runs
+	// that finished, and the file must not be read as the experiment's
+	// results. Absent from a complete execution's file.
+	Partial *Partial `json:"partial,omitempty"`
+	Runs    []Run    `json:"runs"`
+}
+
+// Partial describes an execution that stopped early.
+type Partial struct {
+	Reason string `json:"reason"` // e.g. "interrupted by signal SIGINT"
+	Done   int    `json:"done"`   // runs that finished (those in Runs)
+	Of     int    `json:"of"`     // runs the execution had to do
 }
 
 // SeriesInfo describes a series that runs record, for plots.
@@ -137,6 +149,9 @@ func (r *Results) Validate() error {
 		policy, scenario string
 		seed             int64
 	}
+	if p := r.Partial; p != nil && (p.Done != len(r.Runs) || p.Done > p.Of) {
+		return fmt.Errorf("partial: %d runs done of %d, but the file holds %d", p.Done, p.Of, len(r.Runs))
+	}
 	seen := map[key]int{}
 	for i, run := range r.Runs {
 		// Hand-made files may list no policies or scenarios; check
@@ -179,6 +194,15 @@ func (r *Results) Validate() error {
 				return fmt.Errorf("runs[%d] (%s/%s/seed %d): two tables are named %s", i, run.Policy, run.Scenario, run.Seed, t.Name)
 			}
 		}
+	}
+	return nil
+}
+
+// Complete returns an error naming path if r holds the partial results of
+// an execution that stopped early: they compare with nothing.
+func (r *Results) Complete(path string) error {
+	if p := r.Partial; p != nil {
+		return fmt.Errorf("%s: partial results (%s after %d of %d runs); run the experiment to the end to compare it", path, p.Reason, p.Done, p.Of)
 	}
 	return nil
 }

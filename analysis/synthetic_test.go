@@ -72,8 +72,16 @@ func syntheticINA() *Results {
 						g = 1 - (1-g)*(1-math.Exp(-agg/4096))
 					}
 					var jcts []float64
-					for range 12 {
-						jcts = append(jcts, (40+rng.Float64()*160)*g*(1+load))
+					jobs := EntityTable{Name: "jobs", Entity: "job", Labels: []string{"model"}, Columns: []MetricInfo{
+						{Name: "jct_s", Unit: "s", Better: Lower}, {Name: "bound_s", Unit: "s"}, {Name: "slowdown", Better: Lower},
+					}}
+					slow := rand.New(rand.NewPCG(uint64(seed), 3))
+					for i := range 12 {
+						jct := (40 + rng.Float64()*160) * g * (1 + load)
+						jcts = append(jcts, jct)
+						bound := round(jct/(g*(1+load)*(1+0.2*slow.Float64())), 3)
+						jobs.Rows = append(jobs.Rows, EntityRow{ID: fmt.Sprint(i), Labels: map[string]string{"model": "vgg16"},
+							Values: map[string]float64{"jct_s": round(jct, 3), "bound_s": bound, "slowdown": round(jct/bound, 4)}})
 					}
 					var sum, mx float64
 					for _, j := range jcts {
@@ -104,6 +112,7 @@ func syntheticINA() *Results {
 						},
 						Series: map[string][]Point{"jct_cdf": ecdf(jcts), "mem_util": mem},
 						Params: map[string]float64{"aggregators": agg, "load": load},
+						Tables: []EntityTable{jobs},
 					})
 				}
 			}

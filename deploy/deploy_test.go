@@ -18,6 +18,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tracebed/tracebed/internal/testproc"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -253,7 +255,7 @@ func TestSlurmScript(t *testing.T) {
 	if err := os.WriteFile(path, out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if msg, err := exec.Command(bash, "-n", path).CombinedOutput(); err != nil {
+	if msg, err := testproc.Command(t, bash, "-n", path).CombinedOutput(); err != nil {
 		t.Errorf("bash -n: %v\n%s", err, msg)
 	}
 }

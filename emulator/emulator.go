@@ -41,6 +41,19 @@ type Env interface {
 	Rand() *rand.Rand
 }
 
+// Poster is implemented by the Env of every substrate: Post runs f on the
+// agent's goroutine, after the callback in progress, as if it were a timer
+// of zero delay set from there — but Post, unlike the rest of Env, may be
+// called from any goroutine, in particular from another agent's callback.
+// It is how agents bound to several ports of one host (an RDMA device on
+// UDP 4791 and its connection manager on another port, say) hand work to
+// each other without locks: on sim every agent shares one goroutine, on
+// netns each has its own. Post reports false, dropping f, once the agent
+// has stopped.
+type Poster interface {
+	Post(f func()) bool
+}
+
 // Timer is a pending call scheduled with Env.After.
 type Timer interface {
 	// Stop cancels the call. It reports whether the call was still pending.
@@ -82,6 +95,15 @@ type Emitter interface {
 	// priority, and a value at or above the port's number of queues uses
 	// the highest queue. Emit takes ownership of frame.
 	Emit(port int, prio int, frame []byte)
+}
+
+// PayloadBorrower is implemented by agents that never keep the payload
+// passed to Recv once Recv returns (they copy out what they need) and say
+// so by returning true: the substrate may then reuse the payload's buffer
+// for later datagrams. The sim substrate does, which takes an allocation
+// off the path of every packet such an agent receives.
+type PayloadBorrower interface {
+	BorrowsPayload() bool
 }
 
 // AgentFunc adapts plain functions to Agent, for tests and small tools.

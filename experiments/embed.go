@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tracebed/tracebed/internal/yamlx"
 )
 
 // ready holds the experiment specs shipped with tracebed.
@@ -34,7 +35,7 @@ func ReadyFile(name string) ([]byte, error) {
 // the embedded specs by name ("incast", "experiments/incast.yaml").
 // readFile serves other files built into the binary (traces).
 func Open(path string, readFile func(string) ([]byte, error)) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path)
 	if err == nil {
 		return ParseSpec(path, data, readFile)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/testbed"
 )
@@ -124,6 +126,15 @@ type Options struct {
 	// Shard, if its Count is not 0, runs only that shard of the runs
 	// (NewPlan); the results then hold those runs alone.
 	Shard Shard
+	// Capture, if set, is called with every testbed a run builds, as soon
+	// as it is built: it may start packet captures (testbed.Capturer) and
+	// returns what stops them, called when the run is over.
+	Capture func(r Run, tb testbed.Testbed) (stop func() error, err error)
+	// Memory, if positive, bounds the estimated memory (Need) of the runs
+	// under way together: a run starts when its estimate fits beside
+	// those of the runs under way, or when none is. CheckLimits refuses
+	// a run whose estimate alone exceeds it.
+	Memory int64
 }
 
 // RunError is a failure of one run (as opposed to bad input).
@@ -138,8 +149,23 @@ func (e *RunError) Error() string {
 
 func (e *RunError) Unwrap() error { return e.Err }
 
+// PanicError is a run that panicked: a bug in tracebed, whatever the
+// input, since every input problem is an error. It names the run.
+type PanicError struct {
+	Value any    // what was passed to panic
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack) }
+
 // Execute runs every (scenario, policy, seed) of spec, or those of
 // opts.Shard, in parallel, and returns the results in canonical order.
+//
+// If ctx is done before every run finished (a signal, a deadline), the runs
+// under way stop within a moment, and Execute returns the results of the
+// runs that finished, marked partial (analysis.Results.Partial), together
+// with an error that wraps ctx's cause. A run that panicked is a
+// *PanicError.
 func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*analysis.Results, error) {
 	res := &analysis.Results{
 		Schema: analysis.Schema, Experiment: spec.Name, Kind: spec.Kind,
@@ -171,6 +197,7 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -193,6 +220,19 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 		mu.Unlock()
 		opts.Progress.Update(sum, float64(len(runs)))
 	}
+	// The memory each run is estimated to need, as a share of the budget.
+	var budget *semaphore.Weighted
+	weight := make([]int64, len(runs))
+	if needs := Needs(spec, exp); needs != nil && opts.Memory > 0 {
+		budget = semaphore.NewWeighted(opts.Memory)
+		for i, r := range runs {
+			for k, sc := range spec.Scenarios {
+				if sc.Name == r.Scenario {
+					weight[i] = min(max(needs[k].Memory, 1), opts.Memory)
+				}
+			}
+		}
+	}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range min(parallel, len(runs)) {
@@ -202,7 +242,24 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 			for i := range jobs {
 				r := runs[i]
 				r.Progress = func(f float64) { report(i, f) }
+				if budget != nil && weight[i] > 0 {
+					if err := budget.Acquire(ctx, weight[i]); err != nil {
+						continue // interrupted before it started
+					}
+				}
+				var stops []func() error
+				if opts.Capture != nil {
+					r.NewTestbed = capturing(r, opts.Capture, &stops)
+				}
 				run, err := runOne(ctx, exp, r)
+				for _, stop := range stops {
+					if serr := stop(); serr != nil && err == nil {
+						err = fmt.Errorf("capture: %w", serr)
+					}
+				}
+				if budget != nil && weight[i] > 0 {
+					budget.Release(weight[i])
+				}
 				report(i, 1)
 				mu.Lock()
 				if err != nil {
@@ -223,28 +280,66 @@ func Execute(ctx context.Context, spec *Spec, exp Experiment, opts Options) (*an
 	}
 	close(jobs)
 	wg.Wait()
+	interrupted := parent.Err() != nil
+	if interrupted {
+		// Runs that stopped because ctx was done did not fail; a panic
+		// is still a bug.
+		errs = slices.DeleteFunc(errs, func(err error) bool {
+			var pe *PanicError
+			return !errors.As(err, &pe)
+		})
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	for i, run := range out {
+		if run == nil {
+			continue // not done: the execution was interrupted
+		}
 		run.Policy, run.Scenario, run.Seed = runs[i].Policy, runs[i].Scenario, runs[i].Seed
 		res.Runs = append(res.Runs, *run)
+	}
+	if interrupted {
+		cause := context.Cause(parent)
+		res.Partial = &analysis.Partial{Reason: cause.Error(), Done: len(res.Runs), Of: len(runs)}
 	}
 	res.Sort()
 	if err := res.Validate(); err != nil {
 		return nil, fmt.Errorf("experiment %s produced invalid results: %w", spec.Name, err)
 	}
+	if p := res.Partial; p != nil {
+		return res, fmt.Errorf("%s stopped after %d of %d runs: %w", spec.Name, p.Done, p.Of, context.Cause(parent))
+	}
 	return res, nil
+}
+
+// capturing wraps r's testbed factory so that capture starts on every
+// testbed it builds; the stops pile up in stops.
+func capturing(r Run, capture func(Run, testbed.Testbed) (func() error, error), stops *[]func() error) TestbedFactory {
+	var mu sync.Mutex
+	build := r.NewTestbed
+	return func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+		tb, err := build(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		stop, err := capture(r, tb)
+		if err != nil {
+			tb.Close()
+			return nil, fmt.Errorf("capture: %w", err)
+		}
+		mu.Lock()
+		*stops = append(*stops, stop)
+		mu.Unlock()
+		return tb, nil
+	}
 }
 
 // runOne runs r, turning a panic into an error that names the run.
 func runOne(ctx context.Context, exp Experiment, r Run) (run *analysis.Run, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
 	}()
 	run, err = exp.Run(ctx, r)
@@ -280,6 +375,9 @@ func Write(dir string, res *analysis.Results, tables []analysis.Table) (string, 
 	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# %s\n\nSpec `%s` (sha256 %.12s…), substrate %s, seeds %v, tracebed %s.\n\n", res.Experiment, res.Spec, res.SpecHash, res.Substrate, res.Seeds, res.Version)
+	if p := res.Partial; p != nil {
+		fmt.Fprintf(&md, "**Partial results**: %s after %d of %d runs; the tables hold the runs that finished.\n\n", p.Reason, p.Done, p.Of)
+	}
 	for _, t := range tables {
 		if err := t.WriteMarkdown(&md); err != nil {
 			return "", err

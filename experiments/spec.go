@@ -10,6 +10,7 @@ package experiments
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -23,12 +24,17 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tracebed/tracebed/internal/ctxio"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/topologies"
 )
 
 // Substrates a spec may name.
 var Substrates = []string{"sim", "netns"}
+
+// MaxScale is the largest scale factor any spec may give; a kind may allow
+// less (the far-memory kind does: its clock must hold the scaled run).
+const MaxScale = 1e6
 
 // Spec is a parsed experiment spec.
 type Spec struct {
@@ -63,6 +69,29 @@ type Spec struct {
 	At   yamlx.Where
 
 	readFile func(string) ([]byte, error)
+	// ctx interrupts reads of the files the spec refers to (SetContext).
+	ctx context.Context
+}
+
+// SetContext makes every read of a file the spec refers to (Find, ReadFile,
+// Interruptible) fail once ctx is done: compiling a spec that converts a
+// trace of gigabytes stops on SIGINT like a run does.
+func (s *Spec) SetContext(ctx context.Context) { s.ctx = ctx }
+
+// Interruptible returns open with its reader failing once the spec's
+// context (SetContext) is done.
+func (s *Spec) Interruptible(open func() (io.ReadCloser, error)) func() (io.ReadCloser, error) {
+	if s.ctx == nil {
+		return open
+	}
+	ctx := s.ctx
+	return func() (io.ReadCloser, error) {
+		rc, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return ctxio.ReadCloser(ctx, rc), nil
+	}
 }
 
 // Entry is one policy or scenario: a name, and for a mapping entry the node
@@ -112,9 +141,13 @@ type RefFile struct {
 func (s *Spec) Find(path string) (RefFile, error) {
 	for _, p := range s.candidates(path) {
 		fi, err := os.Stat(p)
+		if err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+			// A device or a pipe could block or never end.
+			return RefFile{}, fmt.Errorf("%s: not a regular file (%v)", p, fi.Mode().Type())
+		}
 		if err == nil && !fi.IsDir() {
 			p := p
-			return RefFile{Name: p, Size: fi.Size(), Open: func() (io.ReadCloser, error) { return os.Open(p) }}, nil
+			return RefFile{Name: p, Size: fi.Size(), Open: s.Interruptible(func() (io.ReadCloser, error) { return os.Open(p) })}, nil
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return RefFile{}, fmt.Errorf("%s: %w", p, err)
@@ -122,9 +155,9 @@ func (s *Spec) Find(path string) (RefFile, error) {
 	}
 	if s.readFile != nil {
 		if data, err := s.readFile(path); err == nil {
-			return RefFile{Name: path, Size: int64(len(data)), Open: func() (io.ReadCloser, error) {
+			return RefFile{Name: path, Size: int64(len(data)), Open: s.Interruptible(func() (io.ReadCloser, error) {
 				return io.NopCloser(bytes.NewReader(data)), nil
-			}}, nil
+			})}, nil
 		}
 	}
 	where := "next to " + s.File + ", in the working directory"
@@ -225,8 +258,11 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 			break
 		}
 	}
-	if s.Scale < 1 {
-		errs = append(errs, s.Errorf("scale", "%g; the scale factor divides rates, volumes and memory and must be 1 or more", s.Scale))
+	if raw.Seeds != nil && len(raw.Seeds) == 0 {
+		errs = append(errs, s.Errorf("seeds", "empty; list the seeds to run, or leave the field out (seed 1)"))
+	}
+	if s.Scale < 1 || s.Scale > MaxScale {
+		errs = append(errs, s.Errorf("scale", "%g; the scale factor divides rates, volumes and memory and must be 1 to %g (kinds may allow less)", s.Scale, float64(MaxScale)))
 	}
 	if raw.Topology != nil {
 		top, err := LoadTopology(file, raw.Topology, "topology")
@@ -244,6 +280,8 @@ func ParseSpec(file string, data []byte, readFile func(string) ([]byte, error)) 
 		s.Scenarios = []Entry{{Name: "default", Pos: s.At.Pos, Path: "scenarios"}}
 	} else if s.Scenarios, err = entries(file, raw.Scenarios, "scenarios"); err != nil {
 		errs = append(errs, err)
+	} else if len(s.Scenarios) == 0 {
+		errs = append(errs, s.Errorf("scenarios", "empty, so nothing would run; list the scenarios, or leave the field out (one scenario named default)"))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -421,13 +459,20 @@ func withoutKey(n *yaml.Node, key string) *yaml.Node {
 // at the entry's own key if it sets it, else at the workload section's key if
 // the value came from there, else at the entry.
 func EntryError(s *Spec, e Entry, key, format string, args ...any) error {
+	pos, field := EntryWhere(s, e, key)
+	return yamlx.Errorf(pos, field, format, args...)
+}
+
+// EntryWhere locates key of a scenario or policy entry as EntryError
+// does: the position and the dotted path of the field.
+func EntryWhere(s *Spec, e Entry, key string) (yamlx.Pos, string) {
 	if v := valueOf(e.Node, key); v != nil {
-		return yamlx.Errorf(yamlx.NodePos(s.File, v), e.Path+"."+key, format, args...)
+		return yamlx.NodePos(s.File, v), e.Path + "." + key
 	}
 	if v := valueOf(s.Workload, key); v != nil {
-		return yamlx.Errorf(yamlx.NodePos(s.File, v), "workload."+key, format, args...)
+		return yamlx.NodePos(s.File, v), "workload." + key
 	}
-	return yamlx.Errorf(e.Pos, e.Path+"."+key, format, args...)
+	return e.Pos, e.Path + "." + key
 }
 
 func valueOf(n *yaml.Node, key string) *yaml.Node {

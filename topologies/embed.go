@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
+
+	"github.com/tracebed/tracebed/internal/yamlx"
 )
 
 // ready holds the topology files shipped with tracebed.
@@ -36,7 +37,7 @@ func ReadyFile(name string) ([]byte, error) {
 // from the embedded ready files by name ("star", "leafspine.yaml",
 // "topologies/fattree-k4.yaml").
 func Open(path string) (*Topology, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path)
 	if err == nil {
 		return Parse(path, data)
 	}

@@ -59,8 +59,8 @@ func Generate(p Params) (*File, error) {
 		}
 		return w.Errorf(key, format, args...)
 	}
-	if p.Aggregators < 0 {
-		return nil, bad("aggregators", "%d is negative", p.Aggregators)
+	if p.Aggregators < 0 || p.Aggregators > MaxAggregators {
+		return nil, bad("aggregators", "%d; want 0 to %d aggregator slots per switch", p.Aggregators, MaxAggregators)
 	}
 	if p.Queues < 1 || p.Queues > MaxQueues {
 		return nil, bad("queues", "%d egress queues; want 1 to %d", p.Queues, MaxQueues)

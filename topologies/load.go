@@ -3,13 +3,13 @@ package topologies
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"regexp"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/internal/yamlx"
 )
@@ -76,11 +76,45 @@ const (
 	DefaultQueues      = 8
 	DefaultAggregators = 0
 	MaxQueues          = 64
+	// MaxAggregators is the most aggregator slots a switch may have: the
+	// size of the INA program's register arrays (p4/ina), 1Mi slots of
+	// 64 values, 256 MiB of switch memory.
+	MaxAggregators = 1 << 20
 )
+
+// notUnicast says why ip cannot be a node's address (the unspecified,
+// loopback, multicast, broadcast, link-local or reserved ranges), or
+// returns "".
+func notUnicast(ip netip.Addr) string {
+	switch {
+	case ip.IsUnspecified() || ip.As4()[0] == 0:
+		return "in 0.0.0.0/8, the unspecified (this-network) range"
+	case ip.IsLoopback():
+		return "a loopback address"
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	case ip.IsMulticast():
+		return "a multicast address"
+	case ip.IsLinkLocalUnicast():
+		return "a link-local address"
+	case ip.As4()[0] >= 240:
+		return "in 240.0.0.0/4, a reserved range"
+	}
+	return ""
+}
+
+// truncate shortens a value for an error message: a file may hold a
+// megabyte where a short value belongs.
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
 
 // Load reads and validates a topology file.
 func Load(path string) (*Topology, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("topology: %w", err)
 	}
@@ -112,78 +146,85 @@ func DecodeFile(file string, root *yaml.Node, path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every section is decoded and every problem reported (up to
+	// problems.Max), each with its line and field.
+	var probs problems.List
 	var f File
 	var body *yaml.Node
 	for _, p := range pairs {
 		switch p.Key {
 		case "name":
-			if err := yamlx.Decode(file, p.Value, yamlx.JoinPath(path, "name"), &f.Name); err != nil {
-				return nil, err
-			}
+			probs.Add(yamlx.Decode(file, p.Value, yamlx.JoinPath(path, "name"), &f.Name))
 		case "topology":
 			body = p.Value
 		default:
-			return nil, yamlx.Errorf(p.Pos, yamlx.JoinPath(path, p.Key), "unknown field; known fields here: name, topology")
+			probs.Add(yamlx.Errorf(p.Pos, yamlx.JoinPath(path, p.Key), "unknown field; known fields here: name, topology"))
 		}
 	}
 	if body == nil {
-		return nil, yamlx.Errorf(yamlx.NodePos(file, root), yamlx.JoinPath(path, "topology"), "missing; a topology file has a topology section with nodes and links")
+		probs.Add(yamlx.Errorf(yamlx.NodePos(file, root), yamlx.JoinPath(path, "topology"), "missing; a topology file has a topology section with nodes and links"))
+		return nil, probs.Err()
 	}
 	bpath := yamlx.JoinPath(path, "topology")
 	bpairs, err := yamlx.Pairs(file, body, bpath)
 	if err != nil {
-		return nil, err
+		probs.Add(err)
+		return nil, probs.Err()
 	}
 	var haveNodes, haveLinks bool
 	for _, p := range bpairs {
 		field := yamlx.JoinPath(bpath, p.Key)
 		switch p.Key {
 		case "defaults":
-			if err := yamlx.Decode(file, p.Value, field, &f.Topology.Defaults); err != nil {
-				return nil, err
-			}
+			probs.Add(yamlx.Decode(file, p.Value, field, &f.Topology.Defaults))
 		case "nodes":
 			haveNodes = true
 			nodes, err := yamlx.Pairs(file, p.Value, field)
 			if err != nil {
-				return nil, err
+				probs.Add(err)
+				continue
 			}
 			for _, n := range nodes {
 				nn := NamedNode{Name: n.Key, Pos: n.Pos}
 				if err := yamlx.Decode(file, n.Value, yamlx.JoinPath(field, n.Key), &nn.Spec); err != nil {
-					return nil, err
+					probs.Add(err)
+					continue
 				}
 				f.Topology.Nodes = append(f.Topology.Nodes, nn)
 			}
 		case "links":
 			haveLinks = true
-			if err := yamlx.Decode(file, p.Value, field, &f.Topology.Links); err != nil {
-				return nil, err
-			}
+			probs.Add(yamlx.Decode(file, p.Value, field, &f.Topology.Links))
 		default:
-			return nil, yamlx.Errorf(p.Pos, field, "unknown field; known fields here: defaults, nodes, links")
+			probs.Add(yamlx.Errorf(p.Pos, field, "unknown field; known fields here: defaults, nodes, links"))
 		}
 	}
 	at := yamlx.NodePos(file, body)
 	if !haveNodes {
-		return nil, yamlx.Errorf(at, yamlx.JoinPath(bpath, "nodes"), "missing; list the hosts and switches")
+		probs.Add(yamlx.Errorf(at, yamlx.JoinPath(bpath, "nodes"), "missing; list the hosts and switches"))
 	}
 	if !haveLinks {
-		return nil, yamlx.Errorf(at, yamlx.JoinPath(bpath, "links"), "missing; list the links between nodes")
+		probs.Add(yamlx.Errorf(at, yamlx.JoinPath(bpath, "links"), "missing; list the links between nodes"))
+	}
+	if err := probs.Err(); err != nil {
+		return nil, err
 	}
 	return &f, nil
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,31}$`)
 
-// Build validates f and returns the topology. Every error is a *yamlx.Error
-// naming the file, line and field (file positions are absent for generated
-// topologies that never were YAML).
+// Build validates f and returns the topology. Every problem is reported
+// (up to problems.Max), each a *yamlx.Error naming the file, line and
+// field (file positions are absent for generated topologies that never
+// were YAML); a link to a node with a problem of its own is left out, so
+// one mistake is reported once.
 func (f *File) Build(file string) (*Topology, error) {
 	t := &Topology{Name: f.Name, File: file, byName: map[string]*Node{}, byIP: map[netip.Addr]*Node{}}
 	if t.Name == "" {
 		t.Name = strings.TrimSuffix(baseName(file), ".yaml")
 	}
+	var probs problems.List
 	defs := f.Topology.Defaults
 	pos := func(w yamlx.Where) yamlx.Pos {
 		if w.File == "" {
@@ -191,6 +232,7 @@ func (f *File) Build(file string) (*Topology, error) {
 		}
 		return w.Pos
 	}
+	broken := map[string]bool{} // nodes with a problem of their own
 	var nhost, nswitch int
 	for _, nn := range f.Topology.Nodes {
 		s, path := nn.Spec, "topology.nodes."+nn.Name
@@ -200,17 +242,24 @@ func (f *File) Build(file string) (*Topology, error) {
 			w.Path = path
 		}
 		if !nameRE.MatchString(nn.Name) {
-			return nil, yamlx.Errorf(pos(w), path, "node name %q: want a letter then up to 31 letters, digits, '_', '.' or '-'", nn.Name)
+			probs.Add(yamlx.Errorf(pos(w), path, "node name %q: want a letter then up to 31 letters, digits, '_', '.' or '-'", nn.Name))
+			broken[nn.Name] = true
+			continue
 		}
-		if _, dup := t.byName[nn.Name]; dup {
-			return nil, yamlx.Errorf(pos(w), path, "duplicate node name")
+		if _, dup := t.byName[nn.Name]; dup || broken[nn.Name] {
+			probs.Add(yamlx.Errorf(pos(w), path, "duplicate node name"))
+			continue
 		}
 		n := &Node{Name: nn.Name, Kind: Kind(s.Kind), Index: len(t.Nodes), Labels: s.Labels, Pos: pos(w)}
+		bad := func(err error) {
+			probs.Add(err)
+			broken[nn.Name] = true
+		}
 		switch n.Kind {
 		case Host:
-			for key, set := range map[string]bool{"aggregators": s.Aggregators != nil, "queues": s.Queues != nil, "latency": s.Latency != nil} {
-				if set {
-					return nil, w.Errorf(key, "only switches have %s", key)
+			for _, key := range []string{"aggregators", "queues", "latency"} {
+				if set := map[string]bool{"aggregators": s.Aggregators != nil, "queues": s.Queues != nil, "latency": s.Latency != nil}[key]; set {
+					bad(w.Errorf(key, "only switches have %s", key))
 				}
 			}
 			n.Queues = 1
@@ -221,36 +270,44 @@ func (f *File) Build(file string) (*Topology, error) {
 			n.Aggregators = pick(s.Aggregators, defs.Switch.Aggregators, DefaultAggregators)
 			n.Queues = pick(s.Queues, defs.Switch.Queues, DefaultQueues)
 			n.Latency = time.Duration(pick(s.Latency, defs.Switch.Latency, 0))
-			if n.Aggregators < 0 {
-				return nil, w.Errorf("aggregators", "%d is negative; want the number of aggregator slots, 0 or more", n.Aggregators)
+			if n.Aggregators < 0 || n.Aggregators > MaxAggregators {
+				bad(w.Errorf("aggregators", "%d; want the number of aggregator slots, 0 to %d", n.Aggregators, MaxAggregators))
 			}
 			if n.Queues < 1 || n.Queues > MaxQueues {
-				return nil, w.Errorf("queues", "%d egress queues; want 1 to %d", n.Queues, MaxQueues)
+				bad(w.Errorf("queues", "%d egress queues; want 1 to %d", n.Queues, MaxQueues))
 			}
 			n.MAC = PortMAC(n.Index, 0)
 			n.IP = switchIP(nswitch)
 			nswitch++
 		case "":
-			return nil, w.Errorf("kind", "missing; want kind: host or kind: switch")
+			bad(w.Errorf("kind", "missing; want kind: host or kind: switch"))
+			continue
 		default:
-			return nil, w.Errorf("kind", "%q is not a node kind; want host or switch", s.Kind)
+			bad(w.Errorf("kind", "%q is not a node kind; want host or switch", truncate(s.Kind)))
+			continue
 		}
 		if s.IP != "" {
 			ip, err := netip.ParseAddr(s.IP)
 			if err != nil || !ip.Is4() {
-				return nil, w.Errorf("ip", "%q is not an IPv4 address", s.IP)
+				bad(w.Errorf("ip", "%q is not an IPv4 address", truncate(s.IP)))
+			} else if why := notUnicast(ip); why != "" {
+				bad(w.Errorf("ip", "%s is %s; a node needs a unicast address such as 10.0.0.1", ip, why))
+			} else {
+				n.IP = ip
 			}
-			n.IP = ip
 		}
 		if other, dup := t.byIP[n.IP]; dup {
-			return nil, w.Errorf("ip", "address %s is already %s's", n.IP, other.Name)
+			bad(w.Errorf("ip", "address %s is already %s's", n.IP, other.Name))
+		}
+		if broken[n.Name] {
+			continue
 		}
 		t.byName[n.Name] = n
 		t.byIP[n.IP] = n
 		t.Nodes = append(t.Nodes, n)
 	}
-	if len(t.Nodes) == 0 {
-		return nil, yamlx.Errorf(yamlx.Pos{File: file}, "topology.nodes", "no nodes; a topology needs hosts and switches")
+	if len(f.Topology.Nodes) == 0 {
+		probs.Add(yamlx.Errorf(yamlx.Pos{File: file}, "topology.nodes", "no nodes; a topology needs hosts and switches"))
 	}
 	for i, ls := range f.Topology.Links {
 		path := fmt.Sprintf("topology.links[%d]", i)
@@ -260,10 +317,11 @@ func (f *File) Build(file string) (*Topology, error) {
 			w.Path = path
 		}
 		if len(ls.Endpoints) != 2 {
-			return nil, w.Errorf("endpoints", "%d endpoints; a link joins exactly two, e.g. [h1:eth0, s1:eth1]", len(ls.Endpoints))
+			probs.Add(w.Errorf("endpoints", "%d endpoints; a link joins exactly two, e.g. [h1:eth0, s1:eth1]", len(ls.Endpoints)))
+			continue
 		}
 		l := &Link{
-			Index:     i,
+			Index:     len(t.Links),
 			Rate:      pick(ls.Rate, defs.Link.Rate, DefaultRate),
 			Delay:     time.Duration(pick(ls.Delay, defs.Link.Delay, 0)),
 			Buffer:    pick(ls.Buffer, defs.Link.Buffer, DefaultBuffer),
@@ -272,18 +330,30 @@ func (f *File) Build(file string) (*Topology, error) {
 			Reorder:   float64(pick(ls.Reorder, defs.Link.Reorder, 0)),
 			Pos:       pos(w),
 		}
+		ok := true
 		if l.Buffer <= 0 {
-			return nil, w.Errorf("buffer", "must be positive (e.g. 1MiB)")
+			probs.Add(w.Errorf("buffer", "must be positive (e.g. 1MiB)"))
+			ok = false
 		}
+		// Check both ends before attaching either.
 		var ends [2]*Port
 		for j, ep := range ls.Endpoints {
 			field := fmt.Sprintf("endpoints[%d]", j)
 			name, iface, _ := strings.Cut(ep, ":")
 			n := t.byName[name]
-			if n == nil {
-				return nil, w.Errorf(field, "unknown node %q (nodes: %s)", name, nodeNames(t, 8))
+			switch {
+			case n == nil && broken[name]:
+				ok = false // its node's problem is reported
+				continue
+			case n == nil:
+				probs.Add(w.Errorf(field, "unknown node %q (nodes: %s)", name, nodeNames(t, 8)))
+				ok = false
+				continue
 			}
 			num := len(n.Ports) + 1
+			if j == 1 && ends[0] != nil && ends[0].Node == n {
+				num++
+			}
 			if iface == "" {
 				iface = fmt.Sprintf("eth%d", num)
 				if n.IsHost() {
@@ -291,35 +361,59 @@ func (f *File) Build(file string) (*Topology, error) {
 				}
 			}
 			if !ifaceRE.MatchString(iface) {
-				return nil, w.Errorf(field, "interface name %q: want up to 15 letters, digits, '_', '.' or '-'", iface)
+				probs.Add(w.Errorf(field, "interface name %q: want up to 15 letters, digits, '_', '.' or '-'", iface))
+				ok = false
+				continue
 			}
-			for _, p := range n.Ports {
-				if p.Iface == iface {
-					return nil, w.Errorf(field, "%s:%s is already used by the link at %s", name, iface, p.Link.Pos)
-				}
+			if p := n.port(iface); p != nil {
+				probs.Add(w.Errorf(field, "%s:%s is already used by the link at %s", name, iface, p.Link.Pos))
+				ok = false
+				continue
 			}
 			ends[j] = &Port{Num: num, Iface: iface, Node: n, Link: l, MAC: PortMAC(n.Index, num)}
 			if n.IsHost() {
 				ends[j].MAC = n.MAC
 			}
-			n.Ports = append(n.Ports, ends[j])
 		}
-		if ends[0].Node == ends[1].Node {
-			return nil, w.Errorf("endpoints", "both ends are on %s; a link joins two different nodes", ends[0].Node.Name)
+		if ends[0] != nil && ends[1] != nil && ends[0].Node == ends[1].Node {
+			probs.Add(w.Errorf("endpoints", "both ends are on %s; a link joins two different nodes", ends[0].Node.Name))
+			ok = false
+		}
+		if !ok {
+			continue
+		}
+		for _, p := range ends {
+			p.Node.Ports = append(p.Node.Ports, p)
 		}
 		l.A, l.B = ends[0], ends[1]
 		l.A.Peer, l.B.Peer = l.B, l.A
 		t.Links = append(t.Links, l)
 	}
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
 	for _, n := range t.Nodes {
 		if n.IsHost() && len(n.Ports) != 1 {
-			return nil, yamlx.Errorf(n.Pos, "topology.nodes."+n.Name, "host has %d links; tracebed hosts have exactly one (attach it to one switch)", len(n.Ports))
+			probs.Add(yamlx.Errorf(n.Pos, "topology.nodes."+n.Name, "host has %d links; tracebed hosts have exactly one (attach it to one switch)", len(n.Ports)))
 		}
+	}
+	if err := probs.Err(); err != nil {
+		return nil, err
 	}
 	if err := t.checkConnected(); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// port returns n's port named iface, or nil.
+func (n *Node) port(iface string) *Port {
+	for _, p := range n.Ports {
+		if p.Iface == iface {
+			return p
+		}
+	}
+	return nil
 }
 
 var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)

@@ -146,6 +146,20 @@ func switchIP(k int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 255, byte(k / 250), byte(k%250 + 1)})
 }
 
+// QueueCapacity is the most bytes the switches' egress queues can hold
+// together: every queue of every switch port full to its link's buffer.
+func (t *Topology) QueueCapacity() int64 {
+	var b int64
+	for _, l := range t.Links {
+		for _, n := range []*Node{l.A.Node, l.B.Node} {
+			if !n.IsHost() {
+				b += int64(n.Queues) * int64(l.Buffer)
+			}
+		}
+	}
+	return b
+}
+
 // Summary describes the topology in one line.
 func (t *Topology) Summary() string {
 	rates := map[units.Rate]bool{}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/internal/yamlx"
 )
@@ -149,7 +150,7 @@ func TestBadTopologies(t *testing.T) {
 		{"host aggregators", "name: t\ntopology:\n  nodes:\n    h1: {kind: host, aggregators: 4}\n  links: []\n", 4, "topology.nodes.h1.aggregators", "only switches"},
 		{"used iface", head + "    - endpoints: [h1, s1:eth1]\n    - endpoints: [h2, s1:eth1]\n", 9, "topology.links[1].endpoints[1]", "already used"},
 		{"bad ip", "name: t\ntopology:\n  nodes:\n    h1: {kind: host, ip: 10.0.0.300}\n  links: []\n", 4, "topology.nodes.h1.ip", "not an IPv4"},
-		{"empty", "", 0, "", "empty"},
+		{"empty", "", 1, "", "empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +166,44 @@ func TestBadTopologies(t *testing.T) {
 				t.Errorf("got %q (line %d, field %q); want line %d, field %q, message containing %q", err, e.Pos.Line, e.Field, tt.line, tt.field, tt.msg)
 			}
 		})
+	}
+}
+
+// TestEveryProblem: a topology with several mistakes reports each, with
+// its line and field, once: a link to a node with a problem of its own is
+// not reported again.
+func TestEveryProblem(t *testing.T) {
+	src := `name: t
+topology:
+  nodes:
+    s1: {kind: switch, queues: 0}
+    h1: {kind: host, aggregators: 4}
+    h2: {kind: hots}
+    h3: {kind: host, ip: 10.0.0.300}
+    h4: {kind: host}
+  links:
+    - endpoints: [h1, s1]
+    - endpoints: [h2, s1]
+    - endpoints: [h4, s9]
+    - endpoints: [h4]
+    - endpoints: [h4, s1]
+      buffer: 0B
+`
+	_, err := Parse("bad.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	want := []string{
+		"bad.yaml:4:32: topology.nodes.s1.queues: 0 egress queues",
+		"bad.yaml:5:35: topology.nodes.h1.aggregators: only switches",
+		`bad.yaml:6:16: topology.nodes.h2.kind: "hots" is not a node kind`,
+		`bad.yaml:7:26: topology.nodes.h3.ip: "10.0.0.300" is not an IPv4 address`,
+		`bad.yaml:12:23: topology.links[2].endpoints[1]: unknown node "s9"`,
+		"bad.yaml:13:18: topology.links[3].endpoints: 1 endpoints",
+		"bad.yaml:15:15: topology.links[4].buffer: must be positive",
+	}
+	if err := problems.Match(err, want); err != nil {
+		t.Error(err)
 	}
 }
 

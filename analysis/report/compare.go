@@ -95,6 +95,9 @@ func ReadDataset(path string) (Dataset, error) {
 		if err != nil {
 			return Dataset{}, err
 		}
+		if err := r.Complete(path); err != nil {
+			return Dataset{}, err
+		}
 		return ResultsDataset(r), nil
 	}
 	data, err := os.ReadFile(path)
@@ -116,6 +119,9 @@ func ParseDataset(name string, data []byte) (Dataset, error) {
 	case analysis.Schema:
 		r, err := analysis.Parse(path, data)
 		if err != nil {
+			return Dataset{}, err
+		}
+		if err := r.Complete(path); err != nil {
 			return Dataset{}, err
 		}
 		return ResultsDataset(r), nil

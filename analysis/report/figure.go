@@ -81,6 +81,16 @@ var seriesDefaults = map[string]struct {
 	"blocking":          {analysis.SeriesInfo{Name: "blocking", Kind: "time", XLabel: "time (s)", YLabel: "blocking duration (ms)"}, StyleScatter, "blocking events over time (one mark per event)"},
 }
 
+// tableScatters are the figures drawn from per-entity tables (a mark per
+// entity): for each scenario where runs carry the table with both
+// columns, one figure with the first seed's entities of each policy.
+var tableScatters = []struct {
+	table, x, y, name, xlabel, ylabel, what string
+}{
+	{"jobs", "bound_s", "slowdown", "job_slowdown", "isolated lower bound of the job (s)", "slowdown (JCT ÷ isolated lower bound)",
+		"per-job slowdown (JCT ÷ the job's isolated lower bound) against that bound, a mark per job,"},
+}
+
 // ParamLabels are axis labels for scenario parameters (Run.Params keys);
 // other keys are labelled with their name.
 var paramLabels = map[string]string{
@@ -107,6 +117,9 @@ var reductions = []struct {
 //     other series show the first seed's run;
 //   - for a "blocking" series, also the cumulative count of blocking
 //     events over time;
+//   - for a per-entity table with a scatter defined (the INA runs' jobs),
+//     and each scenario: one figure with the first seed's entities of
+//     each policy (per-job slowdown against the isolated lower bound);
 //   - reductions relative to a baseline policy over a parameter sweep
 //     (training time reduction vs. switch memory size for INA);
 //   - for each scenario parameter (Run.Params key) that takes two or more
@@ -121,6 +134,7 @@ var reductions = []struct {
 func Figures(r *analysis.Results) []Figure {
 	figs := []Figure{}
 	figs = append(figs, seriesFigures(r)...)
+	figs = append(figs, tableFigures(r)...)
 	figs = append(figs, reductionFigures(r)...)
 	figs = append(figs, sweepFigures(r)...)
 	if len(sweeps(r)) == 0 {
@@ -267,6 +281,58 @@ func seriesFigures(r *analysis.Results) []Figure {
 				count.Caption = captionFor("cumulative number of blocking events", sc, r, 1, false)
 				figs = append(figs, count)
 			}
+		}
+	}
+	return figs
+}
+
+func tableFigures(r *analysis.Results) []Figure {
+	var figs []Figure
+	for _, ts := range tableScatters {
+		for _, sc := range r.Scenarios {
+			f := Figure{
+				Name:   fileName(ts.name + "-" + sc),
+				Title:  fmt.Sprintf("%s: %s, scenario %s", r.Experiment, ts.name, sc),
+				XLabel: ts.xlabel, YLabel: ts.ylabel, Style: StyleScatter,
+			}
+			seeds := 0
+			for _, p := range r.Policies {
+				var first *analysis.Run
+				n := 0
+				for i := range r.Runs {
+					run := &r.Runs[i]
+					if run.Scenario != sc || run.Policy != p || run.Table(ts.table) == nil {
+						continue
+					}
+					n++
+					if first == nil || run.Seed < first.Seed {
+						first = run
+					}
+				}
+				if first == nil {
+					continue
+				}
+				seeds = max(seeds, n)
+				var pts []analysis.Point
+				for _, row := range first.Table(ts.table).Rows {
+					x, okx := row.Values[ts.x]
+					y, oky := row.Values[ts.y]
+					if okx && oky {
+						pts = append(pts, analysis.Point{X: x, Y: y})
+					}
+				}
+				if len(pts) == 0 {
+					continue
+				}
+				slices.SortStableFunc(pts, func(a, b analysis.Point) int { return cmp.Compare(a.X, b.X) })
+				f.Lines = append(f.Lines, Line{Label: p, Color: policyColor(r, p), Points: Thin(pts, MaxPoints)})
+			}
+			if len(f.Lines) == 0 {
+				continue
+			}
+			f.Caption = captionFor(ts.what, sc, r, seeds, false)
+			f.LogX = geometric(f.Lines)
+			figs = append(figs, f)
 		}
 	}
 	return figs

@@ -41,7 +41,7 @@ func TestFiguresRequired(t *testing.T) {
 		names []string
 		lines int
 	}{
-		{"ina", []string{"jct_cdf-agg1024-load0.5", "mem_util-agg16384-load0.9", "jct-reduction-vs-aggregators-load-0.5", "jct-reduction-vs-aggregators-load-0.9", "avg_jct_s-vs-aggregators-load-0.9", "avg_jct_s-vs-load-aggregators-4096"}, 4},
+		{"ina", []string{"jct_cdf-agg1024-load0.5", "mem_util-agg16384-load0.9", "jct-reduction-vs-aggregators-load-0.5", "jct-reduction-vs-aggregators-load-0.9", "avg_jct_s-vs-aggregators-load-0.9", "avg_jct_s-vs-load-aggregators-4096", "job_slowdown-agg1024-load0.5"}, 4},
 		{"farmem", []string{"throughput_ops-vs-local_memory_ratio", "blocking-local-0.5", "blocking_count-local-0.5", "fault_latency_cdf-local-0.75"}, 4},
 	}
 	for _, tt := range tests {

@@ -208,8 +208,10 @@ func (f *Figure) draw(dc draw.Canvas) error {
 	if f.LogX && p.X.Min > 0 {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = tidyTicks{plot.LogTicks{Prec: -1}}
-		// Label the values swept, not only powers of ten.
-		p.X.Tick.Marker = sweepTicks(f)
+		if f.Style != StyleScatter {
+			// Label the values swept, not only powers of ten.
+			p.X.Tick.Marker = sweepTicks(f)
+		}
 	}
 
 	// The legend's width: its widest entry plus the thumbnail and a margin.

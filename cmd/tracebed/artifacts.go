@@ -10,6 +10,7 @@ import (
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/analysis/report"
+	"github.com/tracebed/tracebed/experiments"
 )
 
 // runInfo is what tracebed run knows about an execution beyond its results.
@@ -48,6 +49,18 @@ func writeArtifacts(dir string, res *analysis.Results, prov analysis.Provenance,
 	return analysis.WriteProvenance(dir, prov)
 }
 
+// writePartial writes the results of an execution that stopped early
+// (res.Partial) under out: results.json (with its partial field), the CSV
+// files, results.md and provenance.json, but no figures, so that an
+// interrupted command ends at once. It returns the directory.
+func (a *app) writePartial(out string, exp experiments.Experiment, res *analysis.Results, info runInfo) (string, error) {
+	dir, err := experiments.Write(out, res, experiments.Tables(exp, res))
+	if err != nil {
+		return "", err
+	}
+	return dir, writeArtifacts(dir, res, a.provenance(res, info), false)
+}
+
 // provenance is the record of this command's execution of res.
 func (a *app) provenance(res *analysis.Results, info runInfo) analysis.Provenance {
 	return analysis.Provenance{
@@ -56,6 +69,7 @@ func (a *app) provenance(res *analysis.Results, info runInfo) analysis.Provenanc
 		Started:    info.start.UTC().Format(time.RFC3339),
 		WallS:      float64(info.wall.Round(time.Millisecond)) / float64(time.Second),
 		Runs:       len(res.Runs),
+		Partial:    res.Partial != nil,
 		Parallel:   info.parallel,
 		Version:    version,
 		Commit:     buildCommit(),

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tracebed/tracebed/deploy"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/testproc"
 )
 
 // podCommand turns a Job's container into the command a pod of index i
@@ -198,7 +199,7 @@ echo 101
 	}
 	write(filepath.Join(work, smallSweep), string(data), 0o644)
 	write(filepath.Join(work, "sweep.sbatch"), script, 0o755)
-	cmd := exec.Command(bash, "sweep.sbatch")
+	cmd := testproc.Command(t, bash, "sweep.sbatch")
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = slices.DeleteFunc(cmd.Env, func(e string) bool { return strings.HasPrefix(e, "SLURM_") })
@@ -259,7 +260,7 @@ func TestImageCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	hello := filepath.Join(dir, "hello")
-	build := exec.Command(goTool(t), "build", "-o", hello, src)
+	build := testproc.Command(t, goTool(t), "build", "-o", hello, src)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -353,12 +354,12 @@ func TestImageRunsInDocker(t *testing.T) {
 	if err != nil {
 		t.Skip("skipping: no Docker engine here (no docker command); TestImageCommand and the deploy tests check the archive's manifest, config and layers instead")
 	}
-	if out, err := exec.Command(docker, "info").CombinedOutput(); err != nil {
+	if out, err := testproc.Command(t, docker, "info").CombinedOutput(); err != nil {
 		t.Skipf("skipping: no Docker engine answers (docker info: %v: %.200s)", err, out)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tracebed")
-	build := exec.Command(goTool(t), "build", "-ldflags", "-X main.commit=dockertest01", "-o", bin, ".")
+	build := testproc.Command(t, goTool(t), "build", "-ldflags", "-X main.commit=dockertest01", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -367,11 +368,11 @@ func TestImageRunsInDocker(t *testing.T) {
 	if code, _, stderr := run(t, "image", "--binary", bin, "--tag", "tracebed:dockertest01", "--out", tarPath); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if out, err := exec.Command(docker, "load", "-i", tarPath).CombinedOutput(); err != nil {
+	if out, err := testproc.Command(t, docker, "load", "-i", tarPath).CombinedOutput(); err != nil {
 		t.Fatalf("docker load: %v\n%s", err, out)
 	}
-	defer exec.Command(docker, "image", "rm", "tracebed:dockertest01").Run()
-	out, err := exec.Command(docker, "run", "--rm", "tracebed:dockertest01", "version").CombinedOutput()
+	defer testproc.Command(t, docker, "image", "rm", "tracebed:dockertest01").Run()
+	out, err := testproc.Command(t, docker, "run", "--rm", "tracebed:dockertest01", "version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "tracebed 0.") || !strings.Contains(string(out), "dockertest01") {
 		t.Fatalf("docker run … version: %v\n%s", err, out)
 	}

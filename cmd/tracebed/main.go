@@ -3,7 +3,8 @@
 // far-memory eviction (Glitter and Fastswap), on a deterministic simulation
 // or on real network namespaces.
 //
-// Exit codes: 0 success, 1 a run failed, 2 bad input (a file, a flag).
+// Exit codes: 0 success; 1 a run failed, was interrupted (SIGINT, SIGTERM)
+// or tracebed has a bug (an internal error); 2 bad input (a file, a flag).
 package main
 
 import (
@@ -13,10 +14,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +27,7 @@ import (
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem"
 	"github.com/tracebed/tracebed/workloads/incast"
+	"github.com/tracebed/tracebed/workloads/rdma"
 	"github.com/tracebed/tracebed/workloads/training"
 )
 
@@ -80,11 +80,17 @@ func newApp(stdout, stderr io.Writer) *app {
 		stdout: stdout, stderr: stderr,
 		embedded: []embeddedFS{{prefix: "traces/jobs/", fsys: jobtrace.Samples}, {prefix: "traces/mem/", fsys: memtrace.Files}},
 		programs: programs.Registry,
-		registry: experiments.NewRegistry(
-			incast.Kind{},
-			training.Kind{},
-			farmem.Kind{},
-		),
+		registry: experiments.NewRegistry(kinds()...),
+	}
+}
+
+// kinds are the kinds of experiment tracebed runs.
+func kinds() []experiments.Kind {
+	return []experiments.Kind{
+		incast.Kind{},
+		training.Kind{},
+		farmem.Kind{},
+		rdma.Kind{},
 	}
 }
 
@@ -117,16 +123,24 @@ Run the default suite with 'tracebed run'; see 'tracebed run --help'.`,
 		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.versionCommand(), a.topoCommand())
-	root.AddCommand(a.switchCommand(), a.cleanupCommand())
+	root.AddCommand(a.switchCommand(), a.cleanupCommand(), a.mininetCommand())
 	root.AddCommand(a.reportCommand(), a.compareCommand(), a.benchCommand())
 	root.AddCommand(a.mergeCommand(), a.exportCommand(), a.imageCommand()) // sweeps beyond one machine: shard.go, export.go, image.go
 	root.AddCommand(a.traceCommand())
 	return root
 }
 
-// execute runs the command line and returns the exit code.
-func (a *app) execute(ctx context.Context, args []string) int {
+// execute runs the command line and returns the exit code: 0, 1 when a
+// run failed, was interrupted or tracebed has a bug (a panic: "internal
+// error", with a hint to report it), 2 for bad input.
+func (a *app) execute(ctx context.Context, args []string) (exit int) {
 	a.args = args
+	defer func() {
+		if p := recover(); p != nil {
+			internalError(a.stderr, p, debug.Stack())
+			exit = exitRunError
+		}
+	}()
 	root := a.rootCommand()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -136,6 +150,9 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	var code exitCode
 	if errors.As(err, &code) {
 		return int(code) // a command run by 'topo exec' failed; it said why
+	}
+	if a.panicked(err) {
+		return exitRunError
 	}
 	fmt.Fprintln(a.stderr, "tracebed:", err)
 	var ie inputError
@@ -160,9 +177,17 @@ func buildCommit() string {
 	return ""
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := newApp(os.Stdout, os.Stderr).execute(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
+func main() { os.Exit(mainWith(newApp)) }
+
+// mainWith runs the command line of this process with the app newApp
+// builds (tests add kinds), under the crash monitor where there is one,
+// and returns the exit code.
+func mainWith(newApp func(stdout, stderr io.Writer) *app) int {
+	if code, ok := superviseCrashes(os.Args[1:]); ok {
+		return code
+	}
+	crashOutput()
+	ctx, stop := signalContext(os.Stderr)
+	defer stop()
+	return newApp(os.Stdout, os.Stderr).execute(ctx, os.Args[1:])
 }

@@ -1,46 +1,20 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/emulator/netns"
-	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
+	"github.com/tracebed/tracebed/emulator/netns/lab"
 	"github.com/tracebed/tracebed/topologies"
 )
-
-// runState is what 'topo up' records in the run directory for the other
-// lifecycle commands.
-type runState struct {
-	RunID    string                 `json:"run_id"`
-	Topology string                 `json:"topology"` // the topology file in the run directory
-	Name     string                 `json:"name"`
-	Bridge   bool                   `json:"bridge,omitempty"`
-	Switches map[string]switchState `json:"switches,omitempty"`
-	Started  time.Time              `json:"started"`
-	PID      int                    `json:"pid"` // the 'topo up' process
-}
-
-type switchState struct {
-	PID    int    `json:"pid"`
-	Socket string `json:"socket"` // P4Runtime, a Unix socket
-	Log    string `json:"log"`
-}
-
-func statePath(runID string) string {
-	return filepath.Join(netns.RunDir, netns.Prefix+runID, "state.json")
-}
 
 // readTopologyArg loads a topology named on the command line: a file, or a
 // topology built into the binary (star, leafspine, fattree-k4).
@@ -58,45 +32,51 @@ func readTopologyArg(arg string) (*topologies.Topology, []byte, error) {
 	return top, data, nil
 }
 
-// findRun returns the state of run id, or of the only run when id is empty.
-func findRun(id string) (*runState, *netns.Network, error) {
-	if id == "" {
-		ids, err := netns.Runs()
-		if err != nil {
-			return nil, nil, err
+// labErr turns the input errors of package lab into the command's (exit
+// code 2).
+func labErr(err error) error {
+	var ie lab.InputError
+	if errors.As(err, &ie) {
+		return badInput(err)
+	}
+	return err
+}
+
+// requireRoot refuses a command that works on network namespaces without
+// root (exit code 2, as 'run --substrate netns' does).
+func requireRoot(what string) error {
+	if os.Geteuid() != 0 {
+		return badInput(fmt.Errorf("%s needs root (network namespaces): run it with sudo", what))
+	}
+	return nil
+}
+
+// attach finds a run for the lifecycle commands: run id, or the only run.
+func attach(what, run string) (*lab.Run, error) {
+	if err := requireRoot(what); err != nil {
+		return nil, err
+	}
+	r, err := lab.Attach(run)
+	return r, labErr(err)
+}
+
+// addRunFlag adds --run, the run a lifecycle command works on.
+func addRunFlag(cmd *cobra.Command, run *string) {
+	cmd.Flags().StringVar(run, "run", "", "run id (default: the only topology up)")
+}
+
+// warnDead prints on stderr the switch processes of r that have died.
+func (a *app) warnDead(r *lab.Run) {
+	for _, s := range r.Status() {
+		if !s.Alive {
+			fmt.Fprintf(a.stderr, "tracebed: warning: %s\n", s)
 		}
-		switch len(ids) {
-		case 0:
-			return nil, nil, errors.New("no topology is up (tracebed topo up TOPOLOGY)")
-		case 1:
-			id = ids[0]
-		default:
-			return nil, nil, badInput(fmt.Errorf("several topologies are up (%s): choose one with --run", strings.Join(ids, ", ")))
-		}
 	}
-	data, err := os.ReadFile(statePath(id))
-	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: %w (a run killed before it finished starting: tracebed cleanup)", id, err)
-	}
-	var st runState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, nil, fmt.Errorf("run %s: state: %w", id, err)
-	}
-	top, err := topologies.Load(st.Topology)
-	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: %w", id, err)
-	}
-	n, err := netns.Attach(id, top)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &st, n, nil
 }
 
 func (a *app) topoUpCommand() *cobra.Command {
-	var opts netns.Options
-	var program, spin string
-	var seed uint64
+	var opts lab.Options
+	var spin string
 	var detach bool
 	cmd := &cobra.Command{
 		Use:   "up TOPOLOGY",
@@ -105,10 +85,16 @@ func (a *app) topoUpCommand() *cobra.Command {
 and switch, veth links, addresses, routes and static neighbour entries, host
 links shaped with HTB, and a Go switch ('tracebed switch') in every switch
 namespace with a P4Runtime server on a Unix socket. Link delay and loss are
-applied by the switches.
+applied by the switches. With --switch bmv2, bmv2's simple_switch_grpc runs
+the program instead, loaded over P4Runtime.
 
 It stays in the foreground until Ctrl-C, then tears everything down; with
---detach it returns and leaves the topology up until 'tracebed topo down'.`,
+--detach it returns and leaves the topology up until 'tracebed topo down'.
+A watchdog reports a switch process that dies (on stderr, and in 'tracebed
+topo status'); the topology stays up and the switch's log is kept in
+` + lab.KeptLogDir + `.
+
+A run id in use is refused before anything is created.`,
 		Example: "  sudo tracebed topo up star\n  sudo tracebed topo up leafspine --detach && sudo tracebed topo exec h1 -- ping -c3 10.0.0.16",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -116,95 +102,73 @@ It stays in the foreground until Ctrl-C, then tears everything down; with
 			if err != nil {
 				return err
 			}
-			var spinD time.Duration
 			if spin != "" {
-				if spinD, err = time.ParseDuration(spin); err != nil {
+				if opts.Spin, err = time.ParseDuration(spin); err != nil {
 					return badInput(fmt.Errorf("--spin: %w", err))
 				}
 			}
-			reg, err := a.programs()
-			if err != nil {
+			if opts.Net.RunID != "" {
+				if err := netns.ValidRunID(opts.Net.RunID); err != nil {
+					return badInput(fmt.Errorf("--run-id: %w", err))
+				}
+			}
+			if opts.Programs, err = a.programs(); err != nil {
 				return err
 			}
-			if reg.Lookup(program) == nil {
-				return badInput(fmt.Errorf("--program %s: the switch runs %v", program, reg.Names()))
+			if err := requireRoot("topo up"); err != nil {
+				return err
 			}
-			if os.Geteuid() != 0 {
-				return errors.New("topo up needs root (network namespaces)")
-			}
+			opts.Detach = detach
 			ctx := cmd.Context()
-			n, err := netns.Up(ctx, top, opts)
-			if err != nil {
-				return err
+			r, err := lab.Up(ctx, top, data, opts)
+			if errors.Is(err, netns.ErrRunInUse) {
+				return badInput(err)
 			}
-			st := &runState{RunID: n.RunID, Name: top.Name, Bridge: opts.Bridge, Switches: map[string]switchState{},
-				Started: time.Now(), PID: os.Getpid(), Topology: filepath.Join(n.Dir(), "topology.yaml")}
-			procs, err := startSwitches(n, st, data, program, seed, spinD, detach)
 			if err != nil {
-				n.Down()
-				return err
+				return labErr(err)
 			}
-			a.printReach(n, st)
+			a.printReach(r)
 			if detach {
 				return nil
 			}
 			fmt.Fprintln(a.stdout, "\nPress Ctrl-C to tear the topology down.")
-			select {
-			case <-ctx.Done():
-				fmt.Fprintln(a.stdout, "\ntearing down", n.RunID)
-			case p := <-procs.Exit:
-				fmt.Fprintf(a.stderr, "switch %s exited (log: %s); tearing down\n", p.Name, p.Log)
+			watch, stopWatch := context.WithCancel(ctx)
+			go r.Watch(watch, 0, func(s lab.SwitchStatus) {
+				fmt.Fprintf(a.stderr, "tracebed: %s; the topology stays up ('tracebed topo status'; Ctrl-C tears it down)\n%s\n", s, indent(s.LogTail))
+			})
+			<-ctx.Done()
+			stopWatch()
+			fmt.Fprintln(a.stdout, "\ntearing down", r.State.RunID)
+			r.StopSwitches()
+			a.printCounters(r)
+			kept, err := r.Down()
+			for _, k := range kept {
+				fmt.Fprintf(a.stderr, "the log of a switch that died is kept: %s\n", k)
 			}
-			procs.Stop()
-			a.printCounters(n, st)
-			if err := n.Down(); err != nil {
-				return err
-			}
-			return nil
+			return err
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.RunID, "run-id", "", "name the run (1–6 lowercase letters or digits; default random)")
-	fl.BoolVar(&opts.Bridge, "bridge", false, "forward with Linux bridges instead of Go switches (loop-free topologies only)")
-	fl.BoolVar(&opts.NoShaping, "no-shaping", false, "do not shape host links with HTB")
-	fl.StringVar(&program, "program", "fwd", "data plane the switches start with")
-	fl.Uint64Var(&seed, "seed", 1, "seed of the switches' loss, duplication and reordering")
+	fl.StringVar(&opts.Net.RunID, "run-id", "", "name the run (1–6 lowercase letters or digits; default random)")
+	fl.BoolVar(&opts.Net.Bridge, "bridge", false, "forward with Linux bridges instead of Go switches (loop-free topologies only)")
+	fl.BoolVar(&opts.Net.NoShaping, "no-shaping", false, "do not shape host links with HTB")
+	fl.StringVar(&opts.Switch, "switch", lab.SwitchGo, "switch process: go (the Go switch) or bmv2 (simple_switch_grpc, p4c-bm2-ss)")
+	fl.StringVar(&opts.Program, "program", "fwd", "data plane the switches run")
+	fl.Uint64Var(&opts.Seed, "seed", 1, "seed of the switches' loss, duplication and reordering")
 	fl.StringVar(&spin, "spin", "", "switches busy-poll for timed events this close (e.g. 200us): precise timing, busy cores")
 	fl.BoolVar(&detach, "detach", false, "return once the topology is up and leave it running")
 	return cmd
 }
 
-// startSwitches writes the run's topology file and starts a 'tracebed
-// switch' process inside each switch namespace (package switchcmd).
-func startSwitches(n *netns.Network, st *runState, topoData []byte, program string, seed uint64, spin time.Duration, detach bool) (*switchcmd.Set, error) {
-	if err := os.WriteFile(st.Topology, topoData, 0o600); err != nil {
-		return nil, err
+func indent(s string) string {
+	if s == "" {
+		return ""
 	}
-	procs := &switchcmd.Set{}
-	if !st.Bridge {
-		var err error
-		procs, err = switchcmd.Start(n, switchcmd.Options{TopologyFile: st.Topology, Program: program, Seed: seed, Spin: spin, Detach: detach})
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range procs.Procs {
-			st.Switches[p.Name] = switchState{PID: p.Cmd.Process.Pid, Socket: p.Socket, Log: p.Log}
-		}
-	}
-	data, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		procs.Stop()
-		return nil, err
-	}
-	if err := os.WriteFile(statePath(n.RunID), data, 0o600); err != nil {
-		procs.Stop()
-		return nil, err
-	}
-	return procs, nil
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
 
-func (a *app) printReach(n *netns.Network, st *runState) {
-	w := a.stdout
+func (a *app) printReach(r *lab.Run) {
+	w, n, st := a.stdout, r.Net, r.State
 	fmt.Fprintf(w, "%s is up as run %s (%s)\n\n", n.Topology.Summary(), n.RunID, time.Since(st.Started).Round(time.Millisecond))
 	fmt.Fprintf(w, "%-10s %-6s %-15s %s\n", "NODE", "KIND", "ADDRESS", "NAMESPACE")
 	for _, node := range n.Topology.Nodes {
@@ -215,12 +179,13 @@ func (a *app) printReach(n *netns.Network, st *runState) {
 	fmt.Fprintln(w, "\nReach it:")
 	fmt.Fprintf(w, "  tracebed topo exec %s -- ping -c3 %s\n", h1.Name, h2.IP)
 	fmt.Fprintf(w, "  tracebed topo exec %s -- bash            # a shell on %s\n", h1.Name, h1.Name)
+	fmt.Fprintf(w, "  tracebed topo cli                        # Mininet-style: %s ping %s, pingall, link, counters\n", h1.Name, h2.Name)
 	fmt.Fprintf(w, "  ip netns exec %s ip addr\n", n.Namespace(h1.Name))
 	if sw := n.Topology.Switches(); len(sw) > 0 {
 		fmt.Fprintf(w, "  tracebed topo capture %s:1 -w %s-1.pcapng   # then: tshark -r %s-1.pcapng\n", sw[0].Name, sw[0].Name, sw[0].Name)
 	}
 	if len(st.Switches) > 0 {
-		fmt.Fprintln(w, "\nP4Runtime (device id 1, gRPC over Unix sockets):")
+		fmt.Fprintf(w, "\nP4Runtime (device id 1, gRPC over Unix sockets; %s switches running %s):\n", st.Switch, st.Program)
 		for _, sw := range n.Topology.Switches() {
 			fmt.Fprintf(w, "  %-10s unix://%s\n", sw.Name, st.Switches[sw.Name].Socket)
 		}
@@ -230,9 +195,9 @@ func (a *app) printReach(n *netns.Network, st *runState) {
 
 // printCounters prints the port counters the switches logged as they
 // stopped (ports that saw traffic only), before the run directory goes.
-func (a *app) printCounters(n *netns.Network, st *runState) {
-	for _, sw := range n.Topology.Switches() {
-		data, err := os.ReadFile(st.Switches[sw.Name].Log)
+func (a *app) printCounters(r *lab.Run) {
+	for _, sw := range r.Net.Topology.Switches() {
+		data, err := os.ReadFile(r.State.Switches[sw.Name].Log)
 		if err != nil {
 			continue
 		}
@@ -249,22 +214,21 @@ func (a *app) topoExecCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec NODE -- COMMAND [ARG…]",
 		Short: "Run a command inside a node's namespace (root)",
+		Long: `Run a command inside a node's network namespace, with this terminal. The
+exit status is the command's.`,
 		Example: "  tracebed topo exec h1 -- ping -c3 10.0.0.2\n" +
 			"  tracebed topo exec h2 -- iperf3 -s",
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, n, err := findRun(run)
+			r, err := attach("topo exec", run)
 			if err != nil {
 				return err
 			}
-			if n.Topology.Node(args[0]) == nil {
-				return badInput(fmt.Errorf("no node %q in run %s", args[0], n.RunID))
-			}
+			a.warnDead(r)
 			c := exec.Command(args[1], args[2:]...)
 			c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-			c.Env = append(os.Environ(), "TRACEBED_RUN="+n.RunID, "TRACEBED_NODE="+args[0])
-			if err := n.Start(args[0], c); err != nil {
-				return fmt.Errorf("exec on %s: %w", args[0], err)
+			if err := r.Exec(args[0], c); err != nil {
+				return labErr(err)
 			}
 			// Ctrl-C goes to the command (same terminal process group);
 			// we only wait for it.
@@ -276,7 +240,7 @@ func (a *app) topoExecCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	return cmd
 }
 
@@ -295,47 +259,39 @@ func (a *app) topoCaptureCommand() *cobra.Command {
 		Use:   "capture NODE:PORT -w FILE.pcapng",
 		Short: "Capture a port's frames, both directions, as pcapng (root)",
 		Long: `Capture every frame received and sent on one port as pcapng, readable by
-Wireshark and tshark. PORT is a port number (as in 'tracebed topo show') or
-an interface name. Stops on Ctrl-C, or after --count frames or --duration.`,
+Wireshark and tshark (wireshark/tracebed.lua decodes the INA and far-memory
+headers). PORT is a port number (as in 'tracebed topo show') or an
+interface name. Stops on Ctrl-C, or after --count frames or --duration.`,
 		Example: "  tracebed topo capture tor:1 -w tor-1.pcapng --duration 10s\n  tshark -r tor-1.pcapng",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return badInput(errors.New("-w FILE is required"))
 			}
-			_, n, err := findRun(run)
+			r, err := attach("topo capture", run)
 			if err != nil {
 				return err
 			}
-			nodeName, port, ok := strings.Cut(args[0], ":")
-			node := n.Topology.Node(nodeName)
-			if !ok || node == nil {
-				return badInput(fmt.Errorf("%s: want NODE:PORT with a node of run %s", args[0], n.RunID))
-			}
-			iface := port
-			if k, err := strconv.Atoi(port); err == nil {
-				if k < 1 || k > len(node.Ports) {
-					return badInput(fmt.Errorf("%s has ports 1–%d, not %d", nodeName, len(node.Ports), k))
-				}
-				iface = node.Ports[k-1].Iface
+			if _, _, err := r.Port(args[0]); err != nil {
+				return labErr(err)
 			}
 			f, err := os.Create(out)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			fmt.Fprintf(a.stderr, "capturing %s:%s to %s (Ctrl-C to stop)\n", nodeName, iface, out)
-			count, err := n.Capture(cmd.Context(), nodeName, iface, f, opts)
+			fmt.Fprintf(a.stderr, "capturing %s to %s (Ctrl-C to stop)\n", args[0], out)
+			count, err := r.Capture(cmd.Context(), args[0], f, opts)
 			fmt.Fprintf(a.stderr, "%d frames captured\n", count)
 			if err != nil {
-				return err
+				return labErr(err)
 			}
 			return f.Close()
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&out, "write", "w", "", "pcapng file to write")
-	fl.StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
 	fl.IntVarP(&opts.Count, "count", "c", 0, "stop after this many frames")
 	fl.DurationVar(&opts.Duration, "duration", 0, "stop after this long")
 	return cmd
@@ -346,23 +302,138 @@ func (a *app) topoDownCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Tear a topology down: switches, namespaces, links (root)",
-		Args:  cobra.NoArgs,
+		Long: `Tear a topology down: the process that brought it up is asked to stop, the
+switch processes stop (their logs end with their counters), and the
+namespaces, links and run directory are removed. The log of a switch that
+had died is kept in ` + lab.KeptLogDir + `.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, _, err := findRun(run)
+			r, err := attach("topo down", run)
 			if err != nil {
 				return err
 			}
-			for _, s := range st.Switches {
-				syscall.Kill(s.PID, syscall.SIGTERM)
+			kept, err := r.Down()
+			for _, k := range kept {
+				fmt.Fprintf(a.stderr, "a switch of run %s had died; its log is kept: %s\n", r.State.RunID, k)
 			}
-			if err := netns.Remove(st.RunID); err != nil {
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "run %s (%s) is down\n", st.RunID, st.Name)
+			fmt.Fprintf(a.stdout, "run %s (%s) is down\n", r.State.RunID, r.State.Name)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "run id (default: the only topology up)")
+	addRunFlag(cmd, &run)
+	return cmd
+}
+
+func (a *app) topoStatusCommand() *cobra.Command {
+	var run string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "List the topologies that are up and their switch processes (root)",
+		Long: `List the topologies that are up (or left behind by a killed run) and, for
+each, who built it, its program and whether each switch process is running.
+A switch process that died is reported with the end of its log. Exits 1 if
+one has died.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireRoot("topo status"); err != nil {
+				return err
+			}
+			ids := []string{run}
+			if run == "" {
+				var err error
+				if ids, err = lab.Runs(); err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					fmt.Fprintln(a.stdout, "no topology is up")
+					return nil
+				}
+			}
+			dead := 0
+			for _, id := range ids {
+				r, err := lab.Attach(id)
+				if err != nil {
+					if run != "" {
+						return labErr(err)
+					}
+					fmt.Fprintf(a.stdout, "run %s: %v\n", id, err)
+					continue
+				}
+				st := r.State
+				fmt.Fprintf(a.stdout, "run %s: %s, up since %s, built by %s, %s switches running %s, owner pid %d\n",
+					id, st.Name, st.Started.Format(time.DateTime), st.Network, st.Switch, st.Program, st.PID)
+				for _, s := range r.Status() {
+					fmt.Fprintf(a.stdout, "  %s\n", s)
+					if !s.Alive {
+						dead++
+						fmt.Fprintf(a.stdout, "%s\n", indent(indent(s.LogTail)))
+					}
+				}
+			}
+			if dead > 0 {
+				return fmt.Errorf("%d switch process(es) died", dead)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&run, "run", "", "only this run")
+	return cmd
+}
+
+func (a *app) topoPingAllCommand() *cobra.Command {
+	var run string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "pingall",
+		Short: "Ping every host from every other host, as Mininet's pingall (root)",
+		Long:  `Ping every host from every other host (one ICMP echo each) and print the result as Mininet's pingall does. Exits 1 if a ping went unanswered.`,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := attach("topo pingall", run)
+			if err != nil {
+				return err
+			}
+			a.warnDead(r)
+			res := r.PingAll(cmd.Context(), timeout)
+			res.Write(a.stdout)
+			if lost := res.Sent() - res.Received(); lost > 0 {
+				return fmt.Errorf("%d of %d pings unanswered", lost, res.Sent())
+			}
+			return nil
+		},
+	}
+	addRunFlag(cmd, &run)
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Second, "wait this long for each reply")
+	return cmd
+}
+
+func (a *app) topoLinkCommand() *cobra.Command {
+	var run string
+	cmd := &cobra.Command{
+		Use:   "link A B up|down",
+		Short: "Bring the links between nodes A and B down or up, both ends (root)",
+		Example: "  tracebed topo link leaf1 spine1 down\n" +
+			"  tracebed topo link h1 tor up",
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[2] != "up" && args[2] != "down" {
+				return badInput(fmt.Errorf("link %s %s %s: want up or down", args[0], args[1], args[2]))
+			}
+			r, err := attach("topo link", run)
+			if err != nil {
+				return err
+			}
+			if err := r.Link(args[0], args[1], args[2] == "up"); err != nil {
+				return labErr(err)
+			}
+			fmt.Fprintf(a.stdout, "link %s–%s is %s\n", args[0], args[1], args[2])
+			return nil
+		},
+	}
+	addRunFlag(cmd, &run)
 	return cmd
 }
 
@@ -372,25 +443,33 @@ func (a *app) cleanupCommand() *cobra.Command {
 		Use:   "cleanup",
 		Short: "Remove every tracebed namespace, link and switch process (root)",
 		Long: `Remove everything tracebed's netns substrate may have left behind, including
-the runs of a 'topo up' killed with SIGKILL: processes inside tracebed
-namespaces (switches, shells), the namespaces (tb-*), temporary links in
-the root namespace and the run directories under /run/tracebed.`,
+the runs of a 'topo up' or 'tracebed mininet' killed with SIGKILL: the
+processes that own a run (Mininet's Python process), processes inside
+tracebed namespaces (switches, Mininet's node shells), the namespaces
+(tb-*), temporary links in the root namespace and the run directories under
+/run/tracebed. The logs of switches that had died are kept in
+` + lab.KeptLogDir + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if os.Geteuid() != 0 {
-				return errors.New("cleanup needs root")
+			if err := requireRoot("cleanup"); err != nil {
+				return err
 			}
 			var ids []string
 			var err error
 			if run == "" {
-				ids, err = netns.Cleanup("")
+				ids, err = lab.Cleanup("")
 			} else {
-				all, lerr := netns.Runs()
+				if err := netns.ValidRunID(run); err != nil {
+					return badInput(fmt.Errorf("--run: %w", err))
+				}
+				all, lerr := lab.Runs()
 				if lerr != nil {
 					return lerr
 				}
-				if slices.Contains(all, run) {
-					ids, err = []string{run}, netns.Remove(run)
+				for _, id := range all {
+					if id == run {
+						ids, err = []string{run}, lab.Remove(run)
+					}
 				}
 			}
 			if len(ids) == 0 && err == nil {
@@ -408,5 +487,6 @@ the root namespace and the run directories under /run/tracebed.`,
 
 // topoNetnsCommands are the lifecycle subcommands of 'topo'.
 func (a *app) topoNetnsCommands() []*cobra.Command {
-	return []*cobra.Command{a.topoUpCommand(), a.topoExecCommand(), a.topoCaptureCommand(), a.topoDownCommand()}
+	return []*cobra.Command{a.topoUpCommand(), a.topoExecCommand(), a.topoCaptureCommand(), a.topoDownCommand(),
+		a.topoStatusCommand(), a.topoPingAllCommand(), a.topoLinkCommand(), a.topoCLICommand(), a.topoAllReduceCommand()}
 }

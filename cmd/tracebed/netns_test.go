@@ -3,11 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,8 +16,10 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
 	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/netns/lab"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
+	"github.com/tracebed/tracebed/internal/testproc"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
@@ -34,8 +37,7 @@ var netnsPrefix = "c" + netns.NewRunID()[:2]
 // namespace, link or process of this package's runs is left.
 func TestMain(m *testing.M) {
 	if os.Getenv("TRACEBED_TEST_AS_MAIN") == "1" {
-		main()
-		return
+		os.Exit(mainWith(testApp)) // with the test kinds (reliability_test.go)
 	}
 	switchcmd.Main(programs.Registry) // the switches of in-process netns runs
 	os.Exit(netns.RunTests(m, netnsPrefix))
@@ -49,15 +51,16 @@ func needRoot(t *testing.T) {
 }
 
 // tracebed returns the command line of this test binary acting as tracebed.
-func tracebed(args ...string) *exec.Cmd {
-	c := exec.Command(os.Args[0], args...)
+// It is killed if it runs beyond testproc.Bound or the test ends.
+func tracebed(t *testing.T, args ...string) *exec.Cmd {
+	c := testproc.Command(t, os.Args[0], args...)
 	c.Env = append(os.Environ(), "TRACEBED_TEST_AS_MAIN=1")
 	return c
 }
 
 func runTracebed(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	c := tracebed(args...)
+	c := tracebed(t, args...)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	err := c.Run()
@@ -82,17 +85,13 @@ func smallStar(t *testing.T) string {
 	return path
 }
 
-func readState(t *testing.T, id string) *runState {
+func readState(t *testing.T, id string) *lab.State {
 	t.Helper()
-	data, err := os.ReadFile(statePath(id))
+	st, err := lab.ReadState(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st runState
-	if err := json.Unmarshal(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	return &st
+	return st
 }
 
 func TestTopoLifecycle(t *testing.T) {
@@ -149,18 +148,35 @@ func TestTopoLifecycle(t *testing.T) {
 		t.Errorf("routes read: %d, %v", len(es), err)
 	}
 	c.Close()
-	// A capture of port 1 while h1 pings.
+	// A capture of port 1 while h1 pings: h1 pings until the capture has
+	// its two frames (under load the capture may start after the first
+	// pings), and the capture stops after 30 s whatever happens.
 	pcap := filepath.Join(t.TempDir(), "tor1.pcapng")
-	capture := tracebed("topo", "capture", "tor:1", "-w", pcap, "--run", id, "--count", "2")
+	capture := tracebed(t, "topo", "capture", "tor:1", "-w", pcap, "--run", id, "--count", "2", "--duration", "30s")
 	var capOut bytes.Buffer
 	capture.Stdout, capture.Stderr = &capOut, &capOut
 	if err := capture.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	n.Ping(ctx, "h1", top.Node("h2").IP, 2)
-	if err := capture.Wait(); err != nil {
-		t.Errorf("capture: %v\n%s", err, capOut.String())
+	exited := make(chan error, 1)
+	go func() { exited <- capture.Wait() }()
+	pingCtx, pingCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer pingCancel()
+	var capErr error
+pinging:
+	for {
+		n.Ping(pingCtx, "h1", top.Node("h2").IP, 1)
+		select {
+		case capErr = <-exited:
+			break pinging
+		case <-time.After(200 * time.Millisecond):
+		case <-pingCtx.Done():
+			capture.Process.Kill()
+			t.Fatalf("capture still running after a minute:\n%s", capOut.String())
+		}
+	}
+	if capErr != nil {
+		t.Errorf("capture: %v\n%s", capErr, capOut.String())
 	}
 	if fi, err := os.Stat(pcap); err != nil || fi.Size() < 100 {
 		t.Errorf("capture file: %v, %v", fi, err)
@@ -179,7 +195,7 @@ func TestTopoUpKilled(t *testing.T) {
 	needRoot(t)
 	id := netns.TestRunID(netnsPrefix)
 	defer netns.Remove(id)
-	up := tracebed("topo", "up", smallStar(t), "--run-id", id)
+	up := tracebed(t, "topo", "up", smallStar(t), "--run-id", id)
 	var out bytes.Buffer
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {
@@ -207,6 +223,7 @@ func TestTopoUpKilled(t *testing.T) {
 	if err := netns.CheckClean(id); err == nil {
 		t.Fatal("nothing left after SIGKILL: the test proves nothing")
 	}
+	defer removeKeptLogs(id) // cleanup keeps the log of the switch that died
 	if code, out := runTracebed(t, "cleanup", "--run", id); code != 0 || !strings.Contains(out, "removed run "+id) {
 		t.Errorf("cleanup: exit %d\n%s", code, out)
 	}
@@ -220,7 +237,7 @@ func TestTopoUpInterrupt(t *testing.T) {
 	needRoot(t)
 	id := netns.TestRunID(netnsPrefix)
 	defer netns.Remove(id)
-	up := tracebed("topo", "up", smallStar(t), "--run-id", id)
+	up := tracebed(t, "topo", "up", smallStar(t), "--run-id", id)
 	var out bytes.Buffer
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {
@@ -236,17 +253,25 @@ func TestTopoUpInterrupt(t *testing.T) {
 	}
 }
 
-func waitState(t *testing.T, id string, up *exec.Cmd, out *bytes.Buffer) *runState {
+func waitState(t *testing.T, id string, up *exec.Cmd, out fmt.Stringer) *lab.State {
 	t.Helper()
-	for range 500 {
-		if _, err := os.Stat(statePath(id)); err == nil {
+	return waitStateWithin(t, id, up, out, 10*time.Second)
+}
+
+func waitStateWithin(t *testing.T, id string, up *exec.Cmd, out fmt.Stringer, d time.Duration) *lab.State {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		if _, err := os.Stat(lab.StatePath(id)); err == nil {
 			return readState(t, id)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	up.Process.Kill()
 	up.Wait()
-	t.Fatalf("topo up did not come up:\n%s", out.String())
+	if out != nil {
+		t.Logf("topo up printed:\n%s", out)
+	}
+	t.Fatal("topo up did not come up")
 	return nil
 }
 
@@ -277,5 +302,120 @@ func TestSwitchListensOnLoopbackOnly(t *testing.T) {
 	code, _, _ = run(t, "switch", "--topology", "star", "--name", "h1", "--grpc", "/tmp/x.sock")
 	if code == 0 {
 		t.Error("switch for a host started")
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// removeKeptLogs removes the switch logs that run id left in lab.KeptLogDir.
+func removeKeptLogs(id string) {
+	logs, _ := filepath.Glob(filepath.Join(lab.KeptLogDir, netns.Prefix+id+"-*.log"))
+	for _, l := range logs {
+		os.Remove(l)
+	}
+}
+
+// TestTopoRunIDs: a run id in use is refused before anything is created
+// (exit 2) and the live run is untouched; an invalid id exits 2; a run that
+// does not exist is named as such (exit 2).
+func TestTopoRunIDs(t *testing.T) {
+	needRoot(t)
+	id := netns.TestRunID(netnsPrefix)
+	defer netns.Remove(id)
+	if code, out := runTracebed(t, "topo", "up", smallStar(t), "--run-id", id, "--detach"); code != 0 {
+		t.Fatalf("topo up: exit %d\n%s", code, out)
+	}
+	before := readState(t, id)
+	code, out := runTracebed(t, "topo", "up", "leafspine", "--run-id", id, "--detach")
+	if code != exitBadInput || !strings.Contains(out, "in use") {
+		t.Errorf("topo up with a run id in use: exit %d\n%s", code, out)
+	}
+	after := readState(t, id)
+	if after.Name != before.Name || after.Switches["tor"].PID != before.Switches["tor"].PID {
+		t.Errorf("the live run changed: %+v → %+v", before, after)
+	}
+	if code, out := runTracebed(t, "topo", "pingall", "--run", id); code != 0 {
+		t.Errorf("the live run lost connectivity: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{
+		{"topo", "up", "star", "--run-id", "Bad-Id"},
+		{"topo", "up", "star", "--run-id", "toolong7"},
+		{"topo", "down", "--run", "Bad-Id"},
+		{"cleanup", "--run", "Bad-Id"},
+	} {
+		if code, out := runTracebed(t, args...); code != exitBadInput || !strings.Contains(out, "lowercase letters or digits") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	for _, cmd := range []string{"down", "exec", "pingall", "status", "cli"} {
+		args := []string{"topo", cmd, "--run", "nosuch"}
+		if cmd == "exec" {
+			args = append(args, "h1", "--", "true")
+		}
+		if code, out := runTracebed(t, args...); code != exitBadInput || !strings.Contains(out, "there is no run nosuch") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	if code, out := runTracebed(t, "topo", "down", "--run", id); code != 0 {
+		t.Errorf("topo down: exit %d\n%s", code, out)
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestTopoWatchdog kills the switch of a foreground 'topo up' outright: it
+// says so on stderr and keeps the topology up, 'topo status' reports it
+// (exit 1), and Ctrl-C tears down keeping the switch's log.
+func TestTopoWatchdog(t *testing.T) {
+	needRoot(t)
+	id := netns.TestRunID(netnsPrefix)
+	defer netns.Remove(id)
+	defer removeKeptLogs(id)
+	up := tracebed(t, "topo", "up", smallStar(t), "--run-id", id)
+	var out syncBuffer
+	up.Stdout, up.Stderr = &out, &out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, id, up, nil)
+	syscall.Kill(st.Switches["tor"].PID, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), "has died") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "switch tor (pid") || !strings.Contains(out.String(), "stays up") {
+		t.Errorf("topo up did not report the dead switch:\n%s", out.String())
+	}
+	code, status := runTracebed(t, "topo", "status", "--run", id)
+	if code != 1 || !strings.Contains(status, "has died") || !strings.Contains(status, "switch running") {
+		t.Errorf("topo status: exit %d\n%s", code, status)
+	}
+	up.Process.Signal(syscall.SIGINT)
+	if err := up.Wait(); err != nil {
+		t.Errorf("topo up after Ctrl-C: %v\n%s", err, out.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(lab.KeptLogDir, netns.Prefix+id+"-tor.log"))
+	if len(logs) != 1 {
+		t.Errorf("the dead switch's log was not kept:\n%s", out.String())
+	}
+	if err := netns.CheckClean(id); err != nil {
+		t.Error(err)
 	}
 }

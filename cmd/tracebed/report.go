@@ -171,6 +171,9 @@ func (a *app) reportEntry(dir string) (*report.ReportEntry, error) {
 		return nil, badInput(err)
 	}
 	e := &report.ReportEntry{Dir: dir, Results: res}
+	if p := res.Partial; p != nil {
+		e.Notes = append(e.Notes, fmt.Sprintf("Partial results: %s after %d of %d runs; the tables hold the runs that finished.", p.Reason, p.Done, p.Of))
+	}
 	if p, err := analysis.ReadProvenance(dir); err == nil {
 		e.Provenance = p
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +21,7 @@ func (a *app) runCommand() *cobra.Command {
 	var (
 		substrate string
 		switchArg string
+		network   string
 		realtime  int
 		out       string
 		seed      int64
@@ -26,6 +30,9 @@ func (a *app) runCommand() *cobra.Command {
 		plots     bool
 		shardArg  string
 		format    *formatFlag
+		pcapDir   string
+		pcapPorts []string
+		limits    = experiments.DefaultLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [SPEC...]",
@@ -45,7 +52,7 @@ With --shard I/N, run only the I-th of N parts of each spec's runs, split
 by their estimated cost, and write OUT/<experiment>/shard-I-of-N.json;
 'tracebed merge' joins the N shards into the results an unsharded run
 writes, byte for byte (docs/scale-out.md).`,
-		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC\n  tracebed run --shard 2/8 --out /data/shards dynaina-sweep",
+		Example: "  tracebed run\n  tracebed run experiments/incast.yaml --seed 7\n  tracebed run --out /tmp/r incast\n  sudo tracebed run --substrate netns SPEC\n  sudo tracebed run --substrate netns --switch bmv2 SPEC\n  sudo tracebed run --substrate netns --network mininet SPEC\n  tracebed run --shard 2/8 --out /data/shards dynaina-sweep",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("substrate") && !slices.Contains(experiments.Substrates, substrate) {
 				return badInput(fmt.Errorf("--substrate %q: want one of %s", substrate, strings.Join(experiments.Substrates, ", ")))
@@ -69,6 +76,10 @@ writes, byte for byte (docs/scale-out.md).`,
 					out = defaultShardOut
 				}
 			}
+			captured, err := parsePcapPorts(pcapPorts)
+			if err != nil {
+				return badInput(err)
+			}
 			if !slices.Contains(netnstb.Switches, switchArg) {
 				return badInput(fmt.Errorf("--switch %q: want one of %s", switchArg, strings.Join(netnstb.Switches, ", ")))
 			}
@@ -84,13 +95,23 @@ writes, byte for byte (docs/scale-out.md).`,
 				if cmd.Flags().Changed("seed") {
 					s.Seeds = []int64{seed}
 				}
+				s.SetContext(cmd.Context())
 				exp, err := a.registry.Compile(s)
+				if err != nil && cmd.Context().Err() != nil {
+					return fmt.Errorf("%s: %w", s.Name, context.Cause(cmd.Context())) // interrupted, not bad input
+				}
 				if err != nil {
+					return badInput(err)
+				}
+				if err := experiments.CheckLimits(s, exp, limits); err != nil {
 					return badInput(err)
 				}
 				todo = append(todo, compiled{s, exp})
 			}
-			tbOpts := netnstb.Options{Switch: switchArg, RunIDPrefix: a.netnsRunPrefix}
+			if !slices.Contains(netnstb.Networks, network) {
+				return badInput(fmt.Errorf("--network %q: want one of %s", network, strings.Join(netnstb.Networks, ", ")))
+			}
+			tbOpts := netnstb.Options{Switch: switchArg, Network: network, RunIDPrefix: a.netnsRunPrefix}
 			for _, c := range todo {
 				if c.spec.Substrate != "netns" {
 					continue
@@ -107,10 +128,19 @@ writes, byte for byte (docs/scale-out.md).`,
 				}
 				defer restore()
 			}
+			if os.Getenv("GOMEMLIMIT") == "" && limits.Memory > 0 {
+				// The runs under way are estimated to need at most
+				// --max-memory together: the collector works to keep
+				// the process near it (a soft limit; docs/reliability.md).
+				defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(limits.Memory) + runtimeSlack))
+			}
 			for _, c := range todo {
 				start := time.Now()
 				bar := newProgress(a.stderr, quiet, c.spec.Name)
-				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard}
+				opts := experiments.Options{Parallel: parallel, Version: version, Commit: buildCommit(), Progress: bar, Shard: shard, Memory: int64(limits.Memory)}
+				if pcapDir != "" {
+					opts.Capture = pcapCapture(pcapDir, c.spec.Name, captured)
+				}
 				var testbeds *netnstb.Factory
 				if c.spec.Substrate == "netns" {
 					// Real time: one run at a time keeps the cores for
@@ -127,14 +157,23 @@ writes, byte for byte (docs/scale-out.md).`,
 					}
 				}
 				bar.finish()
+				wall := time.Since(start)
+				info := runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}
 				if err != nil {
-					if cmd.Context().Err() != nil {
-						return fmt.Errorf("%s interrupted; its runs stopped and their testbeds were torn down: %w", c.spec.Name, err)
+					if res != nil && res.Partial != nil && shard.Count == 0 {
+						// Interrupted: the runs that finished are
+						// written, marked partial, without figures
+						// (they take time; 'tracebed report' draws
+						// them).
+						if dir, werr := a.writePartial(out, c.exp, res, info); werr == nil {
+							err = fmt.Errorf("%w; the %d finished runs are in %s, marked partial", err, res.Partial.Done, dir)
+						}
+					}
+					if c.spec.Substrate == "netns" && cmd.Context().Err() != nil {
+						err = fmt.Errorf("%w (the runs' testbeds were torn down)", err)
 					}
 					return err
 				}
-				wall := time.Since(start)
-				info := runInfo{start: start, wall: wall, parallel: cmp.Or(max(parallel, 0), runtime.GOMAXPROCS(0))}
 				if shard.Count > 0 {
 					if err := a.writeShard(out, c.spec, c.exp, shard, res, info, quiet); err != nil {
 						return err
@@ -163,15 +202,24 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec; netns needs root and runs one run at a time)")
 	f.IntVar(&realtime, "realtime", 0, "netns: run the emulation (this process and its switches) at SCHED_RR with this priority, 1–99, so other work on the machine does not delay it; 0 = normal priority")
 	f.StringVar(&switchArg, "switch", netnstb.SwitchGo, "switch of the netns substrate: go (the Go switch) or bmv2 (simple_switch_grpc and p4c-bm2-ss on PATH)")
+	f.StringVar(&network, "network", netnstb.NetworkNetns, "who builds the netns substrate's network: netns (tracebed) or mininet (Mininet, with tracebed's classes; apt-get install mininet)")
 	f.StringVar(&out, "out", "results", "directory for results")
 	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")
 	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "runs executed at once")
 	f.BoolVar(&plots, "plots", true, "write the figures (PNG, SVG) next to the results")
 	f.StringVar(&shardArg, "shard", "", "run only shard I/N of each spec's runs (0 ≤ I < N, balanced by estimated cost), writing OUT/<experiment>/shard-I-of-N.json (OUT defaults to "+defaultShardOut+"); join the shards with 'tracebed merge'")
+	f.StringVar(&pcapDir, "pcap", "", "write pcapng captures of every run's testbed into this directory: every switch port, or the --pcap-port ones")
+	f.StringSliceVar(&pcapPorts, "pcap-port", nil, "NODE:PORT to capture with --pcap (repeatable, e.g. tor:1)")
 	format = addFormatFlag(f, formatTable, "what to print on stdout: the comparison tables, or the runs as CSV, or results.json")
+	addLimitFlags(f, &limits)
 	return cmd
 }
+
+// runtimeSlack is what the process holds besides its runs' estimates,
+// in the Go memory limit 'tracebed run' sets: the runtime, the binary's
+// data, the results and figures being written.
+const runtimeSlack = 256 << 20
 
 // loadSpecs opens the named specs, or the default suite when none is named.
 // (Without a spec, 'run --substrate netns' runs the netns suite instead.)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/internal/testproc"
 )
 
 const smallSweep = "testdata/small-sweep.yaml"
@@ -23,7 +24,7 @@ func self(t *testing.T, args ...string) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, args...)
+	cmd := testproc.Command(t, exe, args...)
 	cmd.Env = append(os.Environ(), "TRACEBED_TEST_AS_MAIN=1")
 	return cmd
 }

@@ -15,7 +15,7 @@ func (a *app) topoCommand() *cobra.Command {
 		Use:   "topo",
 		Short: "Generate, inspect and (as root) bring up topologies",
 	}
-	cmd.AddCommand(a.topoGenerateCommand(), a.topoShowCommand())
+	cmd.AddCommand(a.topoGenerateCommand(), a.topoShowCommand(), a.topoExportCommand())
 	cmd.AddCommand(a.topoNetnsCommands()...)
 	return cmd
 }

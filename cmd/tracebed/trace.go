@@ -204,17 +204,7 @@ func (a *app) convertJobTrace(in, out string, factor float64) error {
 	if err != nil {
 		return badInput(err)
 	}
-	var jobs []jobtrace.Job
-	var format jobtrace.Format
-	if strings.EqualFold(filepath.Ext(in), ".trace") || (!strings.EqualFold(filepath.Ext(in), ".csv") && jobtrace.IsGavel(data)) {
-		format = jobtrace.Gavel
-		jobs, err = jobtrace.ParseGavelCompressed(in, data, factor)
-	} else {
-		jobs, format, err = jobtrace.Parse(in, data)
-		if err == nil {
-			jobs, err = jobtrace.Compress(jobs, factor)
-		}
-	}
+	jobs, format, err := jobtrace.ParseCompressed(in, data, factor)
 	if err != nil {
 		return badInput(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/ctxio"
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/traces/jobs"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
@@ -19,10 +22,11 @@ import (
 
 // maxProblems is how many problems validate reports per file before it only
 // counts the rest.
-const maxProblems = 20
+const maxProblems = problems.Max
 
 func (a *app) validateCommand() *cobra.Command {
-	return &cobra.Command{
+	limits := experiments.DefaultLimits
+	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check topology, experiment spec and trace files",
 		Long: `Check each FILE and report every problem (up to 20 a file) with its file,
@@ -31,17 +35,28 @@ line and field. A YAML file with a "kind" key is an experiment spec
 "topology" key is a topology; other files are checked as traces by their
 extension: job traces (.csv, .jsonl, .ndjson, Gavel's .trace) and memory
 traces (.memtrace, .memtxt, .lackey). Memory traces are read as a stream,
-whatever their size.`,
+whatever their size.
+
+A spec is checked as 'tracebed run' checks it before running anything:
+its runs' memory and simulation events are estimated and refused above
+--max-memory and --max-events. What validate accepts runs.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var errs []error
 			for _, path := range args {
-				what, err := a.validate(path)
+				what, err := a.validate(cmd.Context(), path, limits)
 				if err != nil {
-					errs = append(errs, err)
+					// A file's sections are each checked to the limit;
+					// the file as a whole is held to it too.
+					l := problems.List{Limit: maxProblems}
+					l.Add(err)
+					errs = append(errs, l.Err())
 					continue
 				}
 				fmt.Fprintf(a.stdout, "%s: ok (%s)\n", path, what)
+			}
+			if cmd.Context().Err() != nil {
+				return context.Cause(cmd.Context()) // interrupted: exit 1, not bad input
 			}
 			if len(errs) > 0 {
 				return badInput(errors.Join(errs...))
@@ -49,20 +64,22 @@ whatever their size.`,
 			return nil
 		},
 	}
+	addLimitFlags(cmd.Flags(), &limits)
+	return cmd
 }
 
-// validate checks one file and says what it was.
-func (a *app) validate(path string) (string, error) {
+// validate checks one file, a spec against limits, and says what it was.
+func (a *app) validate(ctx context.Context, path string, limits experiments.Limits) (string, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	if v, ok := a.traceValidators()[ext]; ok {
-		return v(path)
+		return v(ctx, path)
 	}
 	switch ext {
 	case ".yaml", ".yml":
 	default:
 		return "", fmt.Errorf("%s: unknown file type %q; tracebed validates .yaml topologies and specs and traces (%s)", path, filepath.Ext(path), strings.Join(a.traceExtensions(), ", "))
 	}
-	data, err := os.ReadFile(path)
+	data, err := yamlx.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
@@ -81,11 +98,16 @@ func (a *app) validate(path string) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			if _, err := a.registry.Compile(s); err != nil {
+			s.SetContext(ctx)
+			exp, err := a.registry.Compile(s)
+			if err != nil {
+				return "", err
+			}
+			if err := experiments.CheckLimits(s, exp, limits); err != nil {
 				return "", err
 			}
 			runs := len(s.Policies) * len(s.Scenarios) * len(s.Seeds)
-			return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs), nil
+			return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs%s", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs, needSummary(s, experiments.Needs(s, exp))), nil
 		case "topology":
 			top, err := a.loadTopology(path, data)
 			if err != nil {
@@ -98,8 +120,8 @@ func (a *app) validate(path string) (string, error) {
 }
 
 // traceValidators maps a file extension to the validator of that trace format.
-func (a *app) traceValidators() map[string]func(path string) (string, error) {
-	return map[string]func(string) (string, error){
+func (a *app) traceValidators() map[string]func(ctx context.Context, path string) (string, error) {
+	return map[string]func(context.Context, string) (string, error){
 		".csv": validateJobTrace, ".jsonl": validateJobTrace, ".ndjson": validateJobTrace, ".trace": validateJobTrace,
 		".memtrace": validateMemTrace, ".memtxt": validateMemTrace, ".lackey": validateMemTrace,
 	}
@@ -107,13 +129,13 @@ func (a *app) traceValidators() map[string]func(path string) (string, error) {
 
 // validateMemTrace checks a memory-access trace (traces/mem: binary, text
 // or valgrind lackey output) as a stream, reporting every bad line.
-func validateMemTrace(path string) (string, error) {
+func validateMemTrace(ctx context.Context, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	info, err := memtrace.Inspect(path, f, memtrace.InspectOptions{MaxProblems: maxProblems})
+	info, err := memtrace.Inspect(path, ctxio.Reader(ctx, f), memtrace.InspectOptions{MaxProblems: maxProblems})
 	if err != nil {
 		return "", err
 	}
@@ -129,7 +151,7 @@ func validateMemTrace(path string) (string, error) {
 
 // validateJobTrace checks an INA job trace (traces/jobs: CSV, JSON Lines,
 // the Tiresias CSV or Gavel's format).
-func validateJobTrace(path string) (string, error) {
+func validateJobTrace(_ context.Context, path string) (string, error) {
 	data, err := readLimited(path, maxJobTrace)
 	if err != nil {
 		return "", err

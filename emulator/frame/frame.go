@@ -13,7 +13,7 @@
 //	12  EtherType 0x0800 (2)
 //	14  IPv4: version/IHL 0x45, TOS, total length, ID, flags/fragment,
 //	    TTL, protocol 17, header checksum, source, destination (20)
-//	34  UDP: source port, destination port, length, checksum 0 (8)
+//	34  UDP: source port, destination port, length, checksum (8)
 //	42  payload
 package frame
 
@@ -73,8 +73,9 @@ var (
 )
 
 // AppendUDP appends a complete frame carrying payload to b and returns the
-// extended slice. Src and Dst must be IPv4; the payload must fit in an IPv4
-// datagram (65507 bytes).
+// extended slice, with its UDP checksum computed as a host's stack computes
+// it (SetUDPChecksum). Src and Dst must be IPv4; the payload must fit in an
+// IPv4 datagram (65507 bytes).
 func AppendUDP(b []byte, h UDP, payload []byte) []byte {
 	n := len(b)
 	b = append(b, make([]byte, HeaderLen)...)
@@ -102,6 +103,7 @@ func AppendUDP(b []byte, h UDP, payload []byte) []byte {
 	binary.BigEndian.PutUint16(u[0:], h.Src.Port())
 	binary.BigEndian.PutUint16(u[2:], h.Dst.Port())
 	binary.BigEndian.PutUint16(u[4:], uint16(UDPLen+len(payload)))
+	SetUDPChecksum(f)
 	return b
 }
 
@@ -202,22 +204,50 @@ func DecTTL(f []byte) bool {
 
 // FlowHash hashes the IPv4 5-tuple of a frame that passed IsIPv4 (ports are
 // zero for protocols other than UDP and TCP). Equal flows hash equally on
-// every substrate, which is what ECMP needs.
+// every substrate, which is what ECMP needs: p4/fwd picks a route's port
+// with it, and models of the network that must pick the same paths hash
+// the same tuple with TupleHash.
 func FlowHash(f []byte) uint32 {
-	const prime = 16777619
-	h := uint32(2166136261)
-	for _, c := range f[offSrcIP : offDstIP+4] {
-		h = (h ^ uint32(c)) * prime
-	}
+	h := hashBytes(fnvOffset, f[offSrcIP:offDstIP+4])
 	p := f[offProto]
-	h = (h ^ uint32(p)) * prime
+	h = (h ^ uint32(p)) * fnvPrime
 	ihl := int(f[offIP]&0x0f) * 4
-	if (p == ProtoUDP || p == 6) && len(f) >= offIP+ihl+4 {
-		for _, c := range f[offIP+ihl : offIP+ihl+4] {
-			h = (h ^ uint32(c)) * prime
-		}
+	if (p == ProtoUDP || p == protoTCP) && len(f) >= offIP+ihl+4 {
+		h = hashBytes(h, f[offIP+ihl:offIP+ihl+4])
 	}
-	// Final avalanche so that low bits, used modulo a small group, mix well.
+	return avalanche(h)
+}
+
+// TupleHash is FlowHash of a frame from src:sport to dst:dport carrying
+// protocol proto (ports count for UDP and TCP only): the port ECMP picks
+// for a flow, known without building its frames.
+func TupleHash(src, dst netip.Addr, proto uint8, sport, dport uint16) uint32 {
+	s, d := src.As4(), dst.As4()
+	h := hashBytes(fnvOffset, s[:])
+	h = hashBytes(h, d[:])
+	h = (h ^ uint32(proto)) * fnvPrime
+	if proto == ProtoUDP || proto == protoTCP {
+		h = hashBytes(h, []byte{byte(sport >> 8), byte(sport), byte(dport >> 8), byte(dport)})
+	}
+	return avalanche(h)
+}
+
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+	protoTCP  = 6
+)
+
+func hashBytes(h uint32, b []byte) uint32 {
+	for _, c := range b {
+		h = (h ^ uint32(c)) * fnvPrime
+	}
+	return h
+}
+
+// avalanche mixes the hash so that low bits, used modulo a small group,
+// mix well.
+func avalanche(h uint32) uint32 {
 	h ^= h >> 16
 	h *= 0x45d9f3b
 	h ^= h >> 16
@@ -241,12 +271,84 @@ func Checksum(b []byte) uint16 {
 }
 
 // ClearUDPChecksum sets the UDP checksum of an unfragmented UDP/IPv4 frame to
-// zero ("no checksum", allowed for IPv4), as a switch must after rewriting
-// the payload. It does nothing to other frames.
+// zero ("no checksum", allowed for IPv4). It does nothing to other frames.
 func ClearUDPChecksum(f []byte) {
 	ihl, err := checkIPv4(f)
 	if err != nil || f[offProto] != ProtoUDP || len(f) < offIP+ihl+UDPLen {
 		return
 	}
 	binary.BigEndian.PutUint16(f[offIP+ihl+6:], 0)
+}
+
+// udpSpan returns the offset of the UDP header of an unfragmented UDP/IPv4
+// frame and the UDP length its header gives, or false.
+func udpSpan(f []byte) (int, int, bool) {
+	ihl, err := checkIPv4(f)
+	if err != nil || f[offProto] != ProtoUDP || binary.BigEndian.Uint16(f[offIP+6:])&0x3fff != 0 {
+		return 0, 0, false
+	}
+	u := offIP + ihl
+	total := int(binary.BigEndian.Uint16(f[offTotalLen:]))
+	if total-ihl < UDPLen {
+		return 0, 0, false
+	}
+	n := int(binary.BigEndian.Uint16(f[u+4:]))
+	if n < UDPLen || n > total-ihl {
+		return 0, 0, false
+	}
+	return u, n, true
+}
+
+// udpSum is the ones' complement sum (folded to 16 bits) of the IPv4
+// pseudo-header and the n bytes of the UDP datagram at offset u of f,
+// checksum field included.
+func udpSum(f []byte, u, n int) uint16 {
+	var s uint64
+	s += uint64(binary.BigEndian.Uint32(f[offSrcIP:])) + uint64(binary.BigEndian.Uint32(f[offDstIP:]))
+	s += uint64(ProtoUDP) + uint64(n)
+	b := f[u : u+n]
+	for len(b) >= 4 {
+		s += uint64(binary.BigEndian.Uint32(b))
+		b = b[4:]
+	}
+	if len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}
+
+// SetUDPChecksum computes and writes the UDP checksum of an unfragmented
+// UDP/IPv4 frame (RFC 768: over the pseudo-header, the UDP header and the
+// payload; a computed 0 is sent as 0xFFFF, since 0 means "none"), as a
+// host's stack or a switch that rewrote the datagram does. It does
+// nothing to other frames.
+func SetUDPChecksum(f []byte) {
+	u, n, ok := udpSpan(f)
+	if !ok {
+		return
+	}
+	binary.BigEndian.PutUint16(f[u+6:], 0)
+	c := ^udpSum(f, u, n)
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(f[u+6:], c)
+}
+
+// UDPChecksum reports whether an unfragmented UDP/IPv4 frame carries a UDP
+// checksum (a nonzero field) and whether it is correct. A frame that is
+// not one reports false, false.
+func UDPChecksum(f []byte) (present, ok bool) {
+	u, n, valid := udpSpan(f)
+	if !valid || binary.BigEndian.Uint16(f[u+6:]) == 0 {
+		return false, false
+	}
+	return true, udpSum(f, u, n) == 0xffff
 }

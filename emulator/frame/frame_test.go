@@ -115,6 +115,77 @@ func TestFlowHashStable(t *testing.T) {
 	}
 }
 
+// TestFlowHashIsTupleHash: the hash of a frame is the hash of its tuple,
+// for UDP, TCP and other protocols.
+func TestFlowHashIsTupleHash(t *testing.T) {
+	h := sampleUDP()
+	f := AppendUDP(nil, h, []byte("x"))
+	for _, proto := range []uint8{ProtoUDP, 6, 1} {
+		f[offProto] = proto
+		if got, want := FlowHash(f), TupleHash(h.Src.Addr(), h.Dst.Addr(), proto, h.Src.Port(), h.Dst.Port()); got != want {
+			t.Errorf("protocol %d: FlowHash %#x, TupleHash %#x", proto, got, want)
+		}
+	}
+	if TupleHash(h.Src.Addr(), h.Dst.Addr(), 1, 1, 2) != TupleHash(h.Src.Addr(), h.Dst.Addr(), 1, 3, 4) {
+		t.Error("ports count for a protocol other than UDP and TCP")
+	}
+}
+
+// TestUDPChecksum checks the UDP checksum against gopacket's, its
+// verification, a corrupted byte anywhere in the datagram, and the 0xFFFF
+// that stands for a computed 0.
+func TestUDPChecksum(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 5, 256, 1458} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*7 + n)
+		}
+		f := AppendUDP(nil, sampleUDP(), payload)
+		pkt := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+		ip := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		udp := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
+		if err := udp.SetNetworkLayerForChecksum(ip); err != nil {
+			t.Fatal(err)
+		}
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true}, udp, gopacket.Payload(payload)); err != nil {
+			t.Fatal(err)
+		}
+		if want := binary.BigEndian.Uint16(buf.Bytes()[6:]); udp.Checksum != want {
+			t.Errorf("%d bytes: checksum %#04x, gopacket computes %#04x", n, udp.Checksum, want)
+		}
+		if present, ok := UDPChecksum(f); !present || !ok {
+			t.Errorf("%d bytes: a correct checksum does not verify (present %v)", n, present)
+		}
+		for i := offSrcIP; i < len(f); i++ {
+			if i >= offDstIP+4 && i < offUDP {
+				continue // not covered: the IPv4 header after the addresses
+			}
+			c := bytes.Clone(f)
+			c[i] ^= 0x10
+			if present, ok := UDPChecksum(c); present && ok && !(i >= offUDP+4 && i < offUDP+6) {
+				t.Errorf("%d bytes: a flipped bit at byte %d verifies", n, i)
+			}
+		}
+	}
+	f := AppendUDP(nil, sampleUDP(), []byte("data"))
+	ClearUDPChecksum(f)
+	if present, _ := UDPChecksum(f); present {
+		t.Error("a zero checksum is reported present")
+	}
+	// A datagram whose checksum computes to 0 carries 0xFFFF, which verifies.
+	for x := range 1 << 16 {
+		g := AppendUDP(nil, sampleUDP(), []byte{byte(x >> 8), byte(x)})
+		if binary.BigEndian.Uint16(g[offUDP+6:]) == 0xffff {
+			if _, ok := UDPChecksum(g); !ok {
+				t.Fatal("0xFFFF for a computed 0 does not verify")
+			}
+			return
+		}
+	}
+	t.Fatal("no two-byte payload checksums to 0")
+}
+
 func FuzzParseUDP(f *testing.F) {
 	f.Add(AppendUDP(nil, sampleUDP(), []byte("seed")))
 	f.Add([]byte{})
@@ -130,6 +201,12 @@ func FuzzParseUDP(f *testing.F) {
 			_ = FlowHash(b)
 			c := bytes.Clone(b)
 			DecTTL(c)
+			if present, ok := UDPChecksum(c); present && !ok {
+				SetUDPChecksum(c)
+				if _, ok := UDPChecksum(c); !ok {
+					t.Fatal("SetUDPChecksum wrote a checksum that does not verify")
+				}
+			}
 			ClearUDPChecksum(c)
 		}
 	})

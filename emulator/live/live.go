@@ -308,3 +308,5 @@ func (r *Runtime) Close() {
 	r.timers.close()
 	r.wg.Wait()
 }
+
+var _ emulator.Poster = (*Env)(nil)

@@ -19,6 +19,9 @@ type CaptureOptions struct {
 	Count    int           // stop after this many frames
 	Duration time.Duration // stop after this long
 	Snaplen  int           // bytes kept per frame (default 65535)
+	// Started, if set, is called once the capture socket is open: frames
+	// from then on are captured.
+	Started func()
 }
 
 // Capture records every frame received and sent on interface iface of node
@@ -50,6 +53,9 @@ func (n *Network) Capture(ctx context.Context, node, iface string, w io.Writer, 
 		return 0, fmt.Errorf("capture %s:%s: %w", node, iface, err)
 	}
 	defer unix.Close(fd)
+	if opts.Started != nil {
+		opts.Started()
+	}
 	// Wake up regularly to notice ctx and the limits.
 	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)

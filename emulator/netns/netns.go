@@ -152,8 +152,8 @@ func Up(ctx context.Context, topo *topologies.Topology, opts Options) (_ *Networ
 	if id == "" {
 		id = NewRunID()
 	}
-	if !runIDPattern.MatchString(id) {
-		return nil, fmt.Errorf("netns: run id %q: want 1–6 lowercase letters or digits", id)
+	if err := ValidRunID(id); err != nil {
+		return nil, err
 	}
 	for _, l := range topo.Links {
 		if len(tempLink(id, l.Index, 'a')) > 15 {
@@ -172,17 +172,16 @@ func Up(ctx context.Context, topo *topologies.Topology, opts Options) (_ *Networ
 	if n.MTU == 0 {
 		n.MTU = DefaultMTU
 	}
-	if _, err := os.Stat(n.NamespacePath(topo.Nodes[0].Name)); err == nil {
-		return nil, fmt.Errorf("netns: run %s already exists (tracebed cleanup removes it)", id)
+	// Claim the run id before creating anything: a run id in use is
+	// never touched, and from here on everything named after it is ours.
+	if err := Claim(id); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			n.Down()
 		}
 	}()
-	if err := os.MkdirAll(n.Dir(), 0o700); err != nil {
-		return nil, fmt.Errorf("netns: %w", err)
-	}
 	for _, node := range topo.Nodes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -506,18 +505,26 @@ func (n *Network) UnbridgeSwitches() error {
 
 func (n *Network) readdressHosts(l2 bool) error {
 	for _, node := range n.Topology.Hosts() {
-		h, err := n.Handle(node.Name)
-		if err != nil {
+		if err := n.readdressHost(node, l2); err != nil {
 			return err
 		}
-		link, err := h.LinkByName(node.Ports[0].Iface)
-		if err == nil {
-			err = n.setHostRoutes(h, link, node, l2)
-		}
-		h.Delete()
-		if err != nil {
-			return fmt.Errorf("netns: host %s: %w", node.Name, err)
-		}
+	}
+	return nil
+}
+
+// readdressHost installs a host's routes and neighbours (setHostRoutes).
+func (n *Network) readdressHost(node *topologies.Node, l2 bool) error {
+	h, err := n.Handle(node.Name)
+	if err != nil {
+		return err
+	}
+	defer h.Delete()
+	link, err := h.LinkByName(node.Ports[0].Iface)
+	if err == nil {
+		err = n.setHostRoutes(h, link, node, l2)
+	}
+	if err != nil {
+		return fmt.Errorf("netns: host %s: %w", node.Name, err)
 	}
 	return nil
 }
@@ -573,8 +580,8 @@ func NodeOfNamespace(name string) (runID, node string, ok bool) {
 // another process, e.g. 'tracebed topo up'), after checking that the
 // namespaces of every node exist.
 func Attach(runID string, topo *topologies.Topology) (*Network, error) {
-	if !runIDPattern.MatchString(runID) {
-		return nil, fmt.Errorf("netns: run id %q: want 1–6 lowercase letters or digits", runID)
+	if err := ValidRunID(runID); err != nil {
+		return nil, err
 	}
 	n := &Network{Topology: topo, RunID: runID}
 	for _, node := range topo.Nodes {
@@ -585,11 +592,66 @@ func Attach(runID string, topo *topologies.Topology) (*Network, error) {
 	return n, nil
 }
 
+// ValidRunID reports whether id is a valid run id: 1–6 lowercase letters or
+// digits.
+func ValidRunID(id string) error {
+	if !runIDPattern.MatchString(id) {
+		return fmt.Errorf("netns: run id %q: want 1–6 lowercase letters or digits", id)
+	}
+	return nil
+}
+
+// ErrRunInUse is wrapped by the error of Claim (and so of Up) when the
+// run id is taken.
+var ErrRunInUse = errors.New("run id in use")
+
+// Claim reserves run id for a new run by creating its run directory
+// (RunDir/tb-ID) exclusively. It fails, wrapping ErrRunInUse, when the
+// directory or any namespace or temporary link named after id exists: a
+// live run, or the remains of a killed one, is never touched. Up claims its
+// id; a tool that builds the namespaces itself (Mininet, package
+// emulator/netns/mininet) claims it first and removes the run with Remove.
+func Claim(id string) error {
+	if err := ValidRunID(id); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(RunDir, 0o700); err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	inUse := func(what string) error {
+		return fmt.Errorf("netns: run %s: %w (%s exists): choose another run id; 'tracebed topo status' lists the runs, 'tracebed topo down --run %s' or 'tracebed cleanup --run %s' removes it",
+			id, ErrRunInUse, what, id, id)
+	}
+	dir := filepath.Join(RunDir, Prefix+id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return inUse("its run directory " + dir)
+		}
+		return fmt.Errorf("netns: %w", err)
+	}
+	entries, _ := os.ReadDir(NetnsDir)
+	for _, e := range entries {
+		if rid, _, ok := NodeOfNamespace(e.Name()); ok && rid == id {
+			os.Remove(dir)
+			return inUse("namespace " + e.Name())
+		}
+	}
+	if links, err := netlink.LinkList(); err == nil {
+		for _, l := range links {
+			if isTempLink(l.Attrs().Name, id) {
+				os.Remove(dir)
+				return inUse("link " + l.Attrs().Name)
+			}
+		}
+	}
+	return nil
+}
+
 // Remove removes run id as Down does, knowing only its id: the processes
 // in its namespaces, the namespaces, its temporary links and directory.
 func Remove(runID string) error {
-	if !runIDPattern.MatchString(runID) {
-		return fmt.Errorf("netns: run id %q: want 1–6 lowercase letters or digits", runID)
+	if err := ValidRunID(runID); err != nil {
+		return err
 	}
 	return removeRun(runID)
 }

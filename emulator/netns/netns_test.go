@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/tracebed/tracebed/internal/testproc"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -361,7 +362,7 @@ func TestCapture(t *testing.T) {
 		t.Log("tshark not installed: pcapng checked with gopacket only")
 		return
 	}
-	out, err := exec.Command(tshark, "-r", path, "-Y", "icmp", "-T", "fields", "-e", "icmp.type").Output()
+	out, err := testproc.Command(t, tshark, "-r", path, "-Y", "icmp", "-T", "fields", "-e", "icmp.type").Output()
 	if err != nil {
 		t.Fatalf("tshark: %v\n%s", err, out)
 	}

@@ -49,6 +49,48 @@ type Network struct {
 	switches map[string]*SwitchNode
 	byIP     map[netip.Addr]*hostNode
 	free     []*Packet
+	frames   [len(frameClasses)][][]byte // frame buffers to reuse, by size class
+}
+
+// frameClasses are the capacities of the frame buffers hosts send from:
+// a buffer that comes back (see recycle) serves a later frame of its
+// class. The largest holds a jumbo frame.
+var frameClasses = [...]int{128, 512, 2048, 4608, 9216}
+
+// maxFreeFrames bounds each class's list of buffers to reuse.
+const maxFreeFrames = 4096
+
+// frameBuf returns an empty buffer with room for n bytes.
+func (n *Network) frameBuf(size int) []byte {
+	for c, cls := range frameClasses {
+		if size > cls {
+			continue
+		}
+		if k := len(n.frames[c]); k > 0 {
+			b := n.frames[c][k-1]
+			n.frames[c] = n.frames[c][:k-1]
+			return b[:0]
+		}
+		return make([]byte, 0, cls)
+	}
+	return make([]byte, 0, size)
+}
+
+// recycle takes back the buffer of a frame that nothing refers to any
+// more: one lost on a link, dropped at a full queue, or delivered to an
+// agent that borrows payloads (emulator.PayloadBorrower). Only buffers of
+// exactly a class's capacity — those frameBuf made — are kept: a frame a
+// pipeline built itself (perhaps a part of a larger allocation) is left
+// to the garbage collector.
+func (n *Network) recycle(b []byte) {
+	for c, cls := range frameClasses {
+		if cap(b) == cls {
+			if len(n.frames[c]) < maxFreeFrames {
+				n.frames[c] = append(n.frames[c], b)
+			}
+			return
+		}
+	}
 }
 
 // NewNetwork builds the network of topo on s.
@@ -138,6 +180,9 @@ func (n *Network) Attach(host string, udpPort uint16, agent emulator.Agent) (emu
 	b, _ := local.MarshalBinary()
 	hash.Write(b)
 	e := &hostEnv{host: h, local: local, agent: agent, rng: rand.New(rand.NewPCG(n.opts.Seed, hash.Sum64()))}
+	if b, ok := agent.(emulator.PayloadBorrower); ok {
+		e.borrows = b.BorrowsPayload()
+	}
 	h.agents[udpPort] = e
 	n.Sim.At(n.Sim.now, func() { agent.Start(e) })
 	return e, nil
@@ -170,6 +215,10 @@ type HostStats struct {
 	Delivered  uint64
 	NoListener uint64 // no agent on the destination port
 	Malformed  uint64 // not a UDP/IPv4 frame for this host
+	// BadChecksum counts datagrams whose UDP checksum is present and
+	// wrong: dropped, as a host's stack drops them (a zero checksum means
+	// none, which IPv4 allows).
+	BadChecksum uint64
 }
 
 // HostStats returns the receive counters of a host.
@@ -269,6 +318,7 @@ func (p *port) enqueue(pkt *Packet) {
 	size := int64(len(pkt.Data))
 	if p.limit > 0 && p.qbytes[q]+size > p.limit {
 		p.drops++
+		p.net.recycle(pkt.Data)
 		p.net.release(pkt)
 		return
 	}
@@ -310,6 +360,7 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 	if p.rng != nil {
 		if p.loss > 0 && p.rng.Float64() < p.loss {
 			p.lost++
+			p.net.recycle(pkt.Data)
 			p.net.release(pkt)
 			return
 		}
@@ -451,6 +502,10 @@ func (h *hostNode) receive(_ *port, pkt *Packet) {
 		h.stats.Malformed++
 		return
 	}
+	if present, ok := frame.UDPChecksum(data); present && !ok {
+		h.stats.BadChecksum++
+		return
+	}
 	e := h.agents[hdr.Dst.Port()]
 	if e == nil {
 		h.stats.NoListener++
@@ -458,14 +513,18 @@ func (h *hostNode) receive(_ *port, pkt *Packet) {
 	}
 	h.stats.Delivered++
 	e.agent.Recv(hdr.Src, payload)
+	if e.borrows {
+		h.net.recycle(data)
+	}
 }
 
 // hostEnv is an agent's emulator.Env on the simulated network.
 type hostEnv struct {
-	host  *hostNode
-	local netip.AddrPort
-	agent emulator.Agent
-	rng   *rand.Rand
+	host    *hostNode
+	local   netip.AddrPort
+	agent   emulator.Agent
+	rng     *rand.Rand
+	borrows bool // the agent does not keep payloads (emulator.PayloadBorrower)
 }
 
 func (e *hostEnv) Now() time.Duration   { return e.host.net.Sim.now.Duration() }
@@ -476,12 +535,20 @@ func (e *hostEnv) After(d time.Duration, f func()) emulator.Timer {
 	return e.host.net.Sim.After(FromDuration(d), f)
 }
 
+// Post implements emulator.Poster: f runs at the current time, after the
+// events already scheduled for it. Every agent of a simulation runs on the
+// simulation's goroutine, so any of them may call it.
+func (e *hostEnv) Post(f func()) bool {
+	e.host.net.Sim.At(e.host.net.Sim.now, f)
+	return true
+}
+
 // Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 	h := e.host
 	hdr := frame.UDP{SrcMAC: h.node.MAC, DstMAC: h.nic.peer.tp.MAC, Src: e.local, Dst: to}
-	data := frame.AppendUDP(make([]byte, 0, frame.HeaderLen+len(payload)), hdr, payload)
+	data := frame.AppendUDP(h.net.frameBuf(frame.HeaderLen+len(payload)), hdr, payload)
 	if to.Addr() == h.node.IP {
 		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
 		return
@@ -492,3 +559,5 @@ func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 type loopback struct{ h *hostNode }
 
 func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
+
+var _ emulator.Poster = (*hostEnv)(nil)

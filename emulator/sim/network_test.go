@@ -165,7 +165,7 @@ topology:
   nodes: {s: {kind: switch}, a: {kind: host}, b: {kind: host}}
   links:
     - {endpoints: [a, s], rate: 100Gbps}
-    - {endpoints: [s, b], rate: 1Gbps, buffer: %d}
+    - {endpoints: [s, b], rate: 1Gbps, buffer: %dB}
 `, tt.buffer))
 		s, n := mustNet(t, top, Options{})
 		rx := &sink{}

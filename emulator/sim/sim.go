@@ -13,7 +13,9 @@
 package sim
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,7 +77,15 @@ type Sim struct {
 	heap    []event
 	stopped bool
 	fired   uint64
+	// interrupted is set from any goroutine (Interrupt); the event loop
+	// reads it every checkEvery events.
+	interrupted atomic.Bool
 }
+
+// checkEvery is how many events the loop fires between two looks at the
+// interrupt flag: a few microseconds of work, so an interrupted run stops
+// at once, and an atomic load too rare to cost anything.
+const checkEvery = 4096
 
 // New returns an empty simulation at time zero.
 func New() *Sim { return &Sim{heap: make([]event, 0, 1024)} }
@@ -122,14 +132,33 @@ func (s *Sim) push(e event) {
 // Stop makes Run return after the current event.
 func (s *Sim) Stop() { s.stopped = true }
 
+// Interrupt makes Run and RunUntil return within checkEvery events, now and
+// ever after, without setting the clock to their limit. Unlike Stop it may
+// be called from any goroutine: it is how a run that is told to stop
+// (SIGINT, a deadline) ends even inside one long step of the loop.
+func (s *Sim) Interrupt() { s.interrupted.Store(true) }
+
+// Interrupted reports whether Interrupt was called.
+func (s *Sim) Interrupted() bool { return s.interrupted.Load() }
+
+// InterruptOn interrupts the simulation when ctx is done, and returns a
+// function that stops watching ctx.
+func (s *Sim) InterruptOn(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, s.Interrupt)
+}
+
 // Run fires events until none is left or Stop is called.
 func (s *Sim) Run() { s.RunUntil(Forever) }
 
 // RunUntil fires events up to and including time limit, then sets the clock
-// to limit (unless stopped earlier or limit is Forever).
+// to limit (unless stopped or interrupted earlier, or limit is Forever).
 func (s *Sim) RunUntil(limit Time) {
 	s.stopped = false
 	for len(s.heap) > 0 && !s.stopped {
+		if s.fired%checkEvery == 0 && s.interrupted.Load() {
+			s.stopped = true
+			break
+		}
 		if s.heap[0].at > limit {
 			s.now = limit
 			return

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestEventOrder(t *testing.T) {
@@ -112,5 +114,27 @@ func TestHeapProperty(t *testing.T) {
 		return a.seq - b.seq
 	}) {
 		t.Fatal("events fired out of (time, seq) order")
+	}
+}
+
+// TestInterrupt: a loop of events that never ends (each event schedules
+// the next at the same instant, so no time limit helps) returns soon after
+// Interrupt is called from another goroutine, and keeps returning.
+func TestInterrupt(t *testing.T) {
+	s := New()
+	var loop func()
+	loop = func() { s.At(s.Now(), loop) }
+	s.At(0, loop)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer s.InterruptOn(ctx)()
+	time.AfterFunc(20*time.Millisecond, cancel)
+	s.RunUntil(Forever)
+	if !s.Interrupted() || s.Now() != 0 {
+		t.Fatalf("interrupted %v at %v", s.Interrupted(), s.Now())
+	}
+	n := s.Fired()
+	s.RunUntil(Second)
+	if s.Fired() != n || s.Now() != 0 {
+		t.Errorf("an interrupted simulation fired %d more events and moved to %v", s.Fired()-n, s.Now())
 	}
 }

@@ -20,6 +20,7 @@ type Sim struct {
 	Sim     *sim.Sim
 	Network *sim.Network
 	planes  map[string]dataplane.Dataplane
+	taps    map[portKey]bool // ports being captured (capture.go)
 }
 
 // NewSim builds cfg on a fresh simulation.
@@ -78,6 +79,9 @@ func (t *Sim) Now() time.Duration { return t.Sim.Now().Duration() }
 // Run implements Testbed.
 func (t *Sim) Run(ctx context.Context, step, limit time.Duration, done func() bool) error {
 	st, end := sim.FromDuration(max(step, time.Nanosecond)), sim.FromDuration(limit)
+	// A cancelled ctx stops the event loop within a few thousand events,
+	// even inside one step.
+	defer t.Sim.InterruptOn(ctx)()
 	for !done() {
 		if err := ctx.Err(); err != nil {
 			return err

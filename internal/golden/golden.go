@@ -24,6 +24,7 @@ func Check(t testing.TB, path string, got []byte, update bool, pkg string) {
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (run go test %s -update to create it)", err, pkg)
+		return // for a testing.TB whose Fatalf returns
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from what the code produces now; if the change is intended, run go test %s -update and review the diff\n%s", path, pkg, FirstDiff(want, got))

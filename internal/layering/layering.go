@@ -55,15 +55,15 @@ func Tracebed() []Layer {
 			Rule: "Figures, reports and benchmark files build on the results schema; only the command uses them."},
 		{Name: "engine", Packages: []string{"emulator", "emulator/..."}, MayImport: []string{"internal", "data", "engine"}, Avoid: heavy,
 			Rule: "emulator knows no data plane and no policy: pipelines, programs and their registry are handed in (emulator/dataplane)."},
-		{Name: "dataplanes", Packages: []string{"p4", "p4/..."}, MayImport: []string{"internal", "data", "engine", "dataplanes"}, Avoid: heavy,
-			Rule: "p4 holds each data plane as a P4 program beside its Go twin, built on the engine's contracts, with no policy."},
+		{Name: "dataplanes", Packages: []string{"p4", "p4/...", "wireshark"}, MayImport: []string{"internal", "data", "engine", "dataplanes"}, Avoid: heavy,
+			Rule: "p4 holds each data plane as a P4 program beside its Go twin, built on the engine's contracts, with no policy; wireshark dissects their headers."},
 		{Name: "systems", Packages: []string{"systems/..."}, MayImport: []string{"internal", "data", "engine", "dataplanes", "systems"}, Avoid: heavy,
 			Rule: "systems holds the policies compared, as controllers and sans-IO agents over the data planes."},
-		{Name: "experiments", Packages: []string{"experiments", "workloads/...", "deploy"},
+		{Name: "experiments", Packages: []string{"experiments", "experiments/...", "workloads/...", "deploy"},
 			MayImport: []string{"internal", "data", "results", "engine", "dataplanes", "systems", "experiments"}, Avoid: heavy,
 			Rule: "experiments and workloads run the systems on a testbed and report results; they never reach the command."},
-		{Name: "cmd", Packages: []string{"cmd/..."}, MayImport: []string{"internal", "data", "results", "reports", "engine", "dataplanes", "systems", "experiments", "cmd"},
-			Rule: "cmd/tracebed assembles everything: the kinds of experiments, the data planes' registry, the reports."},
+		{Name: "cmd", Packages: []string{"cmd/...", "labs"}, MayImport: []string{"internal", "data", "results", "reports", "engine", "dataplanes", "systems", "experiments", "cmd"},
+			Rule: "cmd/tracebed assembles everything: the kinds of experiments, the data planes' registry, the reports; labs drive the command as students do."},
 	}
 }
 

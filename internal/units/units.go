@@ -3,7 +3,10 @@
 //
 // Every parser accepts the spellings a networking researcher types
 // ("100Gbps", "10G", "64KiB", "1500B", "2us") and returns an error that says
-// what would have been accepted; none of them panics.
+// what would have been accepted; none of them panics. Rates, sizes and
+// durations need a unit: a bare number is an error that suggests one
+// ("rate: 100" could mean 100 bit/s or 100 Gbps; tracebed does not guess),
+// except 0, which needs none.
 package units
 
 import (
@@ -38,11 +41,15 @@ var rateUnits = []struct {
 }
 
 // ParseRate parses a rate such as "100Gbps", "2.5Gbit/s", "10G" or "800Mbps".
-// A bare number is bits per second. The rate must be positive and finite.
+// The unit is required ("100" is an error that suggests "100Gbps"). The
+// rate must be positive and finite.
 func ParseRate(s string) (Rate, error) {
-	num, mult, err := splitUnit(s, rateUnits, BitPerSecond)
+	num, mult, err := splitUnit(s, rateUnits, 0)
 	if err != nil {
 		return 0, fmt.Errorf("rate %q: %w (want e.g. 100Gbps, 2.5Gbit/s, 800Mbps)", s, err)
+	}
+	if mult == 0 {
+		return 0, fmt.Errorf("rate %q has no unit: write %sGbps (or Mbps, Kbps, bps)", s, strings.TrimSpace(s))
 	}
 	v := num * float64(mult)
 	if v <= 0 || v > math.MaxInt64/2 {
@@ -94,12 +101,19 @@ var byteUnits = []struct {
 	{"b", Byte},
 }
 
-// ParseBytes parses a size such as "1500", "1500B", "64KiB", "1MB" or "2GiB".
-// A bare number is bytes. The size must not be negative.
+// ParseBytes parses a size such as "1500B", "64KiB", "1MB" or "2GiB". The
+// unit is required ("1500" is an error that suggests "1500B"), except for
+// a bare 0. The size must not be negative.
 func ParseBytes(s string) (Bytes, error) {
-	num, mult, err := splitUnit(s, byteUnits, Byte)
+	num, mult, err := splitUnit(s, byteUnits, 0)
 	if err != nil {
 		return 0, fmt.Errorf("size %q: %w (want e.g. 1500B, 64KiB, 1MB)", s, err)
+	}
+	if mult == 0 {
+		if num == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("size %q has no unit: write %sB (or KiB, MiB, KB, MB)", s, strings.TrimSpace(s))
 	}
 	v := num * float64(mult)
 	if v < 0 || v > math.MaxInt64/2 {
@@ -153,6 +167,8 @@ func TransmitTime(size Bytes, r Rate) int64 {
 	return int64(q)
 }
 
+// splitUnit splits s into a number and the multiplier of its unit; a bare
+// number gets def.
 func splitUnit[T ~int64](s string, units []struct {
 	suffix string
 	mult   T

@@ -1,6 +1,7 @@
 package units
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,7 +17,9 @@ func TestParseRate(t *testing.T) {
 		{"2.5Gbit/s", 2500 * Mbps, false},
 		{"10G", 10 * Gbps, false},
 		{"800 Mbps", 800 * Mbps, false},
-		{"1000", 1000, false},
+		{"1000bps", 1000, false},
+		{"100", 0, true}, // no unit
+		{"1e3", 0, true},
 		{"1Tbps", Tbps, false},
 		{"-10Gbps", 0, true},
 		{"0", 0, true},
@@ -39,7 +42,8 @@ func TestParseBytes(t *testing.T) {
 		want Bytes
 		err  bool
 	}{
-		{"1500", 1500, false},
+		{"1500", 0, true}, // no unit
+		{"1500 B", 1500, false},
 		{"1500B", 1500, false},
 		{"64KiB", 64 * 1024, false},
 		{"1MB", 1000 * 1000, false},
@@ -122,4 +126,18 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("ParseFraction(%q) = %v with no error", s, x)
 		}
 	})
+}
+
+// TestBareNumbersSuggestUnits: a number without a unit is refused with a
+// message that shows the value with a unit.
+func TestBareNumbersSuggestUnits(t *testing.T) {
+	if _, err := ParseRate("100"); err == nil || !strings.Contains(err.Error(), "100Gbps") {
+		t.Errorf("ParseRate(100): %v; want a suggestion of 100Gbps", err)
+	}
+	if _, err := ParseBytes("1500"); err == nil || !strings.Contains(err.Error(), "1500B") {
+		t.Errorf("ParseBytes(1500): %v; want a suggestion of 1500B", err)
+	}
+	if _, err := ParseDuration("5"); err == nil || !strings.Contains(err.Error(), "unit") {
+		t.Errorf("ParseDuration(5): %v; want a unit", err)
+	}
 }

@@ -14,12 +14,16 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // Pos is a position in an input file. Line and Col are 1-based; zero means unknown.
@@ -113,6 +117,37 @@ type ScalarUnmarshaler interface {
 	UnmarshalScalar(s string) error
 }
 
+// MaxFileSize bounds the YAML files tracebed reads (specs, topologies):
+// far above any real one, far below what would exhaust memory.
+const MaxFileSize = 64 << 20
+
+// ReadFile reads a YAML input file: a regular file (not a device, a pipe
+// or a directory, which could block or never end) of at most MaxFileSize
+// bytes. Its errors wrap the fs errors (fs.ErrNotExist, …); the others are
+// input errors.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, Errorf(Pos{File: path}, "", "not a regular file (%v); tracebed reads specs and topologies from files", fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, Errorf(Pos{File: path}, "", "larger than %d MiB; a spec or topology is a few kilobytes", MaxFileSize>>20)
+	}
+	return data, nil
+}
+
 // Parse reads one YAML document. Syntax errors become *Error with the line.
 // An empty document is an error.
 func Parse(file string, data []byte) (*yaml.Node, error) {
@@ -120,21 +155,21 @@ func Parse(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, Errorf(Pos{File: file}, "", "file is empty")
+			return nil, Errorf(Pos{File: file, Line: 1}, "", "file is empty (or only comments)")
 		}
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, Errorf(Pos{File: file, Line: extra.Line}, "", "more than one YAML document; tracebed files hold one")
 	} else if !errors.Is(err, io.EOF) {
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, Errorf(Pos{File: file}, "", "not a YAML document")
+		return nil, Errorf(Pos{File: file, Line: 1}, "", "not a YAML document")
 	}
 	if n := expandedSize(doc.Content[0], map[*yaml.Node]int{}); n > MaxExpandedNodes {
-		return nil, Errorf(Pos{File: file}, "", "the document expands to more than %d values through aliases", MaxExpandedNodes)
+		return nil, Errorf(NodePos(file, doc.Content[0]), "", "the document expands to more than %d values through aliases", MaxExpandedNodes)
 	}
 	return doc.Content[0], nil
 }
@@ -167,7 +202,9 @@ func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) int {
 }
 
 // syntaxError turns yaml.v3's "yaml: line 3: ..." into an *Error at line 3.
-func syntaxError(file string, err error) *Error {
+// yaml.v3 gives no line for bytes it cannot read at all (control
+// characters, invalid UTF-8): the error points at the first such byte.
+func syntaxError(file string, data []byte, err error) *Error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
@@ -184,7 +221,31 @@ func syntaxError(file string, err error) *Error {
 			}
 		}
 	}
-	return Errorf(Pos{File: file, Line: line}, "", "YAML syntax: %s", msg)
+	pos := Pos{File: file, Line: line}
+	if line == 0 {
+		pos = badByte(file, data)
+	}
+	return Errorf(pos, "", "YAML syntax: %s", msg)
+}
+
+// badByte returns the position of the first byte of data that YAML does
+// not allow (a control character other than tab, newline and carriage
+// return, or invalid UTF-8), or line 1 if there is none.
+func badByte(file string, data []byte) Pos {
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f || r == 0xfeff && i > 0 {
+			return Pos{File: file, Line: line, Col: col}
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += size
+	}
+	return Pos{File: file, Line: 1}
 }
 
 // NodePos returns the position of n in file.
@@ -321,10 +382,17 @@ func Decode(file string, n *yaml.Node, path string, v any) error {
 		return fmt.Errorf("yamlx.Decode: need a non-nil pointer, got %T", v)
 	}
 	d := decoder{file: file}
-	return d.value(n, path, rv.Elem())
+	d.probs.Add(d.value(n, path, rv.Elem()))
+	return d.probs.Err()
 }
 
-type decoder struct{ file string }
+// decoder decodes one node, collecting every problem: a field that fails
+// to decode, an unknown or missing field, a bad list item are recorded and
+// decoding goes on with the next.
+type decoder struct {
+	file  string
+	probs problems.List
+}
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) error {
 	return Errorf(NodePos(d.file, n), path, format, args...)
@@ -367,9 +435,7 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) error {
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, c := range n.Content {
-			if err := d.value(c, fmt.Sprintf("%s[%d]", path, i), s.Index(i)); err != nil {
-				return err
-			}
+			d.probs.Add(d.value(c, fmt.Sprintf("%s[%d]", path, i), s.Index(i)))
 		}
 		v.Set(s)
 		return nil
@@ -385,7 +451,8 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) error {
 		for _, p := range pairs {
 			e := reflect.New(v.Type().Elem()).Elem()
 			if err := d.value(p.Value, JoinPath(path, p.Key), e); err != nil {
-				return err
+				d.probs.Add(err)
+				continue
 			}
 			m.SetMapIndex(reflect.ValueOf(p.Key).Convert(v.Type().Key()), e)
 		}
@@ -494,7 +561,8 @@ func (d *decoder) structValue(n *yaml.Node, path string, v reflect.Value) error 
 			if isMerged(p) {
 				pos = where.Pos
 			}
-			return Errorf(pos, JoinPath(path, p.Key), "unknown field; known fields here: %s", strings.Join(names, ", "))
+			d.probs.Add(Errorf(pos, JoinPath(path, p.Key), "unknown field; known fields here: %s", strings.Join(names, ", ")))
+			continue
 		}
 		val := resolve(p.Value)
 		where.keys[p.Key] = NodePos(d.file, val)
@@ -503,13 +571,11 @@ func (d *decoder) structValue(n *yaml.Node, path string, v reflect.Value) error 
 				where.keys[fmt.Sprintf("%s[%d]", p.Key, i)] = NodePos(d.file, resolve(item))
 			}
 		}
-		if err := d.value(p.Value, JoinPath(path, p.Key), v.FieldByIndex(fi.index)); err != nil {
-			return err
-		}
+		d.probs.Add(d.value(p.Value, JoinPath(path, p.Key), v.FieldByIndex(fi.index)))
 	}
 	for _, name := range names {
 		if fields[name].required && !where.Has(name) {
-			return Errorf(where.Pos, JoinPath(path, name), "missing; this field is required")
+			d.probs.Add(Errorf(where.Pos, JoinPath(path, name), "missing; this field is required"))
 		}
 	}
 	for _, idx := range wheres {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 type inner struct {
@@ -93,11 +95,49 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeEveryProblem: Decode goes on past a bad field, a bad list
+// item and an unknown key, and reports each with its line and field.
+func TestDecodeEveryProblem(t *testing.T) {
+	src := "flag: maybe\nlist: [{a: 1}, {a: x}, {a: 2, z: 1}]\nmap: {k: 1, j: y}\nptr: [1]\nextra: 1\n"
+	root, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o outer
+	err = Decode("t.yaml", root, "", &o)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	want := []string{
+		`t.yaml:1:7: flag: "maybe" is not true or false`,
+		`t.yaml:2:20: list[1].a: "x" is not a whole number`,
+		`t.yaml:2:31: list[2].z: unknown field`,
+		`t.yaml:3:16: map.j: "y" is not a whole number`,
+		`t.yaml:4:6: ptr: want a single value`,
+		`t.yaml:5:1: extra: unknown field`,
+		`t.yaml:1:1: name: missing`,
+	}
+	if err := problems.Match(err, want); err != nil {
+		t.Error(err)
+	}
+	// The good parts are decoded.
+	if len(o.List) != 3 || o.List[0].A != 1 || o.List[2].A != 2 || o.Map["k"] != 1 {
+		t.Errorf("decoded %+v", o)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for src, want := range map[string]string{
-		"":                  "file is empty",
-		"a: 1\n---\nb: 2\n": "more than one YAML document",
-		"a: [1\n":           "YAML syntax",
+		"":                          "t.yaml:1: file is empty",
+		"# nothing\n":               "t.yaml:1: file is empty",
+		"a: 1\n---\nb: 2\n":         "more than one YAML document",
+		"a: [1\n":                   "YAML syntax",
+		"a: 1\nb: x\x01y\n":         "t.yaml:2:5: YAML syntax: control characters",
+		"a: 1\nb: 2\nc: \xff\n":     "t.yaml:3:4: YAML syntax",
+		"a: *nosuch\n":              "t.yaml:1:",
+		"a: &x [*x]\n":              "t.yaml:1:",
+		"a: 1\n\x1b[31mb: 2\n":      "t.yaml:2:1:",
+		"a: \"unterminated\nb: 1\n": "t.yaml:",
 	} {
 		if _, err := Parse("t.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", src, err, want)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
+	"github.com/tracebed/tracebed/internal/testproc"
 )
 
 // runBmv2Vectors compiles farmem.p4 for bmv2, starts simple_switch on pcap
@@ -26,7 +27,7 @@ func runBmv2Vectors(t *testing.T, p4c, sw, cli string, v Vectors) {
 	jsonPath := filepath.Join(dir, "farmem.json")
 	infoPath := filepath.Join(dir, "farmem.p4info.txtpb")
 	src, _ := filepath.Abs("farmem.p4")
-	if out, err := exec.Command(p4c, "--p4v", "16", "--p4runtime-files", infoPath, "-o", jsonPath, src).CombinedOutput(); err != nil {
+	if out, err := testproc.Command(t, p4c, "--p4v", "16", "--p4runtime-files", infoPath, "-o", jsonPath, src).CombinedOutput(); err != nil {
 		t.Fatalf("p4c: %v\n%s", err, out)
 	}
 	checkP4cNames(t, infoPath)
@@ -76,7 +77,7 @@ func runBmv2Vectors(t *testing.T, p4c, sw, cli string, v Vectors) {
 	for _, r := range v.Rules {
 		fmt.Fprintf(&cmds, "table_add ingress.farmem_classify ingress.set_priority %d %d => %d\n", r.Type, r.Urgency, r.Priority)
 	}
-	c := exec.Command(cli, "--thrift-port", thrift)
+	c := testproc.Command(t, cli, "--thrift-port", thrift)
 	c.Stdin = strings.NewReader(cmds.String())
 	if out, err := c.CombinedOutput(); err != nil || bytes.Contains(out, []byte("Error")) {
 		t.Fatalf("simple_switch_CLI: %v\n%s", err, out)

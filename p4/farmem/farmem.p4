@@ -52,7 +52,9 @@ struct headers {
     packet_in_t packet_in; packet_out_t packet_out;
     ethernet_t ethernet; ipv4_t ipv4; l4_ports_t l4; udp_rest_t udp; farmem_t farmem;
 }
-struct metadata { bit<32> miss_reason; } /* index of drops for route_miss's drop: 0 malformed, 1 no_route */
+/* miss_reason: index of drops for route_miss's drop (0 malformed, 1 no_route);
+ * zero: never written, the target of the UDP checksum verification. */
+struct metadata { bit<32> miss_reason; bit<16> zero; }
 
 parser FarmemParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
@@ -81,16 +83,38 @@ parser FarmemParser(packet_in pkt, out headers hdr, inout metadata meta, inout s
     state parse_farmem { pkt.extract(hdr.farmem); transition accept; }
 }
 
-control FarmemVerify(inout headers hdr, inout metadata meta) { apply { } }
+/* Far-memory messages must carry a correct UDP checksum (docs/farmem.md,
+ * "Integrity"). The sum includes the checksum field itself, so a correct
+ * datagram sums to zero whether its checksum is ~sum or RFC 768's 0xFFFF
+ * for a computed zero; the target is meta.zero, never written. A zero
+ * (absent) checksum is refused in ingress. The page data is the payload. */
+control FarmemVerify(inout headers hdr, inout metadata meta) {
+    apply {
+        bool on_port = hdr.udp.isValid() &&
+            (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
+        verify_checksum_with_payload(on_port && hdr.farmem.isValid(),
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
+              hdr.l4.src_port, hdr.l4.dst_port, hdr.udp.length, hdr.udp.checksum,
+              hdr.farmem.magic, hdr.farmem.version, hdr.farmem.msg_type, hdr.farmem.retransmit,
+              hdr.farmem.not_found, hdr.farmem.reserved, hdr.farmem.urgency, hdr.farmem.id,
+              hdr.farmem.page, hdr.farmem.page_version, hdr.farmem.sum },
+            meta.zero, HashAlgorithm.csum16);
+        verify_checksum_with_payload(on_port && !hdr.farmem.isValid(),
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
+              hdr.l4.src_port, hdr.l4.dst_port, hdr.udp.length, hdr.udp.checksum },
+            meta.zero, HashAlgorithm.csum16);
+    }
+}
 
 control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     /* fwd.p4's forwarding, unchanged. */
     counter(1, CounterType.packets) forwarded;
-    counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
+    counter(8, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local, 4 checksum
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
     action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
     action send_to_cpu() {
+        forwarded.count(0); // to the controller
         sm.egress_spec = CPU_PORT;
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = (bit<16>) sm.ingress_port;
@@ -140,12 +164,25 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
 
     apply {
         if (hdr.packet_out.isValid()) {
+            if (hdr.packet_out.egress_port == (bit<16>) CPU_PORT) {
+                drops.count(0); // back to the controller: malformed
+                mark_to_drop(sm);
+                return;
+            }
+            forwarded.count(0);
             sm.egress_spec = (bit<9>) hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
             return;
         }
         if (!hdr.ipv4.isValid()) { meta.miss_reason = 0; route_miss.apply(); return; }
         if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+        bool on_port = hdr.udp.isValid() &&
+            (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
+        if (on_port && (sm.checksum_error == 1 || hdr.udp.checksum == 0)) {
+            drops.count(4); // checksum: a corrupted message is never forwarded
+            mark_to_drop(sm);
+            return;
+        }
         if (ipv4_route.apply().hit) {
             sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
         } else {
@@ -153,8 +190,6 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             route_miss.apply();
         }
 
-        bool on_port = hdr.udp.isValid() &&
-            (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
         if (on_port) {
             bool ok = hdr.farmem.isValid() && hdr.farmem.magic == FARMEM_MAGIC &&
                 hdr.farmem.version == 1 && hdr.farmem.reserved == 0 &&

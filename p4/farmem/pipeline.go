@@ -74,6 +74,13 @@ func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emi
 		p.base.Counters.Drops[fwd.DropTTL]++ // as farmem.p4: before classification
 		return
 	}
+	if present, ok := frame.UDPChecksum(f); !present || !ok {
+		// A far-memory message must carry a correct UDP checksum: a
+		// corrupted page is dropped here, never stored (docs/farmem.md,
+		// "Integrity").
+		p.base.Counters.Drops[fwd.DropChecksum]++
+		return
+	}
 	h, _, err := Parse(payload)
 	if err != nil {
 		p.Counters.Stats[StatMalformed]++

@@ -34,6 +34,10 @@ type Vectors struct {
 	// listed only where nonzero, by index type<<3|urgency).
 	Class map[int][2]uint64 `json:"class_counters"` // [packets, bytes]
 	Stats [NumStats]uint64  `json:"stats_counters"`
+	// Forwarded and Drops are the forwarding counters (ingress.forwarded,
+	// ingress.drops by reason): every frame in is counted in exactly one.
+	Forwarded uint64               `json:"forwarded"`
+	Drops     [fwd.NumDrops]uint64 `json:"drop_counters"`
 }
 
 // Vector is one frame through the pipeline.
@@ -94,6 +98,9 @@ type vectorCase struct {
 	wantPort int // 0: dropped
 	wantPrio int
 	wantTOS  uint8
+	// corrupt, if set, damages the frame after it is built (its UDP
+	// checksum no longer matches).
+	corrupt func(f []byte)
 }
 
 func msg(h Header, dataLen int) []byte {
@@ -127,6 +134,15 @@ func vectorCases() []vectorCase {
 			payload: msg(Header{Type: TypeRead}, 0), wantPort: 1, wantPrio: 4, wantTOS: 4 << 5},
 		{name: "TTL 1 is dropped before classification", in: 1, from: 0, to: 2, srcPort: HostPort, dstPort: Port, ttl: 1,
 			payload: msg(Header{Type: TypeRead, ID: 7}, 0), wantPort: 0},
+		{name: "a bit flipped in the page: dropped (checksum), never stored", in: 1, from: 0, to: 2, srcPort: HostPort, dstPort: Port,
+			payload: msg(Header{Type: TypeWrite, Urgency: 3, ID: 8, Page: 7, Version: 2}, page), wantPort: 0,
+			corrupt: func(f []byte) { f[len(f)-100] ^= 0x04 }},
+		{name: "a bit flipped in the page number: dropped (checksum)", in: 1, from: 0, to: 2, srcPort: HostPort, dstPort: Port,
+			payload: msg(Header{Type: TypeRead, ID: 9, Page: 7}, 0), wantPort: 0,
+			corrupt: func(f []byte) { f[frame.HeaderLen+15] ^= 0x01 }},
+		{name: "no UDP checksum (zero): dropped (checksum)", in: 3, from: 2, to: 0, srcPort: Port, dstPort: HostPort,
+			payload: msg(Header{Type: TypeAck, Urgency: 1, ID: 10, Page: 8, Version: 2}, 0), wantPort: 0,
+			corrupt: frame.ClearUDPChecksum},
 	}
 }
 
@@ -161,6 +177,9 @@ func TestVectors(t *testing.T) {
 	}
 	for _, tc := range vectorCases() {
 		in := buildFrame(top, tc)
+		if tc.corrupt != nil {
+			tc.corrupt(in)
+		}
 		v := Vector{Name: tc.name, InPort: tc.in, Frame: hex.EncodeToString(in)}
 		var c capture
 		p.Process(0, tc.in, append([]byte(nil), in...), &c)
@@ -191,6 +210,13 @@ func TestVectors(t *testing.T) {
 		}
 	}
 	got.Stats = p.Counters.Stats
+	got.Forwarded, got.Drops = p.Base().Counters.Forwarded, p.Base().Counters.Drops
+	if n := uint64(len(vectorCases())); got.Forwarded+sum(got.Drops[:]) != n {
+		t.Errorf("forwarded %d and drops %v do not add up to the %d frames in", got.Forwarded, got.Drops, n)
+	}
+	if got.Drops[fwd.DropChecksum] != 3 {
+		t.Errorf("%d checksum drops, want the 3 damaged frames", got.Drops[fwd.DropChecksum])
+	}
 	if want := [NumStats]uint64{6, 1, 3, 0}; got.Stats != want {
 		t.Errorf("stats counters %v, want %v (classified, default, malformed)", got.Stats, want)
 	}
@@ -221,4 +247,12 @@ func readVectors(t testing.TB) Vectors {
 		t.Fatal(err)
 	}
 	return v
+}
+
+func sum(xs []uint64) uint64 {
+	var n uint64
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

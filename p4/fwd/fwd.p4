@@ -56,13 +56,14 @@ control FwdVerify(inout headers hdr, inout metadata meta) { apply { } }
 
 control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     counter(1, CounterType.packets) forwarded;
-    counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
+    counter(8, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local, 4 checksum
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
     /* A frame nothing forwards: counted as malformed (not IPv4) or
      * no_route. */
     action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
     action send_to_cpu() {
+        forwarded.count(0); // to the controller
         sm.egress_spec = CPU_PORT;
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = (bit<16>) sm.ingress_port;
@@ -98,6 +99,12 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     }
     apply {
         if (hdr.packet_out.isValid()) {
+            if (hdr.packet_out.egress_port == (bit<16>) CPU_PORT) {
+                drops.count(0); // back to the controller: malformed
+                mark_to_drop(sm);
+                return;
+            }
+            forwarded.count(0);
             sm.egress_spec = (bit<9>) hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
             return;

@@ -183,7 +183,7 @@ func TestDeviceCounters(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1+numDrops || got[0].GetData().GetPacketCount() != 7 || got[1+DropNoRoute].GetData().GetPacketCount() != 3 {
+	if len(got) != 1+NumDrops || got[0].GetData().GetPacketCount() != 7 || got[1+DropNoRoute].GetData().GetPacketCount() != 3 {
 		t.Errorf("counters %v", got)
 	}
 	reset := &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: CounterDrops, Index: &p4v1.Index{Index: DropNoRoute}, Data: &p4v1.CounterData{}}}}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
 	"github.com/tracebed/tracebed/emulator/p4rt"
+	"github.com/tracebed/tracebed/internal/testproc"
 )
 
 // TestVectorsBMv2 runs ina.p4 on bmv2 against the packet vectors: it
@@ -38,7 +39,7 @@ func TestVectorsBMv2(t *testing.T) {
 	}
 	dir := t.TempDir()
 	jsonPath, infoPath := filepath.Join(dir, "ina.json"), filepath.Join(dir, "ina.p4info.txtpb")
-	cmd := exec.Command("p4c-bm2-ss", "--arch", "v1model", "-o", jsonPath, "--p4runtime-files", infoPath, "ina.p4")
+	cmd := testproc.Command(t, "p4c-bm2-ss", "--arch", "v1model", "-o", jsonPath, "--p4runtime-files", infoPath, "ina.p4")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("p4c-bm2-ss ina.p4: %v\n%s", err, out)
 	}
@@ -191,9 +192,15 @@ func runBMv2(t *testing.T, v *vectorFile, info *p4configv1.P4Info, config []byte
 	if err := client.Write(ctx, ups...); err != nil {
 		t.Fatalf("programming bmv2: %v", err)
 	}
-	// Wait until bmv2 has replayed every packet (plus a margin), then stop
-	// it so that the output pcaps are complete.
+	// Wait until bmv2 has replayed every packet (plus a margin), read its
+	// frame accounting (every frame in exactly one counter), then stop it
+	// so that the output pcaps are complete.
 	time.Sleep(time.Duration(wait)*time.Second + time.Duration(len(v.Steps))*20*time.Millisecond + 2*time.Second)
+	if fc, err := ctl.FrameCounts(ctx); err != nil {
+		t.Errorf("reading bmv2's counters: %v", err)
+	} else if fc.Total() != uint64(len(v.Steps)) {
+		t.Errorf("%d frames in, bmv2's counters account for %d: %+v", len(v.Steps), fc.Total(), fc)
+	}
 	stop()
 	outputs, err := usefiles.ReadOutputs(dir, ports)
 	if err != nil {

@@ -39,6 +39,31 @@ type Binding struct {
 	// PS is the job's parameter server: where collisions and flushes go in
 	// shared mode. The zero value means none.
 	PS netip.AddrPort
+	// Members is the bitmap of the workers whose contributions this switch
+	// completes; 0 means all Workers. Up is the switch above this one in
+	// the job's aggregation tree (its address; INA port), the zero value
+	// for the top. In two-level aggregation a rack's ToR has Members = its
+	// rack's workers and Up = the top switch: it sums its rack's
+	// contributions and sends them up as one partial aggregate; the top
+	// sums the racks' partials and multicasts the result down through the
+	// ToRs, which keep it to answer their workers' retransmissions
+	// (docs/ina-dataplane.md, "Two-level aggregation").
+	Members uint32
+	Up      netip.Addr
+	// Hold is when a shared-mode aggregator is released: HoldCompletion
+	// (the default) or HoldReturn. Place is how a shared-mode chunk finds
+	// its aggregator: PlaceHash (the default) or PlaceSlot.
+	Hold  uint8
+	Place uint8
+}
+
+// Contributors returns the bitmap of the workers whose contributions the
+// switch completes: Members, or all the job's workers.
+func (b Binding) Contributors() uint32 {
+	if b.Members != 0 {
+		return b.Members
+	}
+	return AllWorkers(int(b.Workers))
 }
 
 // Check validates b against a switch with the given number of aggregators.
@@ -60,16 +85,30 @@ func (b Binding) Check(aggregators int) error {
 		return fmt.Errorf("binding of job %d: shared mode needs a parameter server", b.Job)
 	case b.PS.IsValid() && !b.PS.Addr().Is4():
 		return fmt.Errorf("binding of job %d: parameter server %v is not IPv4", b.Job, b.PS)
+	case b.Members&^AllWorkers(int(b.Workers)) != 0:
+		return fmt.Errorf("binding of job %d: members %#x are not a subset of its %d workers (%#x)", b.Job, b.Members, b.Workers, AllWorkers(int(b.Workers)))
+	case b.Up.IsValid() && (!b.Up.Is4() || b.Up.IsUnspecified()):
+		return fmt.Errorf("binding of job %d: upstream switch %v is not an IPv4 address", b.Job, b.Up)
+	case b.Hold != HoldCompletion && b.Hold != HoldReturn:
+		return fmt.Errorf("binding of job %d: hold %d, want %d (completion) or %d (return)", b.Job, b.Hold, HoldCompletion, HoldReturn)
+	case b.Hold == HoldReturn && b.Mode != ModeShared:
+		return fmt.Errorf("binding of job %d: release on return applies to shared mode only", b.Job)
+	case b.Place != PlaceHash && b.Place != PlaceSlot:
+		return fmt.Errorf("binding of job %d: place %d, want %d (hash) or %d (slot)", b.Job, b.Place, PlaceHash, PlaceSlot)
+	case b.Place == PlaceSlot && b.Mode != ModeShared:
+		return fmt.Errorf("binding of job %d: aggregators named by the slot field need shared mode", b.Job)
 	}
 	return nil
 }
 
 // Entry returns b as an entry of TableJobs.
 func (b Binding) Entry(n *p4rt.Names) (*p4v1.TableEntry, error) {
-	var ps uint64
+	var ps, up uint64
 	if b.PS.IsValid() {
-		a := b.PS.Addr().As4()
-		ps = uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
+		ps = uint64(ipv4Uint(b.PS.Addr()))
+	}
+	if b.Up.IsValid() {
+		up = uint64(ipv4Uint(b.Up))
 	}
 	return n.TableEntry(TableJobs,
 		[]p4rt.Match{p4rt.Exact(FieldJob, uint64(b.Job)), p4rt.Range(FieldRound, uint64(b.FromRound), uint64(b.ToRound))},
@@ -78,6 +117,8 @@ func (b Binding) Entry(n *p4rt.Names) (*p4v1.TableEntry, error) {
 			p4rt.P(ParamBase, uint64(b.Base)), p4rt.P(ParamSize, uint64(b.Size)),
 			p4rt.P(ParamWorkers, uint64(b.Workers)), p4rt.P(ParamGroup, uint64(b.Group)),
 			p4rt.P(ParamPSAddr, ps), p4rt.P(ParamPSPort, uint64(b.PS.Port())),
+			p4rt.P(ParamMembers, uint64(b.Members)), p4rt.P(ParamUpAddr, up), p4rt.P(ParamHold, uint64(b.Hold)),
+			p4rt.P(ParamPlace, uint64(b.Place)),
 		}, 1)
 }
 
@@ -151,6 +192,16 @@ func ParseBinding(n *p4rt.Names, te *p4v1.TableEntry) (Binding, error) {
 			psAddr = v
 		case ParamPSPort:
 			psPort = v
+		case ParamMembers:
+			b.Members = uint32(v)
+		case ParamUpAddr:
+			if v != 0 {
+				b.Up = ipv4(uint32(v))
+			}
+		case ParamHold:
+			b.Hold = uint8(v)
+		case ParamPlace:
+			b.Place = uint8(v)
 		}
 	}
 	if psAddr != 0 {
@@ -202,6 +253,79 @@ func Members(top *topologies.Topology, sw string, workers []netip.AddrPort) ([]M
 		}
 		p := node.Ports[ports[0]-1]
 		out = append(out, Member{Port: uint32(p.Num), Addr: w, SrcMAC: p.MAC, DstMAC: p.Peer.MAC})
+	}
+	return out, nil
+}
+
+// TreeSwitch is one switch of a job's aggregation tree as the data plane
+// sees it: the Members and Up of its binding, and its multicast group.
+type TreeSwitch struct {
+	Name string
+	// Members are the workers whose contributions the switch completes
+	// (0: all, the top); Up is the top's address (lower switches only).
+	Members uint32
+	Up      netip.Addr
+	// Group is where the switch multicasts results: the top of a
+	// two-level tree to the lower switches (at the INA port), every other
+	// switch to its workers.
+	Group []Member
+}
+
+// Tree plans a job's aggregation tree on top: the workers (by worker id)
+// aggregate at root, in one level when lower is empty, or in two levels
+// through the lower switches, each the ToR (the switch a host's uplink
+// reaches) of some of the workers, every worker under one of them. The
+// root comes first in the result, then lower in order.
+func Tree(top *topologies.Topology, root string, lower []string, workers []netip.AddrPort) ([]TreeSwitch, error) {
+	rn := top.Node(root)
+	if rn == nil || rn.IsHost() {
+		return nil, fmt.Errorf("tree: %q is not a switch of %s", root, top.Name)
+	}
+	if len(workers) == 0 || len(workers) > MaxWorkers {
+		return nil, fmt.Errorf("tree: %d workers, want 1 to %d", len(workers), MaxWorkers)
+	}
+	if len(lower) == 0 {
+		g, err := Members(top, root, workers)
+		if err != nil {
+			return nil, err
+		}
+		return []TreeSwitch{{Name: root, Group: g}}, nil
+	}
+	out := []TreeSwitch{{Name: root}}
+	var ups []netip.AddrPort
+	for _, l := range lower {
+		n := top.Node(l)
+		if n == nil || n.IsHost() || n == rn {
+			return nil, fmt.Errorf("tree: lower switch %q is not a switch of %s below %s", l, top.Name, root)
+		}
+		ups = append(ups, netip.AddrPortFrom(n.IP, Port))
+		out = append(out, TreeSwitch{Name: l, Up: rn.IP})
+	}
+	g, err := Members(top, root, ups)
+	if err != nil {
+		return nil, err
+	}
+	out[0].Group = g
+	racks := make([][]netip.AddrPort, len(lower))
+	for i, w := range workers {
+		h := top.NodeByIP(w.Addr())
+		if h == nil || !h.IsHost() {
+			return nil, fmt.Errorf("tree: worker %d (%v) is not a host of %s", i, w, top.Name)
+		}
+		k := slices.Index(lower, h.Uplink().Node.Name)
+		if k < 0 {
+			return nil, fmt.Errorf("tree: worker %d (%s) is under none of the lower switches %v", i, h.Name, lower)
+		}
+		out[1+k].Members |= 1 << i
+		racks[k] = append(racks[k], w)
+	}
+	for k, l := range lower {
+		if len(racks[k]) == 0 {
+			return nil, fmt.Errorf("tree: lower switch %s has none of the job's workers", l)
+		}
+		if out[1+k].Group, err = Members(top, l, racks[k]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -410,10 +534,12 @@ func (c *Controller) Rebind(ctx context.Context, job uint16, next Binding, margi
 	return from, nil
 }
 
-// Drained reports whether every worker of the job has entered round r, so
-// no packet of an earlier round can still need the switch (each worker
-// enters a round only after it holds every result of the previous one).
-func (c *Controller) Drained(ctx context.Context, job uint16, workers uint8, r uint32) (bool, error) {
+// Drained reports whether every worker of the job whose contributions the
+// switch sees (members: Binding.Contributors; at the top of a two-level
+// tree the racks' partials carry them) has entered round r, so no packet
+// of an earlier round can still need the switch (each worker enters a
+// round only after it holds every result of the previous one).
+func (c *Controller) Drained(ctx context.Context, job uint16, members uint32, r uint32) (bool, error) {
 	seen, bits, err := c.Progress(ctx, job)
 	if err != nil {
 		return false, err
@@ -422,7 +548,7 @@ func (c *Controller) Drained(ctx context.Context, job uint16, workers uint8, r u
 	case int32(seen-r) > 0:
 		return true, nil
 	case seen == r:
-		return bits == AllWorkers(int(workers)), nil
+		return bits&members == members, nil
 	}
 	return false, nil
 }
@@ -436,7 +562,7 @@ func (c *Controller) Retire(ctx context.Context, job uint16) (pending bool, err 
 		return false, err
 	}
 	cur := bs[len(bs)-1]
-	ok, err := c.Drained(ctx, job, cur.Workers, cur.FromRound)
+	ok, err := c.Drained(ctx, job, cur.Contributors(), cur.FromRound)
 	if err != nil || !ok {
 		return true, err
 	}
@@ -569,6 +695,7 @@ type JobCounters struct {
 	Results, ResultBytes uint64 // result packets sent (each multicast copy counts)
 	Collisions           uint64 // packets forwarded to the parameter server
 	Overflows            uint64 // aggregates that overflowed int32
+	Upward, UpwardBytes  uint64 // partials (and retransmissions) sent up the job's tree
 	Drops                [NumJobDrops]uint64
 }
 
@@ -598,6 +725,7 @@ func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, err
 		{CounterResults, &jc.Results, &jc.ResultBytes},
 		{CounterCollisions, &jc.Collisions, nil},
 		{CounterOverflows, &jc.Overflows, nil},
+		{CounterUpward, &jc.Upward, &jc.UpwardBytes},
 	} {
 		d, err := read(f.name, int64(job))
 		if err != nil {
@@ -616,6 +744,56 @@ func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, err
 		jc.Drops[r] = uint64(d.GetPacketCount())
 	}
 	return jc, nil
+}
+
+// FrameCounts are the switch's frame accounting: every frame it received
+// on a port is counted in exactly one of Forwarded (transit frames sent
+// on), Drops (by reason: CounterDrops) and JobPackets (INA packets of a
+// bound job, all jobs together).
+type FrameCounts struct {
+	Forwarded  uint64
+	Drops      [NumDrops]uint64
+	JobPackets uint64
+}
+
+// Total is the frames the counts account for.
+func (f FrameCounts) Total() uint64 {
+	n := f.Forwarded + f.JobPackets
+	for _, d := range f.Drops {
+		n += d
+	}
+	return n
+}
+
+// FrameCounts reads the switch's frame accounting (three wildcard counter
+// reads).
+func (c *Controller) FrameCounts(ctx context.Context) (FrameCounts, error) {
+	var fc FrameCounts
+	for _, name := range []string{CounterForwarded, CounterDrops, CounterPackets} {
+		q, err := c.n.CounterQuery(name, -1)
+		if err != nil {
+			return fc, err
+		}
+		ents, err := c.c.Read(ctx, q)
+		if err != nil {
+			return fc, fmt.Errorf("read %s: %w", name, err)
+		}
+		for _, e := range ents {
+			ce := e.GetCounterEntry()
+			pk := uint64(ce.GetData().GetPacketCount())
+			switch i := ce.GetIndex().GetIndex(); name {
+			case CounterForwarded:
+				fc.Forwarded += pk
+			case CounterDrops:
+				if i >= 0 && i < NumDrops {
+					fc.Drops[i] = pk
+				}
+			default:
+				fc.JobPackets += pk
+			}
+		}
+	}
+	return fc, nil
 }
 
 // RouteUpdates returns the switch's own address (TableLocal) and TableRoutes

@@ -71,8 +71,8 @@ func (p *Pipeline) bind(t *p4rt.Target) error {
 		cells []counterCell
 	}{
 		{CounterPackets, p.packets[:]}, {CounterAggregated, p.aggregated[:]}, {CounterResults, p.results[:]},
-		{CounterCollisions, p.collisions[:]}, {CounterOverflows, p.overflows[:]},
-		{CounterJobDrops, p.jobDrops[:]}, {CounterDrops, p.drops[:]},
+		{CounterCollisions, p.collisions[:]}, {CounterOverflows, p.overflows[:]}, {CounterUpward, p.upward[:]},
+		{CounterJobDrops, p.jobDrops[:]}, {CounterDrops, p.drops[:]}, {CounterForwarded, p.forwarded[:]},
 	}
 	for _, c := range counters {
 		cells := c.cells
@@ -149,19 +149,27 @@ func (p *Pipeline) applyJob(c *p4rt.Change) error {
 		Mode: uint8(a.Uint(ParamMode)), Gen: uint32(a.Uint(ParamGen)),
 		Base: uint32(a.Uint(ParamBase)), Size: uint32(a.Uint(ParamSize)),
 		Workers: uint8(a.Uint(ParamWorkers)), Group: uint16(a.Uint(ParamGroup)),
+		Members: uint32(a.Uint(ParamMembers)), Hold: uint8(a.Uint(ParamHold)), Place: uint8(a.Uint(ParamPlace)),
 	}
 	if ps, port := a.Uint(ParamPSAddr), a.Uint(ParamPSPort); ps != 0 || port != 0 {
 		b.PS = netip.AddrPortFrom(ipv4(uint32(ps)), uint16(port))
+	}
+	if up := a.Uint(ParamUpAddr); up != 0 {
+		b.Up = ipv4(uint32(up))
 	}
 	if err := b.Check(p.cfg.Aggregators); err != nil {
 		return errf(codes.InvalidArgument, "%v", err)
 	}
 	je := &jobEntry{
 		job: b.Job, lo: b.FromRound, hi: b.ToRound, prio: e.Priority, mode: b.Mode, gen: b.Gen,
-		base: b.Base, size: b.Size, workers: b.Workers, all: AllWorkers(int(b.Workers)), group: b.Group,
+		base: b.Base, size: b.Size, workers: b.Workers, all: AllWorkers(int(b.Workers)),
+		members: b.Contributors(), group: b.Group, hold: b.Hold, place: b.Place,
 	}
 	if b.PS.IsValid() {
 		je.psIP, je.psPort = b.PS.Addr().As4(), b.PS.Port()
+	}
+	if b.Up.IsValid() {
+		je.up, je.hasUp = b.Up.As4(), true
 	}
 	if c.Type == p4v1.Update_MODIFY {
 		*c.Old.State.(*jobEntry) = *je

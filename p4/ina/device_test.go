@@ -160,7 +160,7 @@ func TestRebindProtocol(t *testing.T) {
 		t.Fatalf("retired before the job drained: %v %v", pending, err)
 	}
 	r.in(1, r.data(1, 0, 2, 0, 1, 5, 0, 0, []int32{1, 1}))
-	if ok, _ := r.ctl.Drained(ctx, 1, 2, 5); ok {
+	if ok, _ := r.ctl.Drained(ctx, 1, AllWorkers(2), 5); ok {
 		t.Fatal("drained with one worker in round 5")
 	}
 	r.in(2, r.data(1, 1, 2, 0, 1, 5, 0, 0, []int32{1, 1}))

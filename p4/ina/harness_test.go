@@ -123,6 +123,9 @@ func decode(t testing.TB, f []byte) (frame.UDP, Header, []int32) {
 	if frame.Checksum(f[frame.EthLen:frame.EthLen+frame.IPv4Len]) != 0 {
 		t.Fatalf("emitted frame has a bad IPv4 checksum")
 	}
+	if present, ok := frame.UDPChecksum(f); !present || !ok {
+		t.Fatalf("emitted frame has no correct UDP checksum (present %v)", present)
+	}
 	h, vals, err := Parse(payload)
 	if err != nil {
 		t.Fatalf("emitted INA packet: %v", err)

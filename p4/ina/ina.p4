@@ -29,11 +29,19 @@ const bit<32> D_BAD_SLOT = 2;
 const bit<32> D_INCONSISTENT = 3;
 const bit<32> D_NOT_FROM_PS = 4;
 const bit<32> D_NO_PS = 5;
+const bit<32> D_NO_ROUTE = 6;
 const bit<32> G_MALFORMED = 0;
 const bit<32> G_NO_JOB = 1;
+const bit<32> G_NOT_IPV4 = 2;
+const bit<32> G_NO_ROUTE = 3;
+const bit<32> G_TTL = 4;
+const bit<32> G_NOT_INA = 5;
+const bit<32> G_CHECKSUM = 6;
 
 const bit<8> MODE_POOL = 0;
 const bit<8> MODE_SHARED = 1;
+const bit<8> HOLD_RETURN = 1;
+const bit<8> PLACE_SLOT = 1;
 
 header ethernet_t {
     bit<48> dst;
@@ -155,8 +163,9 @@ struct headers_t {
 }
 
 struct metadata_t {
-    bit<1>  forward;  // route by hdr.ipv4.dst at the end of ingress
-    bit<1>  transit;  // not generated here: decrement the TTL
+    bit<1>  forward;  // a packet the switch generated: route by hdr.ipv4.dst at the end of ingress
+    bit<1>  gen_csum; // generated here: compute its UDP checksum in egress
+    bit<16> csum;     // the UDP checksum computed (0 for a correct packet in ingress)
     bit<8>  mode;
     bit<32> gen;
     bit<32> base;
@@ -165,6 +174,10 @@ struct metadata_t {
     bit<16> group;
     bit<32> ps_addr;
     bit<16> ps_port;
+    bit<32> members;
+    bit<32> up_addr;
+    bit<8>  hold;
+    bit<8>  place;
 }
 
 parser InaParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t std) {
@@ -280,16 +293,22 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<32>>(MAX_JOBS) job_round;
     register<bit<32>>(MAX_JOBS) job_workers;
 
+    // Every frame received on a port is counted in exactly one of
+    // forwarded, drops (by reason) and job_packets; the other per-job
+    // counters break job_packets down.
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_packets;
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_aggregated;
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_results;
     counter(MAX_JOBS, CounterType.packets) job_collisions;
     counter(MAX_JOBS, CounterType.packets) job_overflows;
+    counter(MAX_JOBS, CounterType.packets_and_bytes) job_upward;
     counter(8192, CounterType.packets) job_drops; // job * 8 + reason
-    counter(4, CounterType.packets) drops;
+    counter(8, CounterType.packets) drops;
+    counter(1, CounterType.packets) forwarded;
 
     bit<32> cell;
     bit<32> all;
+    bit<32> members;
     bit<32> r_bitmap;
     bit<8>  r_count;
     bit<32> r_gen;
@@ -299,7 +318,6 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     bit<32> a;
     bit<32> s;
     bit<32> ovf;
-    bit<1>  done;
 
     action drop() { mark_to_drop(std); }
 
@@ -327,7 +345,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     action set_job(bit<8> mode, bit<32> gen, bit<32> base, bit<32> size, bit<8> workers,
-                   bit<16> group, bit<32> ps_addr, bit<16> ps_port) {
+                   bit<16> group, bit<32> ps_addr, bit<16> ps_port,
+                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place) {
         meta.mode = mode;
         meta.gen = gen;
         meta.base = base;
@@ -336,6 +355,10 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.group = group;
         meta.ps_addr = ps_addr;
         meta.ps_port = ps_port;
+        meta.members = members;
+        meta.up_addr = up_addr;
+        meta.hold = hold;
+        meta.place = place;
     }
     action no_job() { }
 
@@ -355,15 +378,22 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     // Readdress the packet from the switch (the packet's destination) to
-    // (ip, port); it leaves through the routes table.
+    // (ip, port); it leaves through the routes table with a fresh UDP
+    // checksum.
     action readdress(bit<32> ip, bit<16> port) {
         hdr.ipv4.src = hdr.ipv4.dst;
         hdr.ipv4.dst = ip;
         hdr.ipv4.ttl = 64;
         hdr.udp.sport = INA_PORT;
         hdr.udp.dport = port;
-        hdr.udp.csum = 0;
         meta.forward = 1;
+        meta.gen_csum = 1;
+    }
+
+    // Send the packet up the job's tree.
+    action to_up() {
+        readdress(meta.up_addr, INA_PORT);
+        job_upward.count((bit<32>)hdr.ina.job);
     }
 
     action load_cell() {
@@ -375,7 +405,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agg_overflow.read(r_ovf, cell);
     }
 
-    // The packet is the first contribution of the cell.
+    // The packet is the first contribution of the cell (a partial may
+    // carry an overflow already).
     action start() {
         agg_gen.write(cell, meta.gen);
         agg_round.write(cell, hdr.ina.round);
@@ -384,8 +415,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         r_bitmap = hdr.ina.bitmap;
         r_count = 1;
         agg_count.write(cell, 1);
-        r_ovf = 0;
-        agg_overflow.write(cell, 0);
+        r_ovf = (hdr.ina.flags >> 4) & 1;
+        agg_overflow.write(cell, r_ovf);
         agg_value_0.write(cell, hdr.vals.v0);
         agg_value_1.write(cell, hdr.vals.v1);
         agg_value_2.write(cell, hdr.vals.v2);
@@ -777,7 +808,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         ovf = ovf | ((a ^ s) & (hdr.vals.v63 ^ s));
         agg_value_63.write(cell, s);
         hdr.vals.v63 = s;
-        r_ovf = r_ovf | (bit<8>)(ovf >> 31);
+        r_ovf = r_ovf | (bit<8>)(ovf >> 31) | ((hdr.ina.flags >> 4) & 1);
         agg_overflow.write(cell, r_ovf);
         r_bitmap = r_bitmap | hdr.ina.bitmap;
         agg_bitmap.write(cell, r_bitmap);
@@ -854,211 +885,415 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agg_value_63.read(hdr.vals.v63, cell);
     }
 
+    // Keep a result from the switch above in the cell.
+    action keep() {
+        agg_gen.write(cell, meta.gen);
+        agg_round.write(cell, hdr.ina.round);
+        agg_offset.write(cell, hdr.ina.offset);
+        agg_bitmap.write(cell, all);
+        agg_overflow.write(cell, (hdr.ina.flags >> 4) & 1);
+        agg_value_0.write(cell, hdr.vals.v0);
+        agg_value_1.write(cell, hdr.vals.v1);
+        agg_value_2.write(cell, hdr.vals.v2);
+        agg_value_3.write(cell, hdr.vals.v3);
+        agg_value_4.write(cell, hdr.vals.v4);
+        agg_value_5.write(cell, hdr.vals.v5);
+        agg_value_6.write(cell, hdr.vals.v6);
+        agg_value_7.write(cell, hdr.vals.v7);
+        agg_value_8.write(cell, hdr.vals.v8);
+        agg_value_9.write(cell, hdr.vals.v9);
+        agg_value_10.write(cell, hdr.vals.v10);
+        agg_value_11.write(cell, hdr.vals.v11);
+        agg_value_12.write(cell, hdr.vals.v12);
+        agg_value_13.write(cell, hdr.vals.v13);
+        agg_value_14.write(cell, hdr.vals.v14);
+        agg_value_15.write(cell, hdr.vals.v15);
+        agg_value_16.write(cell, hdr.vals.v16);
+        agg_value_17.write(cell, hdr.vals.v17);
+        agg_value_18.write(cell, hdr.vals.v18);
+        agg_value_19.write(cell, hdr.vals.v19);
+        agg_value_20.write(cell, hdr.vals.v20);
+        agg_value_21.write(cell, hdr.vals.v21);
+        agg_value_22.write(cell, hdr.vals.v22);
+        agg_value_23.write(cell, hdr.vals.v23);
+        agg_value_24.write(cell, hdr.vals.v24);
+        agg_value_25.write(cell, hdr.vals.v25);
+        agg_value_26.write(cell, hdr.vals.v26);
+        agg_value_27.write(cell, hdr.vals.v27);
+        agg_value_28.write(cell, hdr.vals.v28);
+        agg_value_29.write(cell, hdr.vals.v29);
+        agg_value_30.write(cell, hdr.vals.v30);
+        agg_value_31.write(cell, hdr.vals.v31);
+        agg_value_32.write(cell, hdr.vals.v32);
+        agg_value_33.write(cell, hdr.vals.v33);
+        agg_value_34.write(cell, hdr.vals.v34);
+        agg_value_35.write(cell, hdr.vals.v35);
+        agg_value_36.write(cell, hdr.vals.v36);
+        agg_value_37.write(cell, hdr.vals.v37);
+        agg_value_38.write(cell, hdr.vals.v38);
+        agg_value_39.write(cell, hdr.vals.v39);
+        agg_value_40.write(cell, hdr.vals.v40);
+        agg_value_41.write(cell, hdr.vals.v41);
+        agg_value_42.write(cell, hdr.vals.v42);
+        agg_value_43.write(cell, hdr.vals.v43);
+        agg_value_44.write(cell, hdr.vals.v44);
+        agg_value_45.write(cell, hdr.vals.v45);
+        agg_value_46.write(cell, hdr.vals.v46);
+        agg_value_47.write(cell, hdr.vals.v47);
+        agg_value_48.write(cell, hdr.vals.v48);
+        agg_value_49.write(cell, hdr.vals.v49);
+        agg_value_50.write(cell, hdr.vals.v50);
+        agg_value_51.write(cell, hdr.vals.v51);
+        agg_value_52.write(cell, hdr.vals.v52);
+        agg_value_53.write(cell, hdr.vals.v53);
+        agg_value_54.write(cell, hdr.vals.v54);
+        agg_value_55.write(cell, hdr.vals.v55);
+        agg_value_56.write(cell, hdr.vals.v56);
+        agg_value_57.write(cell, hdr.vals.v57);
+        agg_value_58.write(cell, hdr.vals.v58);
+        agg_value_59.write(cell, hdr.vals.v59);
+        agg_value_60.write(cell, hdr.vals.v60);
+        agg_value_61.write(cell, hdr.vals.v61);
+        agg_value_62.write(cell, hdr.vals.v62);
+        agg_value_63.write(cell, hdr.vals.v63);
+    }
+
     action set_result() {
         hdr.ina.flags = F_RESULT | (r_ovf << 4); // F_OVERFLOW when r_ovf = 1
         hdr.ina.bitmap = all;
+    }
+
+    // The cell's aggregate as a partial (flags: F_RETX or 0).
+    action set_partial(bit<8> flags) {
+        hdr.ina.flags = F_PARTIAL | flags | (r_ovf << 4);
+        hdr.ina.bitmap = r_bitmap;
     }
 
     action multicast() {
         hdr.ipv4.src = hdr.ipv4.dst;
         hdr.ipv4.ttl = 64;
         hdr.udp.sport = INA_PORT;
-        hdr.udp.csum = 0;
         std.mcast_grp = meta.group;
+        meta.gen_csum = 1;
         job_results.count((bit<32>)hdr.ina.job);
+    }
+
+    // The shared-mode cell of the packet's chunk, copy 0: the aggregator
+    // its slot field names, modulo the pool (place slot), or CRC-32 of
+    // {job, offset} over the pool.
+    action slot_cell() {
+        bit<32> i;
+        hash(i, HashAlgorithm.identity, (bit<32>)0, { hdr.ina.slot }, meta.size);
+        cell = (meta.base + i) << 1;
+    }
+    action hashed_cell() {
+        bit<32> i;
+        hash(i, HashAlgorithm.crc32, (bit<32>)0, { hdr.ina.job, hdr.ina.offset }, meta.size);
+        cell = (meta.base + i) << 1;
     }
 
     apply {
         meta.forward = 0;
-        meta.transit = 0;
-        if (!hdr.ipv4.isValid()) {
+        meta.gen_csum = 0;
+        // Not a well-formed IPv4 frame (frame.IsIPv4).
+        if (!hdr.ipv4.isValid() || hdr.ipv4.version != 4 || hdr.ipv4.ihl < 5 ||
+            hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl << 2) ||
+            (bit<32>)hdr.ipv4.total_len + 14 > std.packet_length) {
+            drops.count(G_NOT_IPV4);
             mark_to_drop(std);
             return;
         }
         if (!local.apply().hit) {
-            meta.forward = 1;
-            meta.transit = 1;
-        } else if (!hdr.ina.isValid()) {
-            mark_to_drop(std); // addressed to the switch, not INA
+            // Transit.
+            if (!routes.apply().hit) {
+                drops.count(G_NO_ROUTE);
+                mark_to_drop(std);
+                return;
+            }
+            if (hdr.ipv4.ttl <= 1) {
+                drops.count(G_TTL);
+                mark_to_drop(std);
+                return;
+            }
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            forwarded.count(0);
             return;
-        } else {
-            // Validate the INA header as ina.Parse does.
-            all = ((bit<32>)1 << hdr.ina.workers) - 1;
-            bit<8> kinds = hdr.ina.flags & F_KINDS;
-            bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
-                (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
-                hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
-                hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
-                hdr.ina.reserved == 0 && hdr.ina.k >= 1 && hdr.ina.k <= 256 &&
-                hdr.udp.len == 8 + 24 + (hdr.ina.k << 2) && hdr.ipv4.total_len == 20 + hdr.udp.len;
-            if (ok) {
-                if (kinds == F_DATA) {
-                    ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
-                } else if (kinds == F_RESULT) {
-                    ok = hdr.ina.bitmap == all;
-                } else {
-                    ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
-                }
-            }
-            if (!ok) {
-                drops.count(G_MALFORMED);
-                mark_to_drop(std);
-                return;
-            }
-            if (!jobs.apply().hit) {
-                drops.count(G_NO_JOB);
-                mark_to_drop(std);
-                return;
-            }
-            job_packets.count((bit<32>)hdr.ina.job);
-            if (hdr.ina.workers != meta.workers || !hdr.vals.isValid()) {
-                job_drop(D_INCONSISTENT);
-                return;
-            }
-            all = ((bit<32>)1 << meta.workers) - 1;
-            bool retx = (hdr.ina.flags & F_RETX) != 0;
+        }
+        if (!hdr.ina.isValid()) {
+            drops.count(G_NOT_INA); // addressed to the switch, not INA
+            mark_to_drop(std);
+            return;
+        }
+        // Lengths and k: anything but this switch's k is malformed here.
+        if (!hdr.vals.isValid() || hdr.udp.len != 8 + 24 + K * 4 ||
+            hdr.ipv4.total_len != 20 + hdr.udp.len || std.packet_length != 14 + (bit<32>)hdr.ipv4.total_len) {
+            drops.count(G_MALFORMED);
+            mark_to_drop(std);
+            return;
+        }
+        // The UDP checksum: present, and the sum over the pseudo-header
+        // and the datagram, checksum included, is zero.
+        hash(meta.csum, HashAlgorithm.csum16, 16w0,
+            { hdr.ipv4.src, hdr.ipv4.dst, 8w0, hdr.ipv4.proto, hdr.udp.len,
+              hdr.udp.sport, hdr.udp.dport, hdr.udp.len, hdr.udp.csum,
+              hdr.ina.proto, hdr.ina.flags, hdr.ina.job, hdr.ina.slot, hdr.ina.ver, hdr.ina.worker,
+              hdr.ina.workers, hdr.ina.reserved, hdr.ina.k, hdr.ina.round, hdr.ina.offset, hdr.ina.bitmap,
+              hdr.vals.v0, hdr.vals.v1, hdr.vals.v2, hdr.vals.v3, hdr.vals.v4, hdr.vals.v5, hdr.vals.v6, hdr.vals.v7,
+              hdr.vals.v8, hdr.vals.v9, hdr.vals.v10, hdr.vals.v11, hdr.vals.v12, hdr.vals.v13, hdr.vals.v14, hdr.vals.v15,
+              hdr.vals.v16, hdr.vals.v17, hdr.vals.v18, hdr.vals.v19, hdr.vals.v20, hdr.vals.v21, hdr.vals.v22, hdr.vals.v23,
+              hdr.vals.v24, hdr.vals.v25, hdr.vals.v26, hdr.vals.v27, hdr.vals.v28, hdr.vals.v29, hdr.vals.v30, hdr.vals.v31,
+              hdr.vals.v32, hdr.vals.v33, hdr.vals.v34, hdr.vals.v35, hdr.vals.v36, hdr.vals.v37, hdr.vals.v38, hdr.vals.v39,
+              hdr.vals.v40, hdr.vals.v41, hdr.vals.v42, hdr.vals.v43, hdr.vals.v44, hdr.vals.v45, hdr.vals.v46, hdr.vals.v47,
+              hdr.vals.v48, hdr.vals.v49, hdr.vals.v50, hdr.vals.v51, hdr.vals.v52, hdr.vals.v53, hdr.vals.v54, hdr.vals.v55,
+              hdr.vals.v56, hdr.vals.v57, hdr.vals.v58, hdr.vals.v59, hdr.vals.v60, hdr.vals.v61, hdr.vals.v62, hdr.vals.v63 },
+            32w65536);
+        if (hdr.udp.csum == 0 || meta.csum != 0) {
+            drops.count(G_CHECKSUM); // corrupted or unchecked: never aggregated
+            mark_to_drop(std);
+            return;
+        }
+        // The INA header, as ina.Parse checks it.
+        all = ((bit<32>)1 << hdr.ina.workers) - 1;
+        bit<8> kinds = hdr.ina.flags & F_KINDS;
+        bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
+            (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
+            hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
+            hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
+            hdr.ina.reserved == 0;
+        if (ok) {
             if (kinds == F_DATA) {
-                // Progress of the job, for rebinding.
-                bit<32> jr;
-                bit<32> jw;
-                job_round.read(jr, (bit<32>)hdr.ina.job);
-                job_workers.read(jw, (bit<32>)hdr.ina.job);
-                bit<32> dj = hdr.ina.round - jr;
-                if (dj != 0 && dj[31:31] == 0) {
-                    jr = hdr.ina.round;
-                    jw = hdr.ina.bitmap;
-                } else if (dj == 0) {
-                    jw = jw | hdr.ina.bitmap;
-                }
-                job_round.write((bit<32>)hdr.ina.job, jr);
-                job_workers.write((bit<32>)hdr.ina.job, jw);
+                ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
+            } else if (kinds == F_RESULT) {
+                ok = hdr.ina.bitmap == all;
+            } else {
+                ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
+            }
+        }
+        if (!ok) {
+            drops.count(G_MALFORMED);
+            mark_to_drop(std);
+            return;
+        }
+        if (!jobs.apply().hit) {
+            drops.count(G_NO_JOB);
+            mark_to_drop(std);
+            return;
+        }
+        job_packets.count((bit<32>)hdr.ina.job);
+        if (hdr.ina.workers != meta.workers) {
+            job_drop(D_INCONSISTENT);
+            return;
+        }
+        all = ((bit<32>)1 << meta.workers) - 1;
+        members = meta.members;
+        if (members == 0) {
+            members = all;
+        }
+        bool retx = (hdr.ina.flags & F_RETX) != 0;
+        bool has_up = meta.up_addr != 0;
+        if (kinds == F_DATA || kinds == F_PARTIAL) {
+            if ((hdr.ina.bitmap & ~members) != 0) {
+                job_drop(D_INCONSISTENT); // a worker of another rack
+                return;
+            }
+            // Progress of the job, for rebinding.
+            bit<32> jr;
+            bit<32> jw;
+            job_round.read(jr, (bit<32>)hdr.ina.job);
+            job_workers.read(jw, (bit<32>)hdr.ina.job);
+            bit<32> dj = hdr.ina.round - jr;
+            if (dj != 0 && dj[31:31] == 0) {
+                jr = hdr.ina.round;
+                jw = hdr.ina.bitmap;
+            } else if (dj == 0) {
+                jw = jw | hdr.ina.bitmap;
+            }
+            job_round.write((bit<32>)hdr.ina.job, jr);
+            job_workers.write((bit<32>)hdr.ina.job, jw);
 
-                done = 0;
-                if (meta.mode == MODE_POOL) {
-                    // SwitchML: slot s, copy ver.
-                    if ((bit<32>)hdr.ina.slot >= meta.size) {
-                        job_drop(D_BAD_SLOT);
-                        return;
-                    }
-                    cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
-                    load_cell();
-                    bit<32> d = hdr.ina.round - r_round;
-                    bool newer = d != 0 && d[31:31] == 0;
-                    bool older = d[31:31] == 1;
-                    if (r_gen != meta.gen || newer || (d == 0 && hdr.ina.offset > r_offset)) {
-                        start();
-                    } else if (older || hdr.ina.offset < r_offset) {
-                        job_drop(D_STALE);
-                        return;
-                    } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
-                        if (r_count == meta.workers) {
-                            // Finished: answer the sender from this copy.
-                            fill();
-                            set_result();
-                            job_results.count((bit<32>)hdr.ina.job);
-                            readdress(hdr.ipv4.src, hdr.udp.sport);
-                        } else {
-                            job_drop(D_DUPLICATE);
-                            return;
-                        }
+            if (meta.mode == MODE_POOL) {
+                // SwitchML: slot s, copy ver.
+                if ((bit<32>)hdr.ina.slot >= meta.size) {
+                    job_drop(D_BAD_SLOT);
+                    return;
+                }
+                cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
+                load_cell();
+                bit<32> d = hdr.ina.round - r_round;
+                bool same = r_gen == meta.gen;
+                if (!same || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset > r_offset)) {
+                    start();
+                } else if (d[31:31] == 1 || hdr.ina.offset < r_offset) {
+                    job_drop(D_STALE);
+                    return;
+                } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
+                    if (r_bitmap == all) {
+                        // Finished: answer the sender from this copy (the
+                        // result, computed here or kept from above).
+                        fill();
+                        set_result();
+                        job_results.count((bit<32>)hdr.ina.job);
+                        readdress(hdr.ipv4.src, hdr.udp.sport);
+                    } else if (has_up && r_bitmap == members && retx) {
+                        // This switch's part went up, no result came
+                        // back: send the partial up again.
+                        fill();
+                        set_partial(F_RETX);
+                        to_up();
                     } else {
-                        add();
+                        job_drop(D_DUPLICATE);
+                        return;
                     }
-                    if (meta.forward == 0 && r_count == meta.workers) {
+                } else {
+                    add();
+                }
+                if (meta.forward == 0) {
+                    if (r_bitmap != members) {
+                        mark_to_drop(std); // a contribution kept in the switch
+                        return;
+                    }
+                    if (has_up) {
+                        set_partial(0);
+                        to_up();
+                    } else {
                         if (r_ovf != 0) {
                             job_overflows.count((bit<32>)hdr.ina.job);
                         }
                         set_result();
                         multicast();
                     }
+                }
+            } else {
+                // ATP: hash placement over the pool, copy 0.
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
                 } else {
-                    // ATP: hash placement over the pool, copy 0.
-                    bit<32> i;
-                    hash(i, HashAlgorithm.crc32, (bit<32>)0, { hdr.ina.job, hdr.ina.offset }, meta.size);
-                    cell = (meta.base + i) << 1;
-                    load_cell();
-                    bit<32> d = hdr.ina.round - r_round;
-                    bool to_ps = false;
-                    bool collision = false;
-                    if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
-                        if (retx) {
-                            agg_count.write(cell, 0);
-                            to_ps = true;
-                            collision = true;
-                        } else {
-                            start();
-                        }
-                    } else if (r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset) {
-                        if ((r_bitmap & hdr.ina.bitmap) == 0) {
-                            add();
-                        } else if (!retx) {
-                            job_drop(D_DUPLICATE);
-                            return;
-                        } else {
-                            fill();
-                        }
-                        if (r_count < meta.workers && retx) {
-                            // Flush the partial aggregate to the PS.
-                            hdr.ina.flags = F_PARTIAL | F_RETX | (r_ovf << 4);
-                            hdr.ina.bitmap = r_bitmap;
-                            agg_count.write(cell, 0);
-                            to_ps = true;
-                        }
+                    hashed_cell();
+                }
+                load_cell();
+                bit<32> d = hdr.ina.round - r_round;
+                bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
+                // Where the packet goes: 0 kept, 1 onward (up, or to the PS
+                // from the top), 2 to the PS as a collision, 3 the cell's
+                // complete aggregate on (a partial up, the result to the PS).
+                bit<2> dest = 0;
+                bit<8> extra = 0;
+                if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
+                    // Free, or a stale partial of an older round.
+                    if (retx) {
+                        agg_count.write(cell, 0); // a retransmission never claims a cell
+                        dest = 1;
                     } else {
-                        to_ps = true;
-                        collision = true;
+                        start();
                     }
-                    if (!to_ps && r_count == meta.workers) {
-                        // Complete: the result goes to the PS; the cell is free.
-                        if (r_ovf != 0) {
-                            job_overflows.count((bit<32>)hdr.ina.job);
-                        }
-                        set_result();
-                        agg_count.write(cell, 0);
-                        to_ps = true;
-                    }
-                    if (to_ps) {
-                        if (meta.ps_port == 0) {
-                            job_drop(D_NO_PS);
-                            return;
-                        }
-                        if (collision) {
-                            hdr.ina.flags = hdr.ina.flags | F_COLLISION;
-                            job_collisions.count((bit<32>)hdr.ina.job);
-                        }
-                        readdress(meta.ps_addr, meta.ps_port);
-                    } else {
-                        mark_to_drop(std); // a contribution kept in the switch
+                } else if (mine && r_bitmap == members) {
+                    // Complete, held until its result returns.
+                    if (!retx) {
+                        job_drop(D_DUPLICATE);
                         return;
                     }
+                    fill();
+                    dest = 3;
+                    extra = F_RETX;
+                } else if (mine) {
+                    if ((r_bitmap & hdr.ina.bitmap) == 0) {
+                        add();
+                    } else if (!retx) {
+                        job_drop(D_DUPLICATE);
+                        return;
+                    } else {
+                        fill();
+                    }
+                    if (r_bitmap != members && retx) {
+                        // Flush the partial aggregate on; the cell is free.
+                        set_partial(F_RETX);
+                        agg_count.write(cell, 0);
+                        dest = 1;
+                    }
+                } else if (retx && has_up) {
+                    dest = 1; // up, where its chunk may be held
+                } else {
+                    dest = 2; // a collision
                 }
-                if (meta.forward == 0 && std.mcast_grp == 0) {
+                if (dest == 0 && r_bitmap == members) {
+                    dest = 3;
+                    if (meta.hold != HOLD_RETURN) {
+                        agg_count.write(cell, 0); // freed as its aggregate leaves
+                    }
+                }
+                if (dest == 0) {
                     mark_to_drop(std); // a contribution kept in the switch
                     return;
                 }
-            } else if (kinds == F_RESULT) {
-                // A result from the job's parameter server: multicast it.
-                if (meta.ps_port == 0 || hdr.ipv4.src != meta.ps_addr || hdr.udp.sport != meta.ps_port) {
-                    job_drop(D_NOT_FROM_PS);
-                    return;
+                if (dest == 3) {
+                    if (has_up) {
+                        set_partial(extra);
+                        to_up();
+                    } else {
+                        if (extra == 0 && r_ovf != 0) {
+                            job_overflows.count((bit<32>)hdr.ina.job);
+                        }
+                        set_result();
+                        hdr.ina.flags = hdr.ina.flags | extra;
+                        dest = 1; // to the PS, no collision flag
+                    }
+                } else if (dest == 1 && has_up) {
+                    to_up();
                 }
-                multicast();
-            } else {
-                job_drop(D_NOT_FROM_PS); // partials only ever go to a PS
+                if (meta.forward == 0) {
+                    // To the parameter server.
+                    if (meta.ps_port == 0) {
+                        job_drop(D_NO_PS);
+                        return;
+                    }
+                    if (dest == 2 || (dest == 1 && (hdr.ina.flags & F_PARTIAL) == 0 && extra == 0 && (hdr.ina.flags & F_RESULT) == 0)) {
+                        hdr.ina.flags = hdr.ina.flags | F_COLLISION;
+                        job_collisions.count((bit<32>)hdr.ina.job);
+                    }
+                    readdress(meta.ps_addr, meta.ps_port);
+                }
+            }
+        } else if (kinds == F_RESULT) {
+            bool from_ps = meta.ps_port != 0 && hdr.ipv4.src == meta.ps_addr && hdr.udp.sport == meta.ps_port;
+            bool from_up = has_up && hdr.ipv4.src == meta.up_addr && hdr.udp.sport == INA_PORT;
+            if (!from_ps && !from_up) {
+                job_drop(D_NOT_FROM_PS);
                 return;
             }
+            if (meta.mode == MODE_POOL && from_up && !from_ps) {
+                // Keep the result to answer the rack's retransmissions,
+                // unless the cell moved on to a newer chunk.
+                if ((bit<32>)hdr.ina.slot < meta.size) {
+                    cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
+                    load_cell();
+                    bit<32> d = hdr.ina.round - r_round;
+                    if (r_gen != meta.gen || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset >= r_offset)) {
+                        keep();
+                    }
+                }
+            } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
+                // Release on return: free the cell its chunk still holds.
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
+                } else {
+                    hashed_cell();
+                }
+                load_cell();
+                if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
+                    agg_count.write(cell, 0);
+                }
+            }
+            multicast();
+        } else {
+            job_drop(D_NOT_FROM_PS); // unreachable: partials are contributions
+            return;
         }
         if (meta.forward == 1) {
-            if (meta.transit == 1) {
-                if (hdr.ipv4.ttl <= 1) {
-                    mark_to_drop(std);
-                    return;
-                }
-                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            } else {
-                hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
+            if (!routes.apply().hit) {
+                job_drop(D_NO_ROUTE);
+                return;
             }
-            routes.apply();
         }
     }
 }
@@ -1085,6 +1320,29 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     apply {
         if (std.mcast_grp != 0) {
             replicas.apply();
+        }
+        if (meta.gen_csum == 1) {
+            // The UDP checksum of a packet the switch generated, over its
+            // final addresses (RFC 768: a computed 0 is sent as 0xFFFF).
+            hdr.udp.csum = 0;
+            hash(meta.csum, HashAlgorithm.csum16, 16w0,
+                { hdr.ipv4.src, hdr.ipv4.dst, 8w0, hdr.ipv4.proto, hdr.udp.len,
+              hdr.udp.sport, hdr.udp.dport, hdr.udp.len, hdr.udp.csum,
+              hdr.ina.proto, hdr.ina.flags, hdr.ina.job, hdr.ina.slot, hdr.ina.ver, hdr.ina.worker,
+              hdr.ina.workers, hdr.ina.reserved, hdr.ina.k, hdr.ina.round, hdr.ina.offset, hdr.ina.bitmap,
+              hdr.vals.v0, hdr.vals.v1, hdr.vals.v2, hdr.vals.v3, hdr.vals.v4, hdr.vals.v5, hdr.vals.v6, hdr.vals.v7,
+              hdr.vals.v8, hdr.vals.v9, hdr.vals.v10, hdr.vals.v11, hdr.vals.v12, hdr.vals.v13, hdr.vals.v14, hdr.vals.v15,
+              hdr.vals.v16, hdr.vals.v17, hdr.vals.v18, hdr.vals.v19, hdr.vals.v20, hdr.vals.v21, hdr.vals.v22, hdr.vals.v23,
+              hdr.vals.v24, hdr.vals.v25, hdr.vals.v26, hdr.vals.v27, hdr.vals.v28, hdr.vals.v29, hdr.vals.v30, hdr.vals.v31,
+              hdr.vals.v32, hdr.vals.v33, hdr.vals.v34, hdr.vals.v35, hdr.vals.v36, hdr.vals.v37, hdr.vals.v38, hdr.vals.v39,
+              hdr.vals.v40, hdr.vals.v41, hdr.vals.v42, hdr.vals.v43, hdr.vals.v44, hdr.vals.v45, hdr.vals.v46, hdr.vals.v47,
+              hdr.vals.v48, hdr.vals.v49, hdr.vals.v50, hdr.vals.v51, hdr.vals.v52, hdr.vals.v53, hdr.vals.v54, hdr.vals.v55,
+              hdr.vals.v56, hdr.vals.v57, hdr.vals.v58, hdr.vals.v59, hdr.vals.v60, hdr.vals.v61, hdr.vals.v62, hdr.vals.v63 },
+                32w65536);
+            if (meta.csum == 0) {
+                meta.csum = 0xffff;
+            }
+            hdr.udp.csum = meta.csum;
         }
     }
 }

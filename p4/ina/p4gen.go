@@ -36,10 +36,33 @@ func P4Source(c Config) ([]byte, error) {
 		"Unknown": ^knownFlags, "Kinds": kindFlags,
 		"DropDuplicate": DropDuplicate, "DropStale": DropStale, "DropBadSlot": DropBadSlot,
 		"DropInconsistent": DropInconsistent, "DropNotFromPS": DropNotFromPS, "DropNoPS": DropNoPS,
-		"DropMalformed": DropMalformed, "DropNoJob": DropNoJob,
-		"ModePool": ModePool, "ModeShared": ModeShared, "TTL": generatedTTL, "HeaderLen": HeaderLen,
+		"DropMalformed": DropMalformed, "DropNoJob": DropNoJob, "DropNotIPv4": DropNotIPv4,
+		"DropTransitNoRoute": DropTransitNoRoute, "DropTTL": DropTTL, "DropNotINA": DropNotINA,
+		"DropChecksum": DropChecksum, "DropNoRoute": DropNoRoute,
+		"ModePool": ModePool, "ModeShared": ModeShared, "HoldReturn": HoldReturn, "PlaceSlot": PlaceSlot, "TTL": generatedTTL, "HeaderLen": HeaderLen,
+		"SumFields": udpSumFields(c.K),
 	})
 	return b.Bytes(), err
+}
+
+// udpSumFields is the field list of the UDP checksum of an INA packet:
+// the IPv4 pseudo-header, the UDP header (checksum included) and every
+// byte of the INA header and values, which ina.p4 parses as headers.
+func udpSumFields(k int) string {
+	var b bytes.Buffer
+	b.WriteString("hdr.ipv4.src, hdr.ipv4.dst, 8w0, hdr.ipv4.proto, hdr.udp.len,\n" +
+		"              hdr.udp.sport, hdr.udp.dport, hdr.udp.len, hdr.udp.csum,\n" +
+		"              hdr.ina.proto, hdr.ina.flags, hdr.ina.job, hdr.ina.slot, hdr.ina.ver, hdr.ina.worker,\n" +
+		"              hdr.ina.workers, hdr.ina.reserved, hdr.ina.k, hdr.ina.round, hdr.ina.offset, hdr.ina.bitmap")
+	for i := range k {
+		if i%8 == 0 {
+			b.WriteString(",\n             ")
+		} else {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " hdr.vals.v%d", i)
+	}
+	return b.String()
 }
 
 var p4Template = template.Must(template.New("ina.p4").Parse(`// ina.p4: in-network aggregation for bmv2 (v1model), the twin of the Go
@@ -73,11 +96,19 @@ const bit<32> D_BAD_SLOT = {{.DropBadSlot}};
 const bit<32> D_INCONSISTENT = {{.DropInconsistent}};
 const bit<32> D_NOT_FROM_PS = {{.DropNotFromPS}};
 const bit<32> D_NO_PS = {{.DropNoPS}};
+const bit<32> D_NO_ROUTE = {{.DropNoRoute}};
 const bit<32> G_MALFORMED = {{.DropMalformed}};
 const bit<32> G_NO_JOB = {{.DropNoJob}};
+const bit<32> G_NOT_IPV4 = {{.DropNotIPv4}};
+const bit<32> G_NO_ROUTE = {{.DropTransitNoRoute}};
+const bit<32> G_TTL = {{.DropTTL}};
+const bit<32> G_NOT_INA = {{.DropNotINA}};
+const bit<32> G_CHECKSUM = {{.DropChecksum}};
 
 const bit<8> MODE_POOL = {{.ModePool}};
 const bit<8> MODE_SHARED = {{.ModeShared}};
+const bit<8> HOLD_RETURN = {{.HoldReturn}};
+const bit<8> PLACE_SLOT = {{.PlaceSlot}};
 
 header ethernet_t {
     bit<48> dst;
@@ -138,8 +169,9 @@ struct headers_t {
 }
 
 struct metadata_t {
-    bit<1>  forward;  // route by hdr.ipv4.dst at the end of ingress
-    bit<1>  transit;  // not generated here: decrement the TTL
+    bit<1>  forward;  // a packet the switch generated: route by hdr.ipv4.dst at the end of ingress
+    bit<1>  gen_csum; // generated here: compute its UDP checksum in egress
+    bit<16> csum;     // the UDP checksum computed (0 for a correct packet in ingress)
     bit<8>  mode;
     bit<32> gen;
     bit<32> base;
@@ -148,6 +180,10 @@ struct metadata_t {
     bit<16> group;
     bit<32> ps_addr;
     bit<16> ps_port;
+    bit<32> members;
+    bit<32> up_addr;
+    bit<8>  hold;
+    bit<8>  place;
 }
 
 parser InaParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t std) {
@@ -202,16 +238,22 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<32>>(MAX_JOBS) job_round;
     register<bit<32>>(MAX_JOBS) job_workers;
 
+    // Every frame received on a port is counted in exactly one of
+    // forwarded, drops (by reason) and job_packets; the other per-job
+    // counters break job_packets down.
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_packets;
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_aggregated;
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_results;
     counter(MAX_JOBS, CounterType.packets) job_collisions;
     counter(MAX_JOBS, CounterType.packets) job_overflows;
+    counter(MAX_JOBS, CounterType.packets_and_bytes) job_upward;
     counter({{.JobDropCells}}, CounterType.packets) job_drops; // job * {{.NumJobDrops}} + reason
     counter({{.NumDrops}}, CounterType.packets) drops;
+    counter(1, CounterType.packets) forwarded;
 
     bit<32> cell;
     bit<32> all;
+    bit<32> members;
     bit<32> r_bitmap;
     bit<8>  r_count;
     bit<32> r_gen;
@@ -221,7 +263,6 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     bit<32> a;
     bit<32> s;
     bit<32> ovf;
-    bit<1>  done;
 
     action drop() { mark_to_drop(std); }
 
@@ -249,7 +290,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     action set_job(bit<8> mode, bit<32> gen, bit<32> base, bit<32> size, bit<8> workers,
-                   bit<16> group, bit<32> ps_addr, bit<16> ps_port) {
+                   bit<16> group, bit<32> ps_addr, bit<16> ps_port,
+                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place) {
         meta.mode = mode;
         meta.gen = gen;
         meta.base = base;
@@ -258,6 +300,10 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.group = group;
         meta.ps_addr = ps_addr;
         meta.ps_port = ps_port;
+        meta.members = members;
+        meta.up_addr = up_addr;
+        meta.hold = hold;
+        meta.place = place;
     }
     action no_job() { }
 
@@ -277,15 +323,22 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     // Readdress the packet from the switch (the packet's destination) to
-    // (ip, port); it leaves through the routes table.
+    // (ip, port); it leaves through the routes table with a fresh UDP
+    // checksum.
     action readdress(bit<32> ip, bit<16> port) {
         hdr.ipv4.src = hdr.ipv4.dst;
         hdr.ipv4.dst = ip;
         hdr.ipv4.ttl = {{.TTL}};
         hdr.udp.sport = INA_PORT;
         hdr.udp.dport = port;
-        hdr.udp.csum = 0;
         meta.forward = 1;
+        meta.gen_csum = 1;
+    }
+
+    // Send the packet up the job's tree.
+    action to_up() {
+        readdress(meta.up_addr, INA_PORT);
+        job_upward.count((bit<32>)hdr.ina.job);
     }
 
     action load_cell() {
@@ -297,7 +350,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agg_overflow.read(r_ovf, cell);
     }
 
-    // The packet is the first contribution of the cell.
+    // The packet is the first contribution of the cell (a partial may
+    // carry an overflow already).
     action start() {
         agg_gen.write(cell, meta.gen);
         agg_round.write(cell, hdr.ina.round);
@@ -306,8 +360,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         r_bitmap = hdr.ina.bitmap;
         r_count = 1;
         agg_count.write(cell, 1);
-        r_ovf = 0;
-        agg_overflow.write(cell, 0);
+        r_ovf = (hdr.ina.flags >> 4) & 1;
+        agg_overflow.write(cell, r_ovf);
 {{- range .I}}
         agg_value_{{.}}.write(cell, hdr.vals.v{{.}});
 {{- end}}
@@ -325,7 +379,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agg_value_{{.}}.write(cell, s);
         hdr.vals.v{{.}} = s;
 {{- end}}
-        r_ovf = r_ovf | (bit<8>)(ovf >> 31);
+        r_ovf = r_ovf | (bit<8>)(ovf >> 31) | ((hdr.ina.flags >> 4) & 1);
         agg_overflow.write(cell, r_ovf);
         r_bitmap = r_bitmap | hdr.ina.bitmap;
         agg_bitmap.write(cell, r_bitmap);
@@ -341,211 +395,343 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 {{- end}}
     }
 
+    // Keep a result from the switch above in the cell.
+    action keep() {
+        agg_gen.write(cell, meta.gen);
+        agg_round.write(cell, hdr.ina.round);
+        agg_offset.write(cell, hdr.ina.offset);
+        agg_bitmap.write(cell, all);
+        agg_overflow.write(cell, (hdr.ina.flags >> 4) & 1);
+{{- range .I}}
+        agg_value_{{.}}.write(cell, hdr.vals.v{{.}});
+{{- end}}
+    }
+
     action set_result() {
         hdr.ina.flags = F_RESULT | (r_ovf << 4); // F_OVERFLOW when r_ovf = 1
         hdr.ina.bitmap = all;
+    }
+
+    // The cell's aggregate as a partial (flags: F_RETX or 0).
+    action set_partial(bit<8> flags) {
+        hdr.ina.flags = F_PARTIAL | flags | (r_ovf << 4);
+        hdr.ina.bitmap = r_bitmap;
     }
 
     action multicast() {
         hdr.ipv4.src = hdr.ipv4.dst;
         hdr.ipv4.ttl = {{.TTL}};
         hdr.udp.sport = INA_PORT;
-        hdr.udp.csum = 0;
         std.mcast_grp = meta.group;
+        meta.gen_csum = 1;
         job_results.count((bit<32>)hdr.ina.job);
+    }
+
+    // The shared-mode cell of the packet's chunk, copy 0: the aggregator
+    // its slot field names, modulo the pool (place slot), or CRC-32 of
+    // {job, offset} over the pool.
+    action slot_cell() {
+        bit<32> i;
+        hash(i, HashAlgorithm.identity, (bit<32>)0, { hdr.ina.slot }, meta.size);
+        cell = (meta.base + i) << 1;
+    }
+    action hashed_cell() {
+        bit<32> i;
+        hash(i, HashAlgorithm.crc32, (bit<32>)0, { hdr.ina.job, hdr.ina.offset }, meta.size);
+        cell = (meta.base + i) << 1;
     }
 
     apply {
         meta.forward = 0;
-        meta.transit = 0;
-        if (!hdr.ipv4.isValid()) {
+        meta.gen_csum = 0;
+        // Not a well-formed IPv4 frame (frame.IsIPv4).
+        if (!hdr.ipv4.isValid() || hdr.ipv4.version != 4 || hdr.ipv4.ihl < 5 ||
+            hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl << 2) ||
+            (bit<32>)hdr.ipv4.total_len + 14 > std.packet_length) {
+            drops.count(G_NOT_IPV4);
             mark_to_drop(std);
             return;
         }
         if (!local.apply().hit) {
-            meta.forward = 1;
-            meta.transit = 1;
-        } else if (!hdr.ina.isValid()) {
-            mark_to_drop(std); // addressed to the switch, not INA
+            // Transit.
+            if (!routes.apply().hit) {
+                drops.count(G_NO_ROUTE);
+                mark_to_drop(std);
+                return;
+            }
+            if (hdr.ipv4.ttl <= 1) {
+                drops.count(G_TTL);
+                mark_to_drop(std);
+                return;
+            }
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            forwarded.count(0);
             return;
-        } else {
-            // Validate the INA header as ina.Parse does.
-            all = ((bit<32>)1 << hdr.ina.workers) - 1;
-            bit<8> kinds = hdr.ina.flags & F_KINDS;
-            bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
-                (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
-                hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
-                hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
-                hdr.ina.reserved == 0 && hdr.ina.k >= 1 && hdr.ina.k <= 256 &&
-                hdr.udp.len == 8 + {{.HeaderLen}} + (hdr.ina.k << 2) && hdr.ipv4.total_len == 20 + hdr.udp.len;
-            if (ok) {
-                if (kinds == F_DATA) {
-                    ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
-                } else if (kinds == F_RESULT) {
-                    ok = hdr.ina.bitmap == all;
-                } else {
-                    ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
-                }
-            }
-            if (!ok) {
-                drops.count(G_MALFORMED);
-                mark_to_drop(std);
-                return;
-            }
-            if (!jobs.apply().hit) {
-                drops.count(G_NO_JOB);
-                mark_to_drop(std);
-                return;
-            }
-            job_packets.count((bit<32>)hdr.ina.job);
-            if (hdr.ina.workers != meta.workers || !hdr.vals.isValid()) {
-                job_drop(D_INCONSISTENT);
-                return;
-            }
-            all = ((bit<32>)1 << meta.workers) - 1;
-            bool retx = (hdr.ina.flags & F_RETX) != 0;
+        }
+        if (!hdr.ina.isValid()) {
+            drops.count(G_NOT_INA); // addressed to the switch, not INA
+            mark_to_drop(std);
+            return;
+        }
+        // Lengths and k: anything but this switch's k is malformed here.
+        if (!hdr.vals.isValid() || hdr.udp.len != 8 + {{.HeaderLen}} + K * 4 ||
+            hdr.ipv4.total_len != 20 + hdr.udp.len || std.packet_length != 14 + (bit<32>)hdr.ipv4.total_len) {
+            drops.count(G_MALFORMED);
+            mark_to_drop(std);
+            return;
+        }
+        // The UDP checksum: present, and the sum over the pseudo-header
+        // and the datagram, checksum included, is zero.
+        hash(meta.csum, HashAlgorithm.csum16, 16w0,
+            { {{.SumFields}} },
+            32w65536);
+        if (hdr.udp.csum == 0 || meta.csum != 0) {
+            drops.count(G_CHECKSUM); // corrupted or unchecked: never aggregated
+            mark_to_drop(std);
+            return;
+        }
+        // The INA header, as ina.Parse checks it.
+        all = ((bit<32>)1 << hdr.ina.workers) - 1;
+        bit<8> kinds = hdr.ina.flags & F_KINDS;
+        bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
+            (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
+            hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
+            hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
+            hdr.ina.reserved == 0;
+        if (ok) {
             if (kinds == F_DATA) {
-                // Progress of the job, for rebinding.
-                bit<32> jr;
-                bit<32> jw;
-                job_round.read(jr, (bit<32>)hdr.ina.job);
-                job_workers.read(jw, (bit<32>)hdr.ina.job);
-                bit<32> dj = hdr.ina.round - jr;
-                if (dj != 0 && dj[31:31] == 0) {
-                    jr = hdr.ina.round;
-                    jw = hdr.ina.bitmap;
-                } else if (dj == 0) {
-                    jw = jw | hdr.ina.bitmap;
-                }
-                job_round.write((bit<32>)hdr.ina.job, jr);
-                job_workers.write((bit<32>)hdr.ina.job, jw);
+                ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
+            } else if (kinds == F_RESULT) {
+                ok = hdr.ina.bitmap == all;
+            } else {
+                ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
+            }
+        }
+        if (!ok) {
+            drops.count(G_MALFORMED);
+            mark_to_drop(std);
+            return;
+        }
+        if (!jobs.apply().hit) {
+            drops.count(G_NO_JOB);
+            mark_to_drop(std);
+            return;
+        }
+        job_packets.count((bit<32>)hdr.ina.job);
+        if (hdr.ina.workers != meta.workers) {
+            job_drop(D_INCONSISTENT);
+            return;
+        }
+        all = ((bit<32>)1 << meta.workers) - 1;
+        members = meta.members;
+        if (members == 0) {
+            members = all;
+        }
+        bool retx = (hdr.ina.flags & F_RETX) != 0;
+        bool has_up = meta.up_addr != 0;
+        if (kinds == F_DATA || kinds == F_PARTIAL) {
+            if ((hdr.ina.bitmap & ~members) != 0) {
+                job_drop(D_INCONSISTENT); // a worker of another rack
+                return;
+            }
+            // Progress of the job, for rebinding.
+            bit<32> jr;
+            bit<32> jw;
+            job_round.read(jr, (bit<32>)hdr.ina.job);
+            job_workers.read(jw, (bit<32>)hdr.ina.job);
+            bit<32> dj = hdr.ina.round - jr;
+            if (dj != 0 && dj[31:31] == 0) {
+                jr = hdr.ina.round;
+                jw = hdr.ina.bitmap;
+            } else if (dj == 0) {
+                jw = jw | hdr.ina.bitmap;
+            }
+            job_round.write((bit<32>)hdr.ina.job, jr);
+            job_workers.write((bit<32>)hdr.ina.job, jw);
 
-                done = 0;
-                if (meta.mode == MODE_POOL) {
-                    // SwitchML: slot s, copy ver.
-                    if ((bit<32>)hdr.ina.slot >= meta.size) {
-                        job_drop(D_BAD_SLOT);
-                        return;
-                    }
-                    cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
-                    load_cell();
-                    bit<32> d = hdr.ina.round - r_round;
-                    bool newer = d != 0 && d[31:31] == 0;
-                    bool older = d[31:31] == 1;
-                    if (r_gen != meta.gen || newer || (d == 0 && hdr.ina.offset > r_offset)) {
-                        start();
-                    } else if (older || hdr.ina.offset < r_offset) {
-                        job_drop(D_STALE);
-                        return;
-                    } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
-                        if (r_count == meta.workers) {
-                            // Finished: answer the sender from this copy.
-                            fill();
-                            set_result();
-                            job_results.count((bit<32>)hdr.ina.job);
-                            readdress(hdr.ipv4.src, hdr.udp.sport);
-                        } else {
-                            job_drop(D_DUPLICATE);
-                            return;
-                        }
+            if (meta.mode == MODE_POOL) {
+                // SwitchML: slot s, copy ver.
+                if ((bit<32>)hdr.ina.slot >= meta.size) {
+                    job_drop(D_BAD_SLOT);
+                    return;
+                }
+                cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
+                load_cell();
+                bit<32> d = hdr.ina.round - r_round;
+                bool same = r_gen == meta.gen;
+                if (!same || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset > r_offset)) {
+                    start();
+                } else if (d[31:31] == 1 || hdr.ina.offset < r_offset) {
+                    job_drop(D_STALE);
+                    return;
+                } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
+                    if (r_bitmap == all) {
+                        // Finished: answer the sender from this copy (the
+                        // result, computed here or kept from above).
+                        fill();
+                        set_result();
+                        job_results.count((bit<32>)hdr.ina.job);
+                        readdress(hdr.ipv4.src, hdr.udp.sport);
+                    } else if (has_up && r_bitmap == members && retx) {
+                        // This switch's part went up, no result came
+                        // back: send the partial up again.
+                        fill();
+                        set_partial(F_RETX);
+                        to_up();
                     } else {
-                        add();
+                        job_drop(D_DUPLICATE);
+                        return;
                     }
-                    if (meta.forward == 0 && r_count == meta.workers) {
+                } else {
+                    add();
+                }
+                if (meta.forward == 0) {
+                    if (r_bitmap != members) {
+                        mark_to_drop(std); // a contribution kept in the switch
+                        return;
+                    }
+                    if (has_up) {
+                        set_partial(0);
+                        to_up();
+                    } else {
                         if (r_ovf != 0) {
                             job_overflows.count((bit<32>)hdr.ina.job);
                         }
                         set_result();
                         multicast();
                     }
+                }
+            } else {
+                // ATP: hash placement over the pool, copy 0.
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
                 } else {
-                    // ATP: hash placement over the pool, copy 0.
-                    bit<32> i;
-                    hash(i, HashAlgorithm.crc32, (bit<32>)0, { hdr.ina.job, hdr.ina.offset }, meta.size);
-                    cell = (meta.base + i) << 1;
-                    load_cell();
-                    bit<32> d = hdr.ina.round - r_round;
-                    bool to_ps = false;
-                    bool collision = false;
-                    if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
-                        if (retx) {
-                            agg_count.write(cell, 0);
-                            to_ps = true;
-                            collision = true;
-                        } else {
-                            start();
-                        }
-                    } else if (r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset) {
-                        if ((r_bitmap & hdr.ina.bitmap) == 0) {
-                            add();
-                        } else if (!retx) {
-                            job_drop(D_DUPLICATE);
-                            return;
-                        } else {
-                            fill();
-                        }
-                        if (r_count < meta.workers && retx) {
-                            // Flush the partial aggregate to the PS.
-                            hdr.ina.flags = F_PARTIAL | F_RETX | (r_ovf << 4);
-                            hdr.ina.bitmap = r_bitmap;
-                            agg_count.write(cell, 0);
-                            to_ps = true;
-                        }
+                    hashed_cell();
+                }
+                load_cell();
+                bit<32> d = hdr.ina.round - r_round;
+                bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
+                // Where the packet goes: 0 kept, 1 onward (up, or to the PS
+                // from the top), 2 to the PS as a collision, 3 the cell's
+                // complete aggregate on (a partial up, the result to the PS).
+                bit<2> dest = 0;
+                bit<8> extra = 0;
+                if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
+                    // Free, or a stale partial of an older round.
+                    if (retx) {
+                        agg_count.write(cell, 0); // a retransmission never claims a cell
+                        dest = 1;
                     } else {
-                        to_ps = true;
-                        collision = true;
+                        start();
                     }
-                    if (!to_ps && r_count == meta.workers) {
-                        // Complete: the result goes to the PS; the cell is free.
-                        if (r_ovf != 0) {
-                            job_overflows.count((bit<32>)hdr.ina.job);
-                        }
-                        set_result();
-                        agg_count.write(cell, 0);
-                        to_ps = true;
-                    }
-                    if (to_ps) {
-                        if (meta.ps_port == 0) {
-                            job_drop(D_NO_PS);
-                            return;
-                        }
-                        if (collision) {
-                            hdr.ina.flags = hdr.ina.flags | F_COLLISION;
-                            job_collisions.count((bit<32>)hdr.ina.job);
-                        }
-                        readdress(meta.ps_addr, meta.ps_port);
-                    } else {
-                        mark_to_drop(std); // a contribution kept in the switch
+                } else if (mine && r_bitmap == members) {
+                    // Complete, held until its result returns.
+                    if (!retx) {
+                        job_drop(D_DUPLICATE);
                         return;
                     }
+                    fill();
+                    dest = 3;
+                    extra = F_RETX;
+                } else if (mine) {
+                    if ((r_bitmap & hdr.ina.bitmap) == 0) {
+                        add();
+                    } else if (!retx) {
+                        job_drop(D_DUPLICATE);
+                        return;
+                    } else {
+                        fill();
+                    }
+                    if (r_bitmap != members && retx) {
+                        // Flush the partial aggregate on; the cell is free.
+                        set_partial(F_RETX);
+                        agg_count.write(cell, 0);
+                        dest = 1;
+                    }
+                } else if (retx && has_up) {
+                    dest = 1; // up, where its chunk may be held
+                } else {
+                    dest = 2; // a collision
                 }
-                if (meta.forward == 0 && std.mcast_grp == 0) {
+                if (dest == 0 && r_bitmap == members) {
+                    dest = 3;
+                    if (meta.hold != HOLD_RETURN) {
+                        agg_count.write(cell, 0); // freed as its aggregate leaves
+                    }
+                }
+                if (dest == 0) {
                     mark_to_drop(std); // a contribution kept in the switch
                     return;
                 }
-            } else if (kinds == F_RESULT) {
-                // A result from the job's parameter server: multicast it.
-                if (meta.ps_port == 0 || hdr.ipv4.src != meta.ps_addr || hdr.udp.sport != meta.ps_port) {
-                    job_drop(D_NOT_FROM_PS);
-                    return;
+                if (dest == 3) {
+                    if (has_up) {
+                        set_partial(extra);
+                        to_up();
+                    } else {
+                        if (extra == 0 && r_ovf != 0) {
+                            job_overflows.count((bit<32>)hdr.ina.job);
+                        }
+                        set_result();
+                        hdr.ina.flags = hdr.ina.flags | extra;
+                        dest = 1; // to the PS, no collision flag
+                    }
+                } else if (dest == 1 && has_up) {
+                    to_up();
                 }
-                multicast();
-            } else {
-                job_drop(D_NOT_FROM_PS); // partials only ever go to a PS
+                if (meta.forward == 0) {
+                    // To the parameter server.
+                    if (meta.ps_port == 0) {
+                        job_drop(D_NO_PS);
+                        return;
+                    }
+                    if (dest == 2 || (dest == 1 && (hdr.ina.flags & F_PARTIAL) == 0 && extra == 0 && (hdr.ina.flags & F_RESULT) == 0)) {
+                        hdr.ina.flags = hdr.ina.flags | F_COLLISION;
+                        job_collisions.count((bit<32>)hdr.ina.job);
+                    }
+                    readdress(meta.ps_addr, meta.ps_port);
+                }
+            }
+        } else if (kinds == F_RESULT) {
+            bool from_ps = meta.ps_port != 0 && hdr.ipv4.src == meta.ps_addr && hdr.udp.sport == meta.ps_port;
+            bool from_up = has_up && hdr.ipv4.src == meta.up_addr && hdr.udp.sport == INA_PORT;
+            if (!from_ps && !from_up) {
+                job_drop(D_NOT_FROM_PS);
                 return;
             }
+            if (meta.mode == MODE_POOL && from_up && !from_ps) {
+                // Keep the result to answer the rack's retransmissions,
+                // unless the cell moved on to a newer chunk.
+                if ((bit<32>)hdr.ina.slot < meta.size) {
+                    cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
+                    load_cell();
+                    bit<32> d = hdr.ina.round - r_round;
+                    if (r_gen != meta.gen || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset >= r_offset)) {
+                        keep();
+                    }
+                }
+            } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
+                // Release on return: free the cell its chunk still holds.
+                if (meta.place == PLACE_SLOT) {
+                    slot_cell();
+                } else {
+                    hashed_cell();
+                }
+                load_cell();
+                if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
+                    agg_count.write(cell, 0);
+                }
+            }
+            multicast();
+        } else {
+            job_drop(D_NOT_FROM_PS); // unreachable: partials are contributions
+            return;
         }
         if (meta.forward == 1) {
-            if (meta.transit == 1) {
-                if (hdr.ipv4.ttl <= 1) {
-                    mark_to_drop(std);
-                    return;
-                }
-                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            } else {
-                hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
+            if (!routes.apply().hit) {
+                job_drop(D_NO_ROUTE);
+                return;
             }
-            routes.apply();
         }
     }
 }
@@ -572,6 +758,18 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     apply {
         if (std.mcast_grp != 0) {
             replicas.apply();
+        }
+        if (meta.gen_csum == 1) {
+            // The UDP checksum of a packet the switch generated, over its
+            // final addresses (RFC 768: a computed 0 is sent as 0xFFFF).
+            hdr.udp.csum = 0;
+            hash(meta.csum, HashAlgorithm.csum16, 16w0,
+                { {{.SumFields}} },
+                32w65536);
+            if (meta.csum == 0) {
+                meta.csum = 0xffff;
+            }
+            hdr.udp.csum = meta.csum;
         }
     }
 }

@@ -28,6 +28,10 @@ const (
 	ParamGroup   = "group"   // 16 bits: multicast group of the job's workers
 	ParamPSAddr  = "ps_addr" // 32 bits: parameter server IPv4 address (0: none)
 	ParamPSPort  = "ps_port" // 16 bits: parameter server UDP port
+	ParamMembers = "members" // 32 bits: workers whose contributions this switch completes (0: all)
+	ParamUpAddr  = "up_addr" // 32 bits: the next switch up the job's tree (0: none, this is the top)
+	ParamHold    = "hold"    // 8 bits: when a shared-mode aggregator is released (HoldCompletion, HoldReturn)
+	ParamPlace   = "place"   // 8 bits: how a shared-mode chunk finds its aggregator (PlaceHash, PlaceSlot)
 
 	// TableRoutes forwards IPv4 traffic (bmv2; the Go twin takes its routes
 	// from the topology and also accepts /32 entries here).
@@ -78,10 +82,28 @@ const (
 	CounterResults    = "InaIngress.job_results"    // packets and bytes: results sent (a multicast counts once)
 	CounterCollisions = "InaIngress.job_collisions" // packets: forwarded to the parameter server
 	CounterOverflows  = "InaIngress.job_overflows"  // packets: aggregates that overflowed
+	CounterUpward     = "InaIngress.job_upward"     // packets and bytes: partial aggregates sent up the job's tree
 	// CounterJobDrops has MaxJobs × NumJobDrops cells: job·NumJobDrops + reason.
 	CounterJobDrops = "InaIngress.job_drops"
-	// CounterDrops has NumDrops cells: drops not attributable to a job.
+	// CounterDrops has NumDrops cells: frames dropped that no job can be
+	// charged with.
 	CounterDrops = "InaIngress.drops"
+	// CounterForwarded (one cell) counts transit frames forwarded.
+	//
+	// Every frame the switch receives on a port is counted in exactly one
+	// of CounterForwarded, CounterDrops (by reason) and CounterPackets (by
+	// job); the other per-job counters break CounterPackets down.
+	CounterForwarded = "InaIngress.forwarded"
+)
+
+// When a shared-mode aggregator is released (ParamHold).
+const (
+	// HoldCompletion frees it when its chunk completes (or is flushed).
+	HoldCompletion = 0
+	// HoldReturn keeps it until the chunk's result comes back through the
+	// switch from the parameter server (or from the switch above), the
+	// rule of the ATP paper (docs/ina-dataplane.md, "Release on return").
+	HoldReturn = 1
 )
 
 // Modes of a binding (ParamMode).
@@ -90,28 +112,52 @@ const (
 	ModeShared = 1 // ATP: hash placement, collisions and flushes to the parameter server
 )
 
+// How a shared-mode chunk finds its aggregator (ParamPlace).
+const (
+	// PlaceHash hashes the chunk: CRC-32 of (job, offset) over the pool.
+	PlaceHash = 0
+	// PlaceSlot takes the aggregator the packet names: its slot field,
+	// modulo the pool (so a job reaches at most 65536 of it). Workers start window slot i at FirstSlot(job)+i
+	// and move a slot to the aggregator a result names: the parameter
+	// server picks a free one for a chunk that collided (ATP's remapping;
+	// docs/ina-dataplane.md, "Slot remapping").
+	PlaceSlot = 1
+)
+
+// FirstSlot is the aggregator index of window slot 0 of a job under
+// PlaceSlot (slot i starts at FirstSlot+i, modulo 2^16 and the pool): a
+// hash of the job, so jobs sharing a pool start on different blocks, as
+// ATP's workers start at a hashed position.
+func FirstSlot(job uint16) uint16 { return uint16(SharedIndex(job, 0, 1<<16)) }
+
 // Drop reasons of CounterJobDrops.
 const (
 	DropDuplicate    = iota // a contribution already counted (bit set, chunk unfinished)
 	DropStale               // a packet of an older chunk than the slot holds
 	DropBadSlot             // slot outside the pool
 	DropInconsistent        // worker count differs from the binding, or k differs from the switch's
-	DropNotFromPS           // a result or partial that does not come from the job's parameter server
+	DropNotFromPS           // a result that comes neither from the job's parameter server nor from the switch above
 	DropNoPS                // a packet for the parameter server of a job that has none
+	DropNoRoute             // a packet the switch generated found no route
 	NumJobDrops      = 8
 )
 
 // Drop reasons of CounterDrops.
 const (
-	DropMalformed = iota // not a well-formed INA packet
-	DropNoJob            // no binding for the packet's job and round
-	NumDrops      = 4
+	DropMalformed      = iota // addressed to the switch on the INA port, but not a well-formed INA packet of its k
+	DropNoJob                 // no binding for the packet's job and round
+	DropNotIPv4               // not a well-formed IPv4 frame
+	DropTransitNoRoute        // a transit frame without a route
+	DropTTL                   // a transit frame whose TTL expired
+	DropNotINA                // addressed to the switch, not an INA packet
+	DropChecksum              // an INA packet whose UDP checksum is absent (0) or wrong
+	NumDrops           = 8
 )
 
 // JobDropNames and DropNames name the drop reasons.
 var (
-	JobDropNames = [NumJobDrops]string{"duplicate", "stale", "bad_slot", "inconsistent", "not_from_ps", "no_ps", "", ""}
-	DropNames    = [NumDrops]string{"malformed", "no_job", "", ""}
+	JobDropNames = [NumJobDrops]string{"duplicate", "stale", "bad_slot", "inconsistent", "not_from_ps", "no_ps", "no_route", ""}
+	DropNames    = [NumDrops]string{"malformed", "no_job", "not_ipv4", "no_route", "ttl", "not_ina", "checksum", ""}
 )
 
 // Config sizes a pipeline.
@@ -151,7 +197,8 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	}
 	b := &infoBuilder{info: &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Name: "ina", Arch: "v1model", Version: "1"}}}
 	bind := b.action(ActionBind, param{ParamMode, 8}, param{ParamGen, 32}, param{ParamBase, 32}, param{ParamSize, 32},
-		param{ParamWorkers, 8}, param{ParamGroup, 16}, param{ParamPSAddr, 32}, param{ParamPSPort, 16})
+		param{ParamWorkers, 8}, param{ParamGroup, 16}, param{ParamPSAddr, 32}, param{ParamPSPort, 16},
+		param{ParamMembers, 32}, param{ParamUpAddr, 32}, param{ParamHold, 8}, param{ParamPlace, 8})
 	noJob := b.action(ActionNoJob)
 	fwd := b.action(ActionForward, param{ParamPort, 9}, param{ParamDstMAC, 48}, param{ParamSrcMAC, 48})
 	drop := b.action(ActionDrop)
@@ -181,8 +228,10 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	b.counter(CounterResults, both, MaxJobs)
 	b.counter(CounterCollisions, pkts, MaxJobs)
 	b.counter(CounterOverflows, pkts, MaxJobs)
+	b.counter(CounterUpward, both, MaxJobs)
 	b.counter(CounterJobDrops, pkts, MaxJobs*NumJobDrops)
 	b.counter(CounterDrops, pkts, NumDrops)
+	b.counter(CounterForwarded, pkts, 1)
 	return b.info, nil
 }
 

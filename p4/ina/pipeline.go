@@ -25,7 +25,6 @@ const (
 	offDstIP     = 30
 	offSrcPort   = 34
 	offDstPort   = 36
-	offUDPCsum   = 40
 	offINA       = frame.HeaderLen
 	offValues    = offINA + HeaderLen
 	generatedTTL = 64
@@ -33,9 +32,11 @@ const (
 
 // Pipeline is the INA switch data plane, the Go twin of ina.p4. It claims
 // UDP frames addressed to the switch's own IP on the INA port and forwards
-// everything else with the wrapped forwarding pipeline. It implements
-// emulator.Pipeline and p4rt.Device; like every pipeline it is not safe for
-// concurrent use (the substrate serializes packets and control calls).
+// everything else with the wrapped forwarding pipeline, counting every
+// frame it receives once (CounterForwarded, CounterDrops or a job's
+// CounterPackets). It implements emulator.Pipeline and p4rt.Device; like
+// every pipeline it is not safe for concurrent use (the substrate
+// serializes packets and control calls).
 type Pipeline struct {
 	cfg  Config
 	k    int
@@ -57,8 +58,10 @@ type Pipeline struct {
 
 	packets, aggregated, results [MaxJobs]counterCell
 	collisions, overflows        [MaxJobs]counterCell
+	upward                       [MaxJobs]counterCell
 	jobDrops                     [MaxJobs * NumJobDrops]counterCell
 	drops                        [NumDrops]counterCell
+	forwarded                    [1]counterCell
 
 	// NoReplica counts multicast copies dropped for lack of a replica entry.
 	NoReplica uint64
@@ -84,10 +87,15 @@ type jobEntry struct {
 	base    uint32
 	size    uint32
 	workers uint8
-	all     uint32
+	all     uint32 // every worker of the job
+	members uint32 // the workers this switch completes (all at the top)
 	group   uint16
 	psIP    [4]byte
 	psPort  uint16
+	up      [4]byte // the switch above (hasUp)
+	hasUp   bool
+	hold    uint8
+	place   uint8
 }
 
 type group struct {
@@ -109,7 +117,7 @@ var _ emulator.Pipeline = (*Pipeline)(nil)
 var _ p4rt.Device = (*Pipeline)(nil)
 
 // New returns the INA pipeline of a switch, wrapping its forwarding
-// pipeline. It sets f.Local to claim INA frames addressed to the switch.
+// pipeline, which forwards the frames the INA pipeline does not consume.
 func New(cfg Config, f *fwd.Pipeline) (*Pipeline, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -141,7 +149,6 @@ func New(cfg Config, f *fwd.Pipeline) (*Pipeline, error) {
 	if err := p.bind(t); err != nil {
 		return nil, err
 	}
-	f.Local = p.local
 	return p, nil
 }
 
@@ -151,33 +158,60 @@ func (p *Pipeline) Config() Config { return p.cfg }
 // Forwarding returns the wrapped forwarding pipeline.
 func (p *Pipeline) Forwarding() *fwd.Pipeline { return p.fwd }
 
-// Process implements emulator.Pipeline.
+// Process implements emulator.Pipeline: as ina.p4, it drops what is not
+// IPv4, handles what is addressed to the switch (local) and forwards the
+// rest.
 func (p *Pipeline) Process(now time.Duration, in int, f []byte, out emulator.Emitter) {
-	p.fwd.Process(now, in, f, out)
+	if in == emulator.CPUPort {
+		p.fwd.Process(now, in, f, out) // a packet-out: the forwarding pipeline's
+		return
+	}
+	if !frame.IsIPv4(f) {
+		p.drops[DropNotIPv4].pk++
+		return
+	}
+	if [4]byte(f[offDstIP:offDstIP+4]) == p.self {
+		p.local(now, f, out)
+		return
+	}
+	switch p.fwd.ForwardFrom(in, f, -1, out) {
+	case fwd.Forwarded:
+		p.forwarded[0].pk++
+	case fwd.DropTTL:
+		p.drops[DropTTL].pk++
+	default:
+		p.drops[DropTransitNoRoute].pk++
+	}
 }
 
-// local handles frames addressed to the switch.
-func (p *Pipeline) local(now time.Duration, _ int, f []byte, out emulator.Emitter) {
+// local handles frames addressed to the switch. The checks come in
+// ina.p4's order: an INA packet at all (DropNotINA), its lengths and k
+// (DropMalformed), its UDP checksum (DropChecksum), its header (Parse:
+// DropMalformed), its binding (DropNoJob).
+func (p *Pipeline) local(now time.Duration, f []byte, out emulator.Emitter) {
 	p.now = now
 	if frame.Proto(f) != frame.ProtoUDP || len(f) < offValues || f[frame.EthLen] != 0x45 ||
 		binary.BigEndian.Uint16(f[frame.EthLen+6:])&0x1fff != 0 || // a fragment
 		binary.BigEndian.Uint16(f[offDstPort:]) != p.cfg.Port {
-		p.fwd.Counters.Drops[fwd.DropLocal]++
+		p.drops[DropNotINA].pk++
 		return
 	}
 	udpLen := int(binary.BigEndian.Uint16(f[frame.EthLen+frame.IPv4Len+4:]))
 	ipLen := int(binary.BigEndian.Uint16(f[frame.EthLen+2:]))
-	if udpLen != ipLen-frame.IPv4Len || udpLen < frame.UDPLen || frame.EthLen+ipLen > len(f) {
+	if udpLen != ipLen-frame.IPv4Len || frame.EthLen+ipLen != len(f) ||
+		udpLen != frame.UDPLen+HeaderLen+4*p.k || int(binary.BigEndian.Uint16(f[offINA+10:])) != p.k {
 		p.drops[DropMalformed].pk++
 		return
 	}
-	payload := f[offINA : frame.EthLen+ipLen]
-	h, vals, err := Parse(payload)
+	if present, ok := frame.UDPChecksum(f); !present || !ok {
+		p.drops[DropChecksum].pk++
+		return
+	}
+	h, vals, err := Parse(f[offINA:])
 	if err != nil {
 		p.drops[DropMalformed].pk++
 		return
 	}
-	f = f[:frame.EthLen+ipLen] // drop Ethernet padding, if any
 	e := p.lookup(h.Job, h.Round)
 	if e == nil {
 		p.drops[DropNoJob].pk++
@@ -186,12 +220,18 @@ func (p *Pipeline) local(now time.Duration, _ int, f []byte, out emulator.Emitte
 	j := int(h.Job)
 	p.packets[j].pk++
 	p.packets[j].by += uint64(len(f))
-	if h.Workers != e.workers || int(h.K) != p.k {
+	if h.Workers != e.workers {
 		p.jobDrop(j, DropInconsistent)
 		return
 	}
 	switch {
-	case h.Flags&FlagData != 0:
+	case h.Flags&(FlagData|FlagPartial) != 0:
+		if h.Bitmap&^e.members != 0 {
+			// Not a contributor this switch completes (a worker of
+			// another rack of a two-level tree).
+			p.jobDrop(j, DropInconsistent)
+			return
+		}
 		if d := int32(h.Round - p.jobRound[j]); d > 0 {
 			p.jobRound[j], p.jobWorkers[j] = h.Round, h.Bitmap
 		} else if d == 0 {
@@ -202,13 +242,19 @@ func (p *Pipeline) local(now time.Duration, _ int, f []byte, out emulator.Emitte
 		} else {
 			p.sharedData(e, &h, vals, f, out)
 		}
-	case h.Flags&FlagResult != 0:
-		if [4]byte(f[offSrcIP:offSrcIP+4]) != e.psIP || binary.BigEndian.Uint16(f[offSrcPort:]) != e.psPort || e.psPort == 0 {
-			p.jobDrop(j, DropNotFromPS)
-			return
+	case e.psPort != 0 && [4]byte(f[offSrcIP:offSrcIP+4]) == e.psIP && binary.BigEndian.Uint16(f[offSrcPort:]) == e.psPort:
+		// A result from the job's parameter server (shared mode).
+		p.release(e, &h)
+		p.multicast(e, f, out)
+	case e.hasUp && [4]byte(f[offSrcIP:offSrcIP+4]) == e.up && binary.BigEndian.Uint16(f[offSrcPort:]) == p.cfg.Port:
+		// A result from the switch above (two-level aggregation).
+		if e.mode == ModePool {
+			p.keepResult(e, &h, vals)
+		} else {
+			p.release(e, &h)
 		}
 		p.multicast(e, f, out)
-	default: // a partial only ever goes to a parameter server
+	default:
 		p.jobDrop(j, DropNotFromPS)
 	}
 }
@@ -242,84 +288,219 @@ func chunkCmp(r1, o1, r2, o2 uint32) int {
 	return 0
 }
 
-// poolData handles a data packet of a job in pool mode (SwitchML).
+// poolCell returns the pool-mode cell of a packet: copy ver of aggregator
+// base+slot.
+func poolCell(e *jobEntry, h *Header) int { return 2*int(e.base+uint32(h.Slot)) + int(h.Ver) }
+
+// newer compares the packet's chunk with what pool cell c holds: 1 when
+// the cell is another binding's or holds an older chunk, 0 for the same
+// chunk, -1 when it holds a newer one.
+func (p *Pipeline) newer(c int, e *jobEntry, h *Header) int {
+	if p.gen[c] != e.gen {
+		return 1
+	}
+	return chunkCmp(h.Round, h.Offset, p.round[c], p.offset[c])
+}
+
+// poolData handles a contribution of a job in pool mode (SwitchML): a
+// worker's data, or, at the top of a two-level tree, a rack's partial.
 func (p *Pipeline) poolData(e *jobEntry, h *Header, vals, f []byte, out emulator.Emitter) {
 	j := int(h.Job)
 	if uint32(h.Slot) >= e.size {
 		p.jobDrop(j, DropBadSlot)
 		return
 	}
-	c := 2*int(e.base+uint32(h.Slot)) + int(h.Ver)
-	if p.gen[c] != e.gen || chunkCmp(h.Round, h.Offset, p.round[c], p.offset[c]) > 0 {
+	c := poolCell(e, h)
+	switch d := p.newer(c, e, h); {
+	case d > 0:
 		p.start(c, e.gen, h, vals)
-	} else if chunkCmp(h.Round, h.Offset, p.round[c], p.offset[c]) < 0 {
+	case d < 0:
 		p.jobDrop(j, DropStale)
 		return
-	} else if p.bitmap[c]&h.Bitmap != 0 {
-		if p.count[c] == e.workers {
+	case p.bitmap[c]&h.Bitmap != 0:
+		switch {
+		case p.bitmap[c] == e.all:
 			// A retransmission (or copy) of a finished chunk: answer the
-			// sender alone from this copy.
+			// sender alone from this copy, which holds the result
+			// (computed here, or kept from the switch above).
 			p.fillResult(c, e, f)
 			p.swapToSender(f)
 			p.results[j].pk++
 			p.results[j].by += uint64(len(f))
-			p.route(f, out)
-			return
+			p.route(j, f, out)
+		case e.hasUp && p.bitmap[c] == e.members && h.Flags&FlagRetransmit != 0:
+			// This switch's part went up and no result came back (the
+			// partial or the result was lost): send the partial again.
+			p.up(c, e, f, FlagRetransmit, out)
+		default:
+			p.jobDrop(j, DropDuplicate)
 		}
-		p.jobDrop(j, DropDuplicate)
 		return
-	} else {
+	default:
 		p.add(c, h, vals)
 	}
-	if p.count[c] == e.workers {
-		p.complete(c, e)
-		p.fillResult(c, e, f)
-		p.multicast(e, f, out)
+	if p.bitmap[c] != e.members {
+		return
 	}
+	if e.hasUp {
+		p.closeHold(c)
+		p.up(c, e, f, 0, out)
+		return
+	}
+	p.complete(c, e)
+	p.fillResult(c, e, f)
+	p.multicast(e, f, out)
 }
 
-// sharedData handles a data packet of a job in shared mode (ATP).
+// keepResult stores a result from the switch above in its pool cell, so
+// that the workers' retransmissions are answered here; a cell that moved
+// on to a newer chunk is left alone.
+func (p *Pipeline) keepResult(e *jobEntry, h *Header, vals []byte) {
+	if uint32(h.Slot) >= e.size {
+		return
+	}
+	c := poolCell(e, h)
+	if p.newer(c, e, h) < 0 {
+		return
+	}
+	p.closeHold(c)
+	p.gen[c], p.round[c], p.offset[c], p.bitmap[c] = e.gen, h.Round, h.Offset, e.all
+	p.ovf[c] = 0
+	if h.Flags&FlagOverflow != 0 {
+		p.ovf[c] = 1
+	}
+	GetValues(p.values[c*p.k:(c+1)*p.k], vals)
+}
+
+// sharedData handles a contribution of a job in shared mode (ATP).
 func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulator.Emitter) {
 	j := int(h.Job)
-	c := 2 * int(e.base+SharedIndex(h.Job, h.Offset, e.size))
+	c := sharedCell(e, h)
 	retx := h.Flags&FlagRetransmit != 0
+	mine := p.count[c] != 0 && p.gen[c] == e.gen && p.round[c] == h.Round && p.offset[c] == h.Offset
 	switch {
 	case p.count[c] == 0 || (p.gen[c] == e.gen && int32(h.Round-p.round[c]) > 0):
 		// Free, or held by a stale partial of an older round of this binding.
 		if retx {
+			// A retransmission never claims a cell: it goes on to where
+			// the rest of its chunk may be (docs/ina-dataplane.md).
 			p.closeHold(c)
 			p.count[c] = 0
-			p.toPS(e, f, FlagCollision, out)
+			p.onward(e, f, out)
 			return
 		}
 		p.start(c, e.gen, h, vals)
-	case p.gen[c] == e.gen && p.round[c] == h.Round && p.offset[c] == h.Offset:
+	case mine && p.bitmap[c] == e.members:
+		// Complete, held until its result returns (HoldReturn): a
+		// retransmission means the result was lost; send it on again.
+		if !retx {
+			p.jobDrop(j, DropDuplicate)
+			return
+		}
+		p.sendComplete(c, e, f, FlagRetransmit, out)
+		return
+	case mine:
 		if p.bitmap[c]&h.Bitmap == 0 {
 			p.add(c, h, vals)
 		} else if !retx {
 			p.jobDrop(j, DropDuplicate)
 			return
 		}
-		if p.count[c] < e.workers && retx {
-			// Flush the partial aggregate to the parameter server.
+		if p.bitmap[c] != e.members && retx {
+			// Flush the partial aggregate on (to the switch above, or to
+			// the parameter server) and free the cell.
 			p.fill(c, f)
 			f[offINA+1] = FlagPartial | FlagRetransmit | p.ovfFlag(c)
 			binary.BigEndian.PutUint32(f[offINA+20:], p.bitmap[c])
 			p.closeHold(c)
 			p.count[c] = 0
-			p.toPS(e, f, 0, out)
+			p.onward(e, f, out)
 			return
 		}
 	default:
+		// Held by another chunk: a collision. A retransmission at a lower
+		// switch goes up, where its chunk may be held; anything else goes
+		// to the parameter server.
+		if retx && e.hasUp {
+			p.onward(e, f, out)
+			return
+		}
 		p.toPS(e, f, FlagCollision, out)
 		return
 	}
-	if p.count[c] == e.workers {
-		p.complete(c, e)
-		p.fillResult(c, e, f)
-		p.count[c] = 0 // freed when its result is sent
-		p.toPS(e, f, 0, out)
+	if p.bitmap[c] == e.members {
+		p.sendComplete(c, e, f, 0, out)
+		if e.hold == HoldCompletion {
+			p.count[c] = 0 // freed when its result (or partial) is sent
+		}
 	}
+}
+
+// sendComplete sends on the complete aggregate of shared-mode cell c: a
+// lower switch's partial up, the top's result to the parameter server.
+func (p *Pipeline) sendComplete(c int, e *jobEntry, f []byte, flags uint8, out emulator.Emitter) {
+	if e.hold == HoldCompletion {
+		p.closeHold(c)
+	}
+	if e.hasUp {
+		p.up(c, e, f, flags, out)
+		return
+	}
+	if flags == 0 && p.ovf[c] != 0 {
+		p.overflows[e.job].pk++
+	}
+	p.fillResult(c, e, f)
+	p.toPS(e, f, flags, out)
+}
+
+// release frees the shared-mode cell that holds the chunk of a result
+// passing back through the switch (HoldReturn only).
+func (p *Pipeline) release(e *jobEntry, h *Header) {
+	if e.mode != ModeShared || e.hold != HoldReturn {
+		return
+	}
+	c := sharedCell(e, h)
+	if p.count[c] != 0 && p.gen[c] == e.gen && p.round[c] == h.Round && p.offset[c] == h.Offset {
+		p.closeHold(c)
+		p.count[c] = 0
+	}
+}
+
+// onward sends a packet the switch does not keep where its chunk goes on:
+// up the job's tree from a lower switch, to the parameter server from the
+// top (a retransmission or collision there).
+func (p *Pipeline) onward(e *jobEntry, f []byte, out emulator.Emitter) {
+	if e.hasUp {
+		j := int(binary.BigEndian.Uint16(f[offINA+2:]))
+		setIP(f, p.self, e.up, p.cfg.Port, p.cfg.Port)
+		p.upward[j].pk++
+		p.upward[j].by += uint64(len(f))
+		p.route(j, f, out)
+		return
+	}
+	var flags uint8
+	if f[offINA+1]&FlagPartial == 0 {
+		flags = FlagCollision
+	}
+	p.toPS(e, f, flags, out)
+}
+
+// up sends cell c's aggregate up the job's tree as a partial with the
+// switch's members.
+func (p *Pipeline) up(c int, e *jobEntry, f []byte, flags uint8, out emulator.Emitter) {
+	p.fill(c, f)
+	f[offINA+1] = FlagPartial | flags | p.ovfFlag(c)
+	binary.BigEndian.PutUint32(f[offINA+20:], p.bitmap[c])
+	p.onward(e, f, out)
+}
+
+// sharedCell returns the shared-mode cell of a packet's chunk: copy 0 of
+// the aggregator its slot field names (PlaceSlot) or its chunk hashes to.
+func sharedCell(e *jobEntry, h *Header) int {
+	if e.place == PlaceSlot {
+		return 2 * int(e.base+uint32(h.Slot)%e.size)
+	}
+	return 2 * int(e.base+SharedIndex(h.Job, h.Offset, e.size))
 }
 
 // SharedIndex is the pool-relative aggregator of a chunk in shared mode:
@@ -342,6 +523,9 @@ func (p *Pipeline) start(c int, gen uint32, h *Header, vals []byte) {
 	p.holdOpen[c], p.holdFrom[c], p.holdJob[c] = true, p.now, h.Job
 	p.gen[c], p.round[c], p.offset[c] = gen, h.Round, h.Offset
 	p.bitmap[c], p.count[c], p.ovf[c] = h.Bitmap, 1, 0
+	if h.Flags&FlagOverflow != 0 {
+		p.ovf[c] = 1 // a partial aggregate that already overflowed
+	}
 	GetValues(p.values[c*p.k:(c+1)*p.k], vals)
 	p.aggregated[h.Job].pk++
 	p.aggregated[h.Job].by += uint64(4 * p.k)
@@ -359,7 +543,7 @@ func (p *Pipeline) add(c int, h *Header, vals []byte) {
 		ovf |= (a ^ s) & (b ^ s)
 		acc[i] = s
 	}
-	if ovf < 0 {
+	if ovf < 0 || h.Flags&FlagOverflow != 0 {
 		p.ovf[c] = 1
 	}
 	p.bitmap[c] |= h.Bitmap
@@ -414,16 +598,18 @@ func (p *Pipeline) fillResult(c int, e *jobEntry, f []byte) {
 	binary.BigEndian.PutUint32(f[offINA+20:], e.all)
 }
 
-// setIP rewrites the addressing of an INA frame and its IPv4 checksum.
+// setIP rewrites the addressing of an INA frame the switch sends, with its
+// IPv4 and UDP checksums: the last step before a frame leaves, after its
+// INA header and values are final.
 func setIP(f []byte, src, dst [4]byte, sport, dport uint16) {
 	copy(f[offSrcIP:], src[:])
 	copy(f[offDstIP:], dst[:])
 	f[offTTL] = generatedTTL
 	binary.BigEndian.PutUint16(f[offSrcPort:], sport)
 	binary.BigEndian.PutUint16(f[offDstPort:], dport)
-	binary.BigEndian.PutUint16(f[offUDPCsum:], 0)
 	binary.BigEndian.PutUint16(f[offIPCsum:], 0)
 	binary.BigEndian.PutUint16(f[offIPCsum:], frame.Checksum(f[frame.EthLen:frame.EthLen+frame.IPv4Len]))
+	frame.SetUDPChecksum(f)
 }
 
 // swapToSender readdresses f from the switch to the sender of f.
@@ -445,12 +631,15 @@ func (p *Pipeline) toPS(e *jobEntry, f []byte, flags uint8, out emulator.Emitter
 		p.collisions[j].pk++
 	}
 	setIP(f, p.self, e.psIP, p.cfg.Port, e.psPort)
-	p.route(f, out)
+	p.route(j, f, out)
 }
 
-// route sends a frame the switch generated towards its destination.
-func (p *Pipeline) route(f []byte, out emulator.Emitter) {
-	p.fwd.Forward(f, out)
+// route sends a frame the switch generated for job towards its
+// destination; one without a route is the job's drop.
+func (p *Pipeline) route(job int, f []byte, out emulator.Emitter) {
+	if p.fwd.ForwardFrom(0, f, -1, out) != fwd.Forwarded {
+		p.jobDrop(job, DropNoRoute)
+	}
 }
 
 // multicast sends one copy of f to every member of the job's group, each

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tracebed/tracebed/emulator/frame"
-	"github.com/tracebed/tracebed/p4/fwd"
 )
 
 func sum(a, b []int32) []int32 {
@@ -110,7 +109,6 @@ func TestPoolStaleAndErrors(t *testing.T) {
 		{"older round", r.data(1, 1, 2, 0, 0, 2, 100, 0, v), DropStale},
 		{"slot outside pool", r.data(1, 1, 2, 2, 0, 3, 8, 0, v), DropBadSlot},
 		{"worker count", r.data(1, 1, 3, 0, 0, 3, 8, 0, v), DropInconsistent},
-		{"partial from a worker", r.packet(2, r.swAddr(), Header{Flags: FlagPartial, Job: 1, Workers: 2, Worker: 1, Round: 3, Offset: 8, Bitmap: 2}, v), DropNotFromPS},
 		{"result from a worker", r.packet(2, r.swAddr(), Header{Flags: FlagResult, Job: 1, Workers: 2, Round: 3, Offset: 8, Bitmap: 3}, v), DropNotFromPS},
 	} {
 		before := r.counters(1).Drops[tt.reason]
@@ -121,23 +119,28 @@ func TestPoolStaleAndErrors(t *testing.T) {
 			t.Errorf("%s: %s drops %d, want %d", tt.name, JobDropNames[tt.reason], got, before+1)
 		}
 	}
-	// k differs from the switch's.
-	if out := r.in(2, r.data(1, 1, 2, 0, 0, 3, 8, 0, []int32{1, 2})); len(out) != 0 || r.counters(1).Drops[DropInconsistent] != 2 {
-		t.Errorf("short k: %d frames, counters %+v", len(out), r.counters(1).Drops)
+	// k differs from the switch's: not an INA packet this switch can
+	// aggregate.
+	if out := r.in(2, r.data(1, 1, 2, 0, 0, 3, 8, 0, []int32{1, 2})); len(out) != 0 || r.p.drops[DropMalformed].pk != 1 {
+		t.Errorf("short k: %d frames, drops %+v", len(out), r.p.drops)
 	}
 	// No binding for the job, and malformed INA packets: global drops.
 	r.in(2, r.data(2, 1, 2, 0, 0, 0, 0, 0, v))
 	bad := r.data(1, 1, 2, 0, 0, 3, 8, 0, v)
 	bad[offINA] = 9
+	frame.SetUDPChecksum(bad) // a sender that means it: malformed, not corrupted
 	r.in(2, bad)
 	payload := Append(nil, Header{Flags: FlagData, Job: 1, Worker: 1, Workers: 2, Round: 3, Offset: 8, Bitmap: 2}, v)
 	r.in(2, frame.AppendUDP(nil, frame.UDP{Src: r.addr(2), Dst: r.swAddr()}, payload[:len(payload)-4]))
 	truncated := r.data(1, 1, 2, 0, 0, 3, 8, 0, v)
-	r.in(2, truncated[:len(truncated)-3]) // not even IPv4: the forwarding pipeline drops it
-	if r.p.Forwarding().Counters.Drops[fwd.DropMalformed] != 1 {
-		t.Errorf("forwarding drops %v", r.p.Forwarding().Counters.Drops)
-	}
-	if r.p.drops[DropNoJob].pk != 1 || r.p.drops[DropMalformed].pk != 2 {
+	r.in(2, truncated[:len(truncated)-3]) // not even IPv4
+	corrupt := r.data(1, 1, 2, 0, 0, 3, 8, 0, v)
+	corrupt[len(corrupt)-1] ^= 1 // a value bit flipped on the way: never aggregated
+	r.in(2, corrupt)
+	unchecked := r.data(1, 1, 2, 0, 0, 3, 8, 0, v)
+	frame.ClearUDPChecksum(unchecked) // INA packets must carry a checksum
+	r.in(2, unchecked)
+	if r.p.drops[DropNoJob].pk != 1 || r.p.drops[DropMalformed].pk != 3 || r.p.drops[DropNotIPv4].pk != 1 || r.p.drops[DropChecksum].pk != 2 {
 		t.Errorf("global drops %+v", r.p.drops)
 	}
 	// The cell kept only the first contribution.
@@ -265,11 +268,11 @@ func TestNonINATraffic(t *testing.T) {
 	if out := r.in(1, f); len(out) != 1 || out[0].Port != 3 {
 		t.Errorf("transit frame: %v", out)
 	}
-	// Frames to the switch on another port are dropped as local.
+	// Frames to the switch on another port are dropped as not INA.
 	f = frame.AppendUDP(nil, frame.UDP{Src: r.addr(1), Dst: netipPort(r.swAddr(), 53)}, []byte("x"))
 	r.in(1, f)
-	if r.p.Forwarding().Counters.Drops[fwd.DropLocal] != 1 {
-		t.Errorf("local drops %v", r.p.Forwarding().Counters.Drops)
+	if r.p.drops[DropNotINA].pk != 1 || r.p.forwarded[0].pk != 1 {
+		t.Errorf("drops %v, forwarded %d", r.p.drops, r.p.forwarded[0].pk)
 	}
 }
 

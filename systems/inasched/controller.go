@@ -7,15 +7,16 @@ import (
 )
 
 // Binder carries bindings to the switches: on the INA data plane, a
-// P4Runtime write of the job's job-table entry (see P4RT). A Binder is
-// called from the controller's goroutine only.
+// P4Runtime write of the job's job-table entry on every switch of its tree
+// (see P4RT). A Binder is called from the controller's goroutine only.
 type Binder interface {
-	// Bind installs or moves job's binding on switch sw, effective from the
-	// job's next all-reduce. workers names the job's worker hosts, in
-	// worker-id order (multicast group, parameter server).
-	Bind(ctx context.Context, sw string, job int, b Binding, workers []string) error
-	// Unbind removes every binding of job from switch sw.
-	Unbind(ctx context.Context, sw string, job int) error
+	// Bind installs or moves j's binding on every switch of its tree
+	// (j.Switches(): the same range on each), effective from the job's
+	// next all-reduce. workers names the job's worker hosts, in worker-id
+	// order (multicast groups, parameter server, racks).
+	Bind(ctx context.Context, j Job, b Binding, workers []string) error
+	// Unbind removes every binding of j from the switches of its tree.
+	Unbind(ctx context.Context, j Job) error
 }
 
 // Controller is the control loop between a Scheduler and the switches: it
@@ -64,16 +65,14 @@ func (c *Controller) Begin(now time.Duration, id int) (Binding, error) {
 	}
 	if c.b != nil {
 		// The same range on every switch of the job's tree.
-		for _, sw := range e.job.Switches() {
-			var err error
-			if b.INA() {
-				err = c.b.Bind(context.Background(), sw, id, b, e.workers)
-			} else if e.bound {
-				err = c.b.Unbind(context.Background(), sw, id)
-			}
-			if err != nil {
-				return RingBinding, fmt.Errorf("controller: job %d on %s: %w", id, sw, err)
-			}
+		var err error
+		if b.INA() {
+			err = c.b.Bind(context.Background(), e.job, b, e.workers)
+		} else if e.bound {
+			err = c.b.Unbind(context.Background(), e.job)
+		}
+		if err != nil {
+			return RingBinding, fmt.Errorf("controller: job %d on %v: %w", id, e.job.Switches(), err)
 		}
 	}
 	c.writes++
@@ -91,10 +90,8 @@ func (c *Controller) Depart(now time.Duration, id int) error {
 	c.s.Depart(now, id)
 	if e.bound && c.b != nil {
 		c.writes++
-		for _, sw := range e.job.Switches() {
-			if err := c.b.Unbind(context.Background(), sw, id); err != nil {
-				return fmt.Errorf("controller: job %d on %s: %w", id, sw, err)
-			}
+		if err := c.b.Unbind(context.Background(), e.job); err != nil {
+			return fmt.Errorf("controller: job %d on %v: %w", id, e.job.Switches(), err)
 		}
 	}
 	return nil

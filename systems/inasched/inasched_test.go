@@ -136,20 +136,20 @@ func TestControllerWritesThroughP4Runtime(t *testing.T) {
 func TestP4RTRejects(t *testing.T) {
 	_, _, binder := setup(t)
 	ctx := context.Background()
-	if err := binder.Bind(ctx, "tor", 1, inasched.Binding{Mode: inasched.Pool, Base: 200, Size: 100}, []string{"h1", "h2"}); err == nil {
+	if err := binder.Bind(ctx, inasched.Job{ID: 1, Switch: "tor"}, inasched.Binding{Mode: inasched.Pool, Base: 200, Size: 100}, []string{"h1", "h2"}); err == nil {
 		t.Error("pool beyond the switch's 256 aggregators accepted")
 	}
-	if err := binder.Bind(ctx, "nosuch", 1, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, []string{"h1", "h2"}); err == nil {
+	if err := binder.Bind(ctx, inasched.Job{ID: 1, Switch: "nosuch"}, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, []string{"h1", "h2"}); err == nil {
 		t.Error("unknown switch accepted")
 	}
-	if err := binder.Bind(ctx, "tor", 1, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, []string{"h1", "tor"}); err == nil {
+	if err := binder.Bind(ctx, inasched.Job{ID: 1, Switch: "tor"}, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, []string{"h1", "tor"}); err == nil {
 		t.Error("a switch as a worker accepted")
 	}
 	many := make([]string, ina.MaxWorkers+1)
 	for i := range many {
 		many[i] = "h1"
 	}
-	if err := binder.Bind(ctx, "tor", 1, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, many); err == nil {
+	if err := binder.Bind(ctx, inasched.Job{ID: 1, Switch: "tor"}, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 10}, many); err == nil {
 		t.Error("too many workers accepted")
 	}
 }
@@ -160,7 +160,7 @@ func TestSwitchJobIDsRecycled(t *testing.T) {
 	_, _, binder := setup(t)
 	ctx := context.Background()
 	bind := func(id int) error {
-		return binder.Bind(ctx, "tor", id, inasched.Binding{Mode: inasched.Pool, Base: id % 256, Size: 1}, []string{"h1", "h2"})
+		return binder.Bind(ctx, inasched.Job{ID: id, Switch: "tor"}, inasched.Binding{Mode: inasched.Pool, Base: id % 256, Size: 1}, []string{"h1", "h2"})
 	}
 	for j := range ina.MaxJobs {
 		if err := bind(5000 + j); err != nil {
@@ -171,7 +171,7 @@ func TestSwitchJobIDsRecycled(t *testing.T) {
 		t.Fatal("more jobs than switch ids accepted")
 	}
 	for _, j := range []int{5003, 5500, 6000} {
-		if err := binder.Unbind(ctx, "tor", j); err != nil {
+		if err := binder.Unbind(ctx, inasched.Job{ID: j, Switch: "tor"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,10 +216,10 @@ func TestRetireAfterMove(t *testing.T) {
 	_, pl, binder := setup(t)
 	ctx := context.Background()
 	workers := []string{"h1", "h2"}
-	if err := binder.Bind(ctx, "tor", 9, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 8}, workers); err != nil {
+	if err := binder.Bind(ctx, inasched.Job{ID: 9, Switch: "tor"}, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 8}, workers); err != nil {
 		t.Fatal(err)
 	}
-	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || pending {
+	if pending, err := binder.Retire(ctx, inasched.Job{ID: 9, Switch: "tor"}); err != nil || pending {
 		t.Fatalf("nothing to retire before a move: pending %v, %v", pending, err)
 	}
 	id, _ := binder.SwitchJob("tor", 9)
@@ -236,7 +236,7 @@ func TestRetireAfterMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := binder.Bind(ctx, "tor", 9, inasched.Binding{Mode: inasched.Pool, Base: 8, Size: 8}, workers); err != nil {
+	if err := binder.Bind(ctx, inasched.Job{ID: 9, Switch: "tor"}, inasched.Binding{Mode: inasched.Pool, Base: 8, Size: 8}, workers); err != nil {
 		t.Fatal(err)
 	}
 	count := func() int {
@@ -249,17 +249,17 @@ func TestRetireAfterMove(t *testing.T) {
 	if n := count(); n != 2 {
 		t.Fatalf("%d bindings after the move, want the old (rounds ≤ 4) and the new", n)
 	}
-	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || !pending || count() != 2 {
+	if pending, err := binder.Retire(ctx, inasched.Job{ID: 9, Switch: "tor"}); err != nil || !pending || count() != 2 {
 		t.Fatalf("retired before the workers entered round 5: pending %v, %v, %d bindings", pending, err, count())
 	}
 	re, _ := names.RegisterEntry(ina.RegJobRound, int64(id), 5)
 	if err := pl.Write([]*p4v1.Update{p4rt.Modify(p4rt.Register(re))}); err != nil {
 		t.Fatal(err)
 	}
-	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || pending || count() != 1 {
+	if pending, err := binder.Retire(ctx, inasched.Job{ID: 9, Switch: "tor"}); err != nil || pending || count() != 1 {
 		t.Fatalf("after round 5 began everywhere: pending %v, %v, %d bindings", pending, err, count())
 	}
-	if pending, err := binder.Retire(ctx, "tor", 9); err != nil || pending {
+	if pending, err := binder.Retire(ctx, inasched.Job{ID: 9, Switch: "tor"}); err != nil || pending {
 		t.Fatalf("a second retire: pending %v, %v", pending, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/p4/ina"
@@ -15,14 +16,20 @@ import (
 func WorkerPort(j uint16) uint16 { return 40000 + j }
 
 // P4RT is the Binder of the INA data plane: it writes each binding as a
-// job-table entry (with the job's multicast group) through P4Runtime, on the
-// switch's p4rt.Client, using p4/ina's controller helpers. A job that moves
-// is rebound with the round-range protocol of docs/ina-dataplane.md, so the
-// move takes effect at an iteration boundary.
+// job-table entry (with the job's multicast group) through P4Runtime, on
+// every switch of the job's tree, using p4/ina's controller helpers
+// (ina.Tree): one switch for a job in one rack; for a job aggregated in
+// two levels, its racks' ToRs (each completing its rack's workers and
+// sending one partial up) and the top switch (aggregating the racks'
+// partials, multicasting the result down through the ToRs). A job that
+// moves is rebound with the round-range protocol of
+// docs/ina-dataplane.md, on every switch, so the move takes effect at an
+// iteration boundary.
 //
 // Trace job ids can be any number; the switch's job ids are 0 to
 // ina.MaxJobs−1, so P4RT hands them out as jobs are bound and takes them
-// back when they are unbound.
+// back when they are unbound. A job uses one id on every switch of its
+// tree (its packets carry it from level to level).
 type P4RT struct {
 	// Endpoints, when set, gives the UDP endpoints the bindings of trace
 	// job job name: the port its workers listen on and its parameter
@@ -31,6 +38,11 @@ type P4RT struct {
 	// the first worker; packet-level runs whose hosts run agents on fixed
 	// ports, and dedicated parameter-server hosts, set it before binding.
 	Endpoints func(job int) (workerPort uint16, ps netip.AddrPort)
+	// Hold is when shared-mode bindings release their aggregators
+	// (ina.HoldCompletion or ina.HoldReturn); Place how their chunks find
+	// an aggregator (ina.PlaceHash, or ina.PlaceSlot: named by the
+	// packets, ATP's slot remapping).
+	Hold, Place uint8
 
 	top  *topologies.Topology
 	ctl  map[string]*ina.Controller
@@ -44,6 +56,21 @@ type swJobs struct {
 	next    uint16
 	n       map[uint16]int // switch job id → group members
 	retired map[uint16]bool
+}
+
+// isFree reports whether switch job id id is unused on the switch.
+func (s *swJobs) isFree(id uint16) bool { return id >= s.next || slices.Contains(s.free, id) }
+
+// claim marks id used on the switch.
+func (s *swJobs) claim(id uint16) {
+	if i := slices.Index(s.free, id); i >= 0 {
+		s.free = slices.Delete(s.free, i, i+1)
+		return
+	}
+	for x := s.next; x < id; x++ {
+		s.free = append(s.free, x)
+	}
+	s.next = id + 1
 }
 
 // NewP4RT returns a binder for the switches of top, reached through clients
@@ -74,125 +101,158 @@ func (b *P4RT) SwitchJob(sw string, job int) (uint16, bool) {
 // Controller returns the INA controller of a switch.
 func (b *P4RT) Controller(sw string) *ina.Controller { return b.ctl[sw] }
 
-// Bind implements Binder.
-func (b *P4RT) Bind(ctx context.Context, sw string, job int, bd Binding, workers []string) error {
-	ctl, s := b.ctl[sw], b.sw[sw]
-	if ctl == nil {
-		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+// switchID returns the switch job id of a job on every switch of sws:
+// the one it has if bound, else one free on all of them (on one switch,
+// the last freed, else the next unused).
+func (b *P4RT) switchID(sws []string, job int) (id uint16, bound bool, err error) {
+	for _, sw := range sws {
+		if b.ctl[sw] == nil {
+			return 0, false, fmt.Errorf("switch %s has no P4Runtime client", sw)
+		}
 	}
-	if len(workers) > ina.MaxWorkers {
-		return fmt.Errorf("job %d has %d workers; the INA data plane aggregates at most %d", job, len(workers), ina.MaxWorkers)
+	if id, ok := b.sw[sws[0]].ids[job]; ok {
+		return id, true, nil
 	}
-	id, bound := s.ids[job]
-	if !bound {
+	if len(sws) == 1 {
+		s := b.sw[sws[0]]
 		switch {
 		case len(s.free) > 0:
-			id, s.free = s.free[len(s.free)-1], s.free[:len(s.free)-1]
+			return s.free[len(s.free)-1], false, nil
 		case int(s.next) < ina.MaxJobs:
-			id = s.next
-			s.next++
-		default:
-			return fmt.Errorf("switch %s: more than %d jobs bound at once", sw, ina.MaxJobs)
+			return s.next, false, nil
 		}
+		return 0, false, fmt.Errorf("switch %s: more than %d jobs bound at once", sws[0], ina.MaxJobs)
+	}
+	for x := range ina.MaxJobs {
+		free := true
+		for _, sw := range sws {
+			free = free && b.sw[sw].isFree(uint16(x))
+		}
+		if free {
+			return uint16(x), false, nil
+		}
+	}
+	return 0, false, fmt.Errorf("switches %v: no job id free on all of them", sws)
+}
+
+// Bind implements Binder.
+func (b *P4RT) Bind(ctx context.Context, j Job, bd Binding, workers []string) error {
+	sws := j.Switches()
+	if len(workers) > ina.MaxWorkers {
+		return fmt.Errorf("job %d has %d workers; the INA data plane aggregates at most %d", j.ID, len(workers), ina.MaxWorkers)
+	}
+	id, bound, err := b.switchID(sws, j.ID)
+	if err != nil {
+		return err
 	}
 	port, ps := WorkerPort(id), netip.AddrPort{}
 	if b.Endpoints != nil {
-		port, ps = b.Endpoints(job)
+		port, ps = b.Endpoints(j.ID)
 	}
 	addrs := make([]netip.AddrPort, len(workers))
 	for i, w := range workers {
 		n := b.top.Node(w)
 		if n == nil || !n.IsHost() {
-			return fmt.Errorf("job %d: worker %q is not a host", job, w)
+			return fmt.Errorf("job %d: worker %q is not a host", j.ID, w)
 		}
 		addrs[i] = netip.AddrPortFrom(n.IP, port)
 	}
 	if b.Endpoints == nil {
 		ps = addrs[0] // the job's parameter server, with its first worker
 	}
-	b.gens++
 	next := ina.Binding{
-		Job: id, FromRound: 0, ToRound: ina.MaxRound, Mode: ina.ModePool, Gen: b.gens,
+		Job: id, FromRound: 0, ToRound: ina.MaxRound, Mode: ina.ModePool,
 		Base: uint32(bd.Base), Size: uint32(bd.Size), Workers: uint8(len(workers)), Group: id + 1,
 	}
 	if bd.Mode == Shared {
 		if !ps.IsValid() {
-			return fmt.Errorf("job %d: a shared binding needs a parameter server", job)
+			return fmt.Errorf("job %d: a shared binding needs a parameter server", j.ID)
 		}
-		next.Mode = ina.ModeShared
-		next.PS = ps
+		next.Mode, next.PS, next.Hold, next.Place = ina.ModeShared, ps, b.Hold, b.Place
 	}
-	if err := next.Check(int(bd.Base + bd.Size)); err != nil {
-		return err
+	tree, err := ina.Tree(b.top, j.Switch, j.Lower, addrs)
+	if err != nil {
+		return fmt.Errorf("job %d: %w", j.ID, err)
 	}
-	if bound {
-		if _, err := ctl.Rebind(ctx, id, next, 0); err != nil {
+	for _, ts := range tree {
+		b.gens++
+		sb := next
+		sb.Gen, sb.Members, sb.Up = b.gens, ts.Members, ts.Up
+		if err := sb.Check(int(bd.Base + bd.Size)); err != nil {
 			return err
 		}
-		s.retired[id] = false
-		return nil
+		ctl, s := b.ctl[ts.Name], b.sw[ts.Name]
+		if bound {
+			if _, err := ctl.Rebind(ctx, id, sb, 0); err != nil {
+				return fmt.Errorf("switch %s: %w", ts.Name, err)
+			}
+			s.retired[id] = false
+			continue
+		}
+		if err := ctl.SetGroup(ctx, id+1, ts.Group); err != nil {
+			return fmt.Errorf("switch %s: %w", ts.Name, err)
+		}
+		if err := ctl.Bind(ctx, sb); err != nil {
+			return fmt.Errorf("switch %s: %w", ts.Name, err)
+		}
+		s.claim(id)
+		s.ids[j.ID] = id
+		s.n[id] = len(ts.Group)
 	}
-	members, err := ina.Members(b.top, sw, addrs)
-	if err != nil {
-		return err
-	}
-	if err := ctl.SetGroup(ctx, id+1, members); err != nil {
-		return err
-	}
-	if err := ctl.Bind(ctx, next); err != nil {
-		return err
-	}
-	s.ids[job] = id
-	s.n[id] = len(members)
 	return nil
 }
 
-// Retire deletes the job-table entries a move left behind on switch sw
-// (the old binding, cut to the rounds before the move) once the switch has
-// seen every worker of the job in its new binding (ina.Controller.Retire),
-// so that a very late packet of an old round finds no binding instead of
-// another job's aggregators. Call it at the job's iteration boundaries
-// after a move; it returns at once when nothing is left to retire, and
-// reports whether something still is.
-func (b *P4RT) Retire(ctx context.Context, sw string, job int) (pending bool, err error) {
-	ctl, s := b.ctl[sw], b.sw[sw]
-	if ctl == nil {
-		return false, fmt.Errorf("switch %s has no P4Runtime client", sw)
+// Retire deletes the job-table entries a move left behind on the switches
+// of j's tree (the old binding, cut to the rounds before the move) once
+// each switch has seen every worker of the job it completes in its new
+// binding (ina.Controller.Retire), so that a very late packet of an old
+// round finds no binding instead of another job's aggregators. Call it at
+// the job's iteration boundaries after a move; it returns at once when
+// nothing is left to retire, and reports whether something still is.
+func (b *P4RT) Retire(ctx context.Context, j Job) (pending bool, err error) {
+	for _, sw := range j.Switches() {
+		ctl, s := b.ctl[sw], b.sw[sw]
+		if ctl == nil {
+			return false, fmt.Errorf("switch %s has no P4Runtime client", sw)
+		}
+		id, ok := s.ids[j.ID]
+		if !ok {
+			continue
+		}
+		if done, known := s.retired[id]; !known || done {
+			continue
+		}
+		p, err := ctl.Retire(ctx, id)
+		if err != nil {
+			return true, fmt.Errorf("switch %s: %w", sw, err)
+		}
+		s.retired[id] = !p
+		pending = pending || p
 	}
-	id, ok := s.ids[job]
-	if !ok {
-		return false, nil
-	}
-	if done, known := s.retired[id]; !known || done {
-		return false, nil
-	}
-	pending, err = ctl.Retire(ctx, id)
-	if err != nil {
-		return true, err
-	}
-	s.retired[id] = !pending
 	return pending, nil
 }
 
 // Unbind implements Binder.
-func (b *P4RT) Unbind(ctx context.Context, sw string, job int) error {
-	ctl, s := b.ctl[sw], b.sw[sw]
-	if ctl == nil {
-		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+func (b *P4RT) Unbind(ctx context.Context, j Job) error {
+	for _, sw := range j.Switches() {
+		ctl, s := b.ctl[sw], b.sw[sw]
+		if ctl == nil {
+			return fmt.Errorf("switch %s has no P4Runtime client", sw)
+		}
+		id, ok := s.ids[j.ID]
+		if !ok {
+			continue
+		}
+		if err := ctl.Unbind(ctx, id); err != nil {
+			return fmt.Errorf("switch %s: %w", sw, err)
+		}
+		if err := ctl.DeleteGroup(ctx, id+1, s.n[id]); err != nil {
+			return fmt.Errorf("switch %s: %w", sw, err)
+		}
+		delete(s.ids, j.ID)
+		delete(s.n, id)
+		delete(s.retired, id)
+		s.free = append(s.free, id)
 	}
-	id, ok := s.ids[job]
-	if !ok {
-		return nil
-	}
-	if err := ctl.Unbind(ctx, id); err != nil {
-		return err
-	}
-	if err := ctl.DeleteGroup(ctx, id+1, s.n[id]); err != nil {
-		return err
-	}
-	delete(s.ids, job)
-	delete(s.n, id)
-	delete(s.retired, id)
-	s.free = append(s.free, id)
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // Columns of the native CSV format, in the order Write emits them.
@@ -22,12 +24,12 @@ func ParseCSV(file string, data []byte) ([]Job, error) {
 		return nil, err
 	}
 	var jobs []Job
-	var probs problems
+	var probs problems.List
 	ids := map[int]int{}
 	for row := 0; ; row++ {
 		ok, err := t.next()
 		if err != nil {
-			probs.add(err)
+			probs.Add(err)
 			continue
 		}
 		if !ok {
@@ -45,7 +47,7 @@ func ParseCSV(file string, data []byte) ([]Job, error) {
 		}
 		if t.parseAll(fields, &probs) {
 			if err := uniqueID(file, ids, j.ID, t.line, "id"); err != nil {
-				probs.add(err)
+				probs.Add(err)
 				continue
 			}
 			jobs = append(jobs, j)
@@ -121,11 +123,11 @@ func (t *table) next() (bool, error) {
 
 // parseAll parses the fields of the current row, recording every problem;
 // it reports whether all parsed.
-func (t *table) parseAll(fields []columnParser, p *problems) bool {
+func (t *table) parseAll(fields []columnParser, p *problems.List) bool {
 	ok := true
 	for _, f := range fields {
 		if err := t.parse(f.col, f.parse); err != nil {
-			p.add(err)
+			p.Add(err)
 			ok = false
 		}
 	}

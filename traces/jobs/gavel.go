@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/traces/models"
 )
 
@@ -146,7 +147,7 @@ func ParseGavelCompressed(file string, data []byte, factor float64) ([]Job, erro
 		return nil, errorf(file, 0, "", "time compression %v: want a factor of 1 or more", factor)
 	}
 	var jobs []Job
-	var probs problems
+	var probs problems.List
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	line, layout := 0, 0
@@ -162,13 +163,13 @@ func ParseGavelCompressed(file string, data []byte, factor float64) ([]Job, erro
 		}
 		steps, arrival, gpus, flag, ok := gavelLayout(len(f))
 		if !ok || len(f) != layout {
-			probs.add(errorf(file, line, "", "%d tab-separated fields; a Gavel trace has 7, 9 or 10 (and the same number on every line: the first has %d)", len(f), layout))
+			probs.Add(errorf(file, line, "", "%d tab-separated fields; a Gavel trace has 7, 9 or 10 (and the same number on every line: the first has %d)", len(f), layout))
 			continue
 		}
 		j := Job{ID: len(jobs), Line: line}
 		good := true
 		bad := func(field, format string, args ...any) {
-			probs.add(errorf(file, line, field, format, args...))
+			probs.Add(errorf(file, line, field, format, args...))
 			good = false
 		}
 		jobType := f[0]
@@ -198,7 +199,7 @@ func ParseGavelCompressed(file string, data []byte, factor float64) ([]Job, erro
 		runtime := float64(n) / tput // seconds on one V100
 		iters := math.Round(runtime / factor / prof.Compute.Seconds())
 		if iters > MaxIterations {
-			bad("total_steps", "%d steps of %s (%.0f h on a V100) are %.0f iterations of %s, above %d: compress the trace in time (tracebed trace convert --time-compression %.0f)",
+			bad("total_steps", "%d steps of %s (%.0f h on a V100) are %.0f iterations of %s, above %d: compress the trace in time by %.0f or more (time_compression in a spec, or tracebed trace convert --time-compression)",
 				n, jobType, runtime/3600, iters, prof.Name, MaxIterations, math.Ceil(iters/MaxIterations*factor))
 			continue
 		}
@@ -206,7 +207,7 @@ func ParseGavelCompressed(file string, data []byte, factor float64) ([]Job, erro
 		jobs = append(jobs, j)
 	}
 	if err := sc.Err(); err != nil {
-		probs.add(errorf(file, line+1, "", "%v (lines are limited to 1 MiB)", err))
+		probs.Add(errorf(file, line+1, "", "%v (lines are limited to 1 MiB)", err))
 	}
 	return check(file, jobs, &probs)
 }
@@ -249,10 +250,9 @@ func GavelRunTime(jobType string, totalSteps int64) (time.Duration, bool) {
 }
 
 // The copy of a Philly virtual cluster's jobs in Gavel's format, and the
-// same jobs compressed in time for the ready spec dynaina-philly (see
+// time compression the ready spec dynaina-philly replays it with (see
 // README.md in this directory).
 const (
 	PhillyTrace       = "philly-e13805.trace"
-	PhillyDerived     = "philly-e13805-x1000.csv"
 	PhillyCompression = 1000
 )

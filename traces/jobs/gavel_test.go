@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tracebed/tracebed/traces/models"
 )
-
-var update = flag.Bool("update", false, "rewrite the derived traces (philly-e13805-x1000.csv)")
 
 // sharedPhilly finds ../shared/traces/philly above the working directory,
 // where the development machine keeps the original files.
@@ -40,7 +38,7 @@ func TestPhilly(t *testing.T) {
 	}
 	// Uncompressed, the longest jobs need too many iterations.
 	if _, _, err := Parse(PhillyTrace, data); err == nil || !strings.Contains(err.Error(), "philly-e13805.trace:214: total_steps:") ||
-		!strings.Contains(err.Error(), "--time-compression 2") {
+		!strings.Contains(err.Error(), "compress the trace in time by 2 or more") {
 		t.Errorf("uncompressed: %v", err)
 	}
 	jobs, err := ParseGavelCompressed(PhillyTrace, data, 1000)
@@ -102,37 +100,45 @@ func TestPhilly(t *testing.T) {
 	}
 }
 
-// TestPhillyDerived: the compressed trace the ready spec replays is what
-// 'tracebed trace convert --time-compression 1000' makes of the copy of
-// Gavel's file (go test -update rewrites it).
-func TestPhillyDerived(t *testing.T) {
+// TestPhillyCompressed: the jobs the ready spec replays (the copy of
+// Gavel's file, compressed 1000× in time) are what 'tracebed trace convert
+// --time-compression 1000' writes, and read back from its CSV unchanged.
+func TestPhillyCompressed(t *testing.T) {
 	data, err := fs.ReadFile(Samples, PhillyTrace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := ParseGavelCompressed(PhillyTrace, data, PhillyCompression)
-	if err != nil {
-		t.Fatal(err)
+	jobs, f, err := ParseCompressed(PhillyTrace, data, PhillyCompression)
+	if err != nil || f != Gavel {
+		t.Fatalf("%s format: %v", f, err)
+	}
+	direct, err := ParseGavelCompressed(PhillyTrace, data, PhillyCompression)
+	if err != nil || !reflect.DeepEqual(jobs, direct) {
+		t.Fatalf("ParseCompressed and ParseGavelCompressed differ (%v)", err)
 	}
 	var b bytes.Buffer
 	if err := WriteCSV(&b, jobs, ConvertComment(PhillyTrace, Gavel, PhillyCompression)); err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(PhillyDerived, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := fs.ReadFile(Samples, PhillyDerived)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, b.Bytes()) {
-		t.Errorf("%s is not the conversion of %s (go test ./traces/jobs -run PhillyDerived -update rewrites it)", PhillyDerived, PhillyTrace)
-	}
-	back, f, err := Parse(PhillyDerived, got)
+	back, f, err := Parse("philly.csv", b.Bytes())
 	if err != nil || f != CSV || len(back) != len(jobs) {
-		t.Fatalf("the derived file reads back as %d %s jobs: %v", len(back), f, err)
+		t.Fatalf("the CSV reads back as %d %s jobs: %v", len(back), f, err)
+	}
+	for i := range back {
+		back[i].Line = jobs[i].Line
+	}
+	if !reflect.DeepEqual(back, jobs) {
+		t.Error("the CSV does not read back as the jobs written")
+	}
+	// Any other format is compressed after parsing: arrivals and
+	// iterations divided.
+	csv := []byte("arrival,model,workers,iterations\n100,vgg16,2,3000\n")
+	js, f, err := ParseCompressed("t.csv", csv, 10)
+	if err != nil || f != CSV || js[0].Arrival != 10*time.Second || js[0].Iterations != 300 {
+		t.Errorf("CSV compressed 10×: %+v, %s, %v", js, f, err)
+	}
+	if _, _, err := ParseCompressed("t.csv", csv, 0.5); err == nil {
+		t.Error("a compression below 1 was accepted")
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // ParseJSONL reads JSON Lines: one object per line with the keys id
@@ -19,7 +21,7 @@ import (
 // errors.
 func ParseJSONL(file string, data []byte) ([]Job, error) {
 	var jobs []Job
-	var probs problems
+	var probs problems.List
 	ids := map[int]int{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
@@ -35,35 +37,35 @@ func ParseJSONL(file string, data []byte) ([]Job, error) {
 			continue
 		}
 		if err := uniqueID(file, ids, j.ID, line, "id"); err != nil {
-			probs.add(err)
+			probs.Add(err)
 			continue
 		}
 		jobs = append(jobs, j)
 	}
 	if err := sc.Err(); err != nil {
-		probs.add(errorf(file, line+1, "", "%v (lines are limited to 1 MiB)", err))
+		probs.Add(errorf(file, line+1, "", "%v (lines are limited to 1 MiB)", err))
 	}
 	return check(file, jobs, &probs)
 }
 
 // parseJSONLine reads one object, recording every problem of the line in
 // p; it reports whether the line is a job.
-func parseJSONLine(file string, line int, b []byte, row int, p *problems) (Job, bool) {
+func parseJSONLine(file string, line int, b []byte, row int, p *problems.List) (Job, bool) {
 	raw, err := objectFields(b)
 	if err != nil {
-		p.add(errorf(file, line, "", "%v", err))
+		p.Add(errorf(file, line, "", "%v", err))
 		return Job{}, false
 	}
 	ok := true
 	for _, k := range slices.Sorted(maps.Keys(raw.dups)) {
-		p.add(errorf(file, line, k, "given %d times; give each key once", raw.dups[k]+1))
+		p.Add(errorf(file, line, k, "given %d times; give each key once", raw.dups[k]+1))
 		ok = false
 	}
 	for _, k := range slices.Sorted(maps.Keys(raw.values)) {
 		switch k {
 		case "id", "arrival", "model", "workers", "iterations":
 		default:
-			p.add(errorf(file, line, k, "unknown key; want id, arrival, model, workers, iterations"))
+			p.Add(errorf(file, line, k, "unknown key; want id, arrival, model, workers, iterations"))
 			ok = false
 		}
 	}
@@ -126,11 +128,11 @@ func objectFields(b []byte) (jsonObject, error) {
 
 // parseJSONFields reads a job from an object's fields, recording each bad
 // field in p; it reports whether all were good.
-func parseJSONFields(file string, line int, raw map[string]json.RawMessage, row int, p *problems) (Job, bool) {
+func parseJSONFields(file string, line int, raw map[string]json.RawMessage, row int, p *problems.List) (Job, bool) {
 	j := Job{ID: row, Line: line}
 	ok := true
 	bad := func(err error) {
-		p.add(err)
+		p.Add(err)
 		ok = false
 	}
 	// scalar returns a key's value as text: a JSON string's content or a

@@ -3,6 +3,8 @@ package jobtrace
 import (
 	"slices"
 	"strings"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // tiresiasColumns are the columns of the Tiresias simulator's job traces
@@ -36,12 +38,12 @@ func ParseTiresias(file string, data []byte) ([]Job, error) {
 		return nil, err
 	}
 	var jobs []Job
-	var probs problems
+	var probs problems.List
 	ids := map[int]int{}
 	for {
 		ok, err := t.next()
 		if err != nil {
-			probs.add(err)
+			probs.Add(err)
 			continue
 		}
 		if !ok {
@@ -64,7 +66,7 @@ func ParseTiresias(file string, data []byte) ([]Job, error) {
 			continue
 		}
 		if err := uniqueID(file, ids, j.ID, t.line, "job_id"); err != nil {
-			probs.add(err)
+			probs.Add(err)
 			continue
 		}
 		jobs = append(jobs, j)

@@ -17,7 +17,8 @@
 // accepted. Model names are checked against traces/models.
 //
 // Parse reports every problem of a file (up to MaxProblems), each with its
-// line and field. Compress shortens a trace in time.
+// line and field. Compress shortens a trace in time; ParseCompressed reads
+// and shortens it (a Gavel trace before its iterations are rounded).
 //
 // The package also embeds sample traces (Samples), among them copies of the
 // Tiresias 60-job trace and of a Philly virtual cluster's jobs in Gavel's
@@ -26,7 +27,6 @@ package jobtrace
 
 import (
 	"embed"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/traces/models"
 )
 
@@ -115,6 +116,27 @@ func Parse(file string, data []byte) ([]Job, Format, error) {
 	return jobs, CSV, err
 }
 
+// ParseCompressed reads a trace as Parse does and compresses it in time by
+// factor (1: as recorded): a Gavel trace's run times before its iterations
+// are rounded (ParseGavelCompressed), any other trace's arrivals and
+// iterations after (Compress).
+func ParseCompressed(file string, data []byte, factor float64) ([]Job, Format, error) {
+	if !(factor >= 1) || math.IsInf(factor, 0) {
+		return nil, "", errorf(file, 0, "", "time compression %v: want a factor of 1 or more", factor)
+	}
+	lower := strings.ToLower(file)
+	if strings.HasSuffix(lower, ".trace") || !strings.HasSuffix(lower, ".csv") && !strings.HasSuffix(lower, ".jsonl") && !strings.HasSuffix(lower, ".ndjson") && IsGavel(data) {
+		jobs, err := ParseGavelCompressed(file, data, factor)
+		return jobs, Gavel, err
+	}
+	jobs, format, err := Parse(file, data)
+	if err != nil {
+		return nil, format, err
+	}
+	jobs, err = Compress(jobs, factor)
+	return jobs, format, err
+}
+
 // parseArrival reads seconds ("12.5") or a Go duration ("1m30s").
 func parseArrival(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
@@ -173,41 +195,16 @@ func parseModel(s string) (string, error) {
 
 // MaxProblems is how many problems of a trace Parse reports (each with its
 // file, line and field) before it only counts the rest.
-const MaxProblems = 20
-
-// problems collects the problems of a trace, up to MaxProblems.
-type problems struct {
-	errs []error
-	more int
-}
-
-func (p *problems) add(err error) {
-	if len(p.errs) < MaxProblems {
-		p.errs = append(p.errs, err)
-	} else {
-		p.more++
-	}
-}
-
-func (p *problems) err() error {
-	if len(p.errs) == 0 {
-		return nil
-	}
-	errs := p.errs
-	if p.more > 0 {
-		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("… and %d more problems", p.more))
-	}
-	return errors.Join(errs...)
-}
+const MaxProblems = problems.Max
 
 // check finishes a parsed trace: every problem found, or the jobs in
 // arrival order.
-func check(file string, jobs []Job, p *problems) ([]Job, error) {
-	if err := p.err(); err != nil {
+func check(file string, jobs []Job, p *problems.List) ([]Job, error) {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	if len(jobs) == 0 {
-		return nil, errorf(file, 0, "", "no jobs")
+		return nil, errorf(file, 1, "", "no jobs: the file holds no job line")
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int {
 		switch {

@@ -110,7 +110,7 @@ func TestParseErrors(t *testing.T) {
 		{"short row", "t.csv", "arrival,model,workers,iterations\n0,vgg16,2\n", "t.csv:2: 3 fields; the header has 4"},
 		{"duplicate id", "t.csv", "id,arrival,model,workers,iterations\n1,0,vgg16,2,5\n1,3,vgg16,2,5\n", "t.csv:3: id: job id 1 is used twice (first on line 2)"},
 		{"bare quote", "t.csv", "arrival,model,workers,iterations\n0,\"vgg16,2,5\n", "t.csv:2:"},
-		{"no jobs", "t.csv", "arrival,model,workers,iterations\n", "t.csv: no jobs"},
+		{"no jobs", "t.csv", "arrival,model,workers,iterations\n", "t.csv:1: no jobs"},
 		{"comment lines count", "t.csv", "# c\narrival,model,workers,iterations\n# c\n0,vgg16,x,5\n", "t.csv:4: workers:"},
 		{"jsonl syntax", "t.jsonl", "{\"arrival\": 0, \"model\": \"vgg16\", \"workers\": 2, \"iterations\": 5}\n{\"arrival\": 0,\n", "t.jsonl:2: not a JSON object"},
 		{"jsonl unknown key", "t.jsonl", "\n{\"arrival\": 0, \"model\": \"vgg16\", \"workers\": 2, \"iterations\": 5, \"gpus\": 1}\n", "t.jsonl:2: gpus: unknown key"},

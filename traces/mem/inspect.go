@@ -2,41 +2,11 @@ package memtrace
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"math/bits"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
-
-// problems collects the input errors of a file, up to a limit, so that a
-// reader can go on past a bad line and a validator report every problem.
-type problems struct {
-	limit int
-	errs  []error
-	more  int
-}
-
-// add records err; it reports whether reading should go on (always: past
-// the limit, problems are only counted).
-func (p *problems) add(err error) bool {
-	if len(p.errs) < p.limit {
-		p.errs = append(p.errs, err)
-	} else {
-		p.more++
-	}
-	return true
-}
-
-// err joins the problems recorded, or returns nil.
-func (p *problems) err() error {
-	if p == nil || len(p.errs) == 0 {
-		return nil
-	}
-	errs := p.errs
-	if p.more > 0 {
-		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("… and %d more problems", p.more))
-	}
-	return errors.Join(errs...)
-}
 
 // InspectOptions tune Inspect.
 type InspectOptions struct {
@@ -69,9 +39,9 @@ type Info struct {
 // With MaxProblems set, it goes on past bad lines and returns all of them
 // (joined) with the summary of the good ones.
 func Inspect(name string, r io.Reader, opts InspectOptions) (*Info, error) {
-	var p *problems
+	var p *problems.List
 	if opts.MaxProblems > 0 {
-		p = &problems{limit: opts.MaxProblems}
+		p = &problems.List{Limit: opts.MaxProblems}
 	}
 	lo := opts.Lackey
 	if lo.PageSize == 0 && lo.NsPerInstruction == 0 {
@@ -79,7 +49,7 @@ func Inspect(name string, r io.Reader, opts InspectOptions) (*Info, error) {
 	}
 	h, src, err := openReader(name, r, lo, p)
 	if err != nil {
-		return nil, errors.Join(p.err(), err)
+		return nil, errors.Join(p.Err(), err)
 	}
 	info := &Info{Header: h}
 	if opts.Reuse {
@@ -117,7 +87,7 @@ func Inspect(name string, r io.Reader, opts InspectOptions) (*Info, error) {
 		info.Format, info.Header = Lackey, s.Header()
 		info.Lines, info.DataAccesses = s.Lines(), s.DataAccesses()
 	}
-	return info, errors.Join(p.err(), err)
+	return info, errors.Join(p.Err(), err)
 }
 
 // ReuseHistogram counts accesses by reuse distance: the number of distinct

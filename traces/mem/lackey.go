@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // LackeyOptions control how valgrind lackey output becomes a page trace.
@@ -96,7 +98,7 @@ type LackeyReader struct {
 	lines    uint64 // lackey lines (I, L, S, M) read
 	emitted  uint64
 	err      error
-	problems *problems
+	problems *problems.List
 }
 
 // NewLackeyReader returns a reader of lackey output.
@@ -104,7 +106,7 @@ func NewLackeyReader(name string, r io.Reader, opts LackeyOptions) (*LackeyReade
 	return newLackeyReader(name, r, opts, nil)
 }
 
-func newLackeyReader(name string, r io.Reader, opts LackeyOptions, p *problems) (*LackeyReader, error) {
+func newLackeyReader(name string, r io.Reader, opts LackeyOptions, p *problems.List) (*LackeyReader, error) {
 	if err := opts.check(); err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
@@ -181,7 +183,7 @@ func (l *LackeyReader) Read(buf []Access) (int, error) {
 		}
 		if err := l.line(b); err != nil {
 			err = fmt.Errorf("%s:%d: %w", l.lr.name, l.lr.line, err)
-			if l.problems == nil || !l.problems.add(err) {
+			if l.problems == nil || !l.problems.Add(err) {
 				l.err = err
 				return k, err
 			}

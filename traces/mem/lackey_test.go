@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tracebed/tracebed/internal/testproc"
 )
 
 // TestLackeyRecordsRealProgram compiles testdata/stride.c, records it with
@@ -21,11 +23,11 @@ func TestLackeyRecordsRealProgram(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "stride")
-	if out, err := exec.Command(cc, "-O1", "-o", bin, filepath.Join("testdata", "stride.c")).CombinedOutput(); err != nil {
+	if out, err := testproc.Command(t, cc, "-O1", "-o", bin, filepath.Join("testdata", "stride.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	log := filepath.Join(dir, "stride.lackey")
-	cmd := exec.Command(valgrind, "--tool=lackey", "--trace-mem=yes", "--log-file="+log, bin)
+	cmd := testproc.Command(t, valgrind, "--tool=lackey", "--trace-mem=yes", "--log-file="+log, bin)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("valgrind: %v\n%s", err, out)
 	}

@@ -32,6 +32,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // DefaultPageSize is the page size traces use unless they say otherwise.
@@ -134,7 +136,7 @@ func OpenReaderWith(name string, r io.Reader, lackey LackeyOptions) (Header, Sou
 // sniffLen is how many bytes format detection looks at.
 const sniffLen = 512
 
-func openReader(name string, r io.Reader, lackey LackeyOptions, p *problems) (Header, Source, error) {
+func openReader(name string, r io.Reader, lackey LackeyOptions, p *problems.List) (Header, Source, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	head, err := br.Peek(sniffLen)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {

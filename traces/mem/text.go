@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/tracebed/tracebed/internal/problems"
 )
 
 // The text format (".memtxt") holds one access per line:
@@ -49,7 +51,7 @@ type TextReader struct {
 	hasFirst bool
 	started  bool // an access has been seen
 	err      error
-	problems *problems // nil: stop at the first bad line
+	problems *problems.List // nil: stop at the first bad line
 	f        [4][]byte
 }
 
@@ -59,7 +61,7 @@ func NewTextReader(name string, r io.Reader) (*TextReader, error) {
 	return newTextReader(name, r, nil)
 }
 
-func newTextReader(name string, r io.Reader, p *problems) (*TextReader, error) {
+func newTextReader(name string, r io.Reader, p *problems.List) (*TextReader, error) {
 	t := &TextReader{lr: newLineReader(name, r), h: Header{PageSize: DefaultPageSize}, problems: p}
 	for !t.hasFirst {
 		a, ok, err := t.nextAccess()
@@ -117,7 +119,7 @@ func (t *TextReader) nextAccess() (Access, bool, error) {
 		a, isAccess, err := t.parseLine(b)
 		if err != nil {
 			err = fmt.Errorf("%s:%d: %w", t.lr.name, t.lr.line, err)
-			if t.problems == nil || !t.problems.add(err) {
+			if t.problems == nil || !t.problems.Add(err) {
 				return Access{}, false, err
 			}
 			continue

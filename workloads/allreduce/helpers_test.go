@@ -119,3 +119,20 @@ func runJobs(t testing.TB, s *sim.Sim, jobs []*Job, limit sim.Time) {
 		}
 	}
 }
+
+// setupJobs adapts each spec with set, gives it g's tensors and exactness
+// check, and sets it up on n.
+func setupJobs(t testing.TB, n *sim.Network, g gradients, specs []JobSpec, set func(*JobSpec)) []*Job {
+	t.Helper()
+	var jobs []*Job
+	for _, spec := range specs {
+		set(&spec)
+		spec.Fill, spec.Check = g.fill(spec.ID), g.check(spec.ID, len(spec.Hosts), spec.Elements)
+		j, err := Setup(n, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}

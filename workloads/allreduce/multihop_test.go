@@ -6,7 +6,6 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/units"
-	"github.com/tracebed/tracebed/topologies"
 )
 
 // TestMultiHop binds jobs to a spine and to a leaf of a leaf-spine fabric
@@ -14,18 +13,7 @@ import (
 // data packets cross switches that only forward them, results reach workers
 // several hops away, and the sums are exact under impairments.
 func TestMultiHop(t *testing.T) {
-	f, err := topologies.Generate(topologies.Params{Generate: "leafspine", Name: "fabric", Spines: 2, Leaves: 3, HostsPerLeaf: 3,
-		Rate: 100 * units.Gbps, Delay: units.Duration(time.Microsecond), Aggregators: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := f.Build("fabric")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range top.Links {
-		l.Loss, l.Duplicate, l.Reorder = 0.01, 0.01, 0.01
-	}
+	top := fabricTopo(t, 3, 100*units.Gbps, 64, 0.01)
 	s, n := newNet(t, top, testK, 8)
 	g := gradients{seed: 8, limit: 1 << 20}
 	specs := []JobSpec{
@@ -33,15 +21,8 @@ func TestMultiHop(t *testing.T) {
 		{ID: 2, Mode: ModeINA, Hosts: []string{"h2", "h5", "h9"}, Switch: "leaf1", Base: 0, Size: 16},
 		{ID: 3, Mode: ModeINA, Shared: true, Hosts: []string{"h3", "h6"}, PSHost: "h9", Switch: "spine2", Base: 0, Size: 4, Window: 16},
 	}
-	var jobs []*Job
-	for _, spec := range specs {
+	jobs := setupJobs(t, n, g, specs, func(spec *JobSpec) {
 		spec.K, spec.Elements, spec.Iterations, spec.Timeout = testK, 2000, 2, 100*time.Microsecond
-		spec.Fill, spec.Check = g.fill(spec.ID), g.check(spec.ID, len(spec.Hosts), spec.Elements)
-		j, err := Setup(n, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, j)
-	}
+	})
 	runJobs(t, s, jobs, sim.Second)
 }

@@ -21,6 +21,19 @@ type PSJob struct {
 	// workers (ATP's shared mode). Otherwise the PS sends one copy to each
 	// worker (jobs without switch memory).
 	Multicast emulator.Addr
+	// Republish, with Multicast, answers every retransmission of a chunk
+	// the PS has completed by sending the result through the switch again
+	// (instead of to the worker alone), and a result the switch resends
+	// as well: with release on return (ina.HoldReturn) that is what frees
+	// the aggregators the chunk still holds on the way back.
+	Republish bool
+	// Remap is ATP's slot remapping (shared mode with ina.PlaceSlot): a
+	// chunk the PS completes in software — some of it collided — gets a
+	// new aggregator for its window slot, one that no other slot of the
+	// job uses (modulo Size), named in its result; the workers move the
+	// slot there. Window is the job's window (the workers' slots).
+	Remap        bool
+	Window, Size int
 }
 
 // PSStats count a parameter server's work.
@@ -65,6 +78,7 @@ type psJob struct {
 	k, chunks int
 	all       uint32
 	rounds    [2]psRound // by round parity
+	agg       []uint16   // Remap: the aggregator each window slot names, as the PS last saw it
 }
 
 type psRound struct {
@@ -74,6 +88,7 @@ type psRound struct {
 	bitmap []uint32
 	done   []bool
 	ovf    []bool
+	slot   []uint16 // the slot field of each completed chunk's results
 }
 
 // NewPS returns a parameter server for jobs.
@@ -101,6 +116,8 @@ func (p *PS) Add(j PSJob) error {
 		return fmt.Errorf("ps: job %d: k = %d", j.Job, j.K)
 	case j.Elements < 0:
 		return fmt.Errorf("ps: job %d: %d elements", j.Job, j.Elements)
+	case j.Remap && (j.Window < 1 || j.Window > 1<<16 || j.Size < 1):
+		return fmt.Errorf("ps: job %d: remapping needs the window (%d slots, at most %d) and the pool (%d)", j.Job, j.Window, 1<<16, j.Size)
 	}
 	pj := &psJob{PSJob: j, k: j.K, chunks: (j.Elements + j.K - 1) / j.K, all: ina.AllWorkers(len(j.Workers))}
 	for i := range pj.rounds {
@@ -109,6 +126,13 @@ func (p *PS) Add(j PSJob) error {
 		r.bitmap = make([]uint32, pj.chunks)
 		r.done = make([]bool, pj.chunks)
 		r.ovf = make([]bool, pj.chunks)
+		r.slot = make([]uint16, pj.chunks)
+	}
+	if j.Remap {
+		pj.agg = make([]uint16, j.Window)
+		for i := range pj.agg {
+			pj.agg[i] = ina.FirstSlot(j.Job) + uint16(i)
+		}
 	}
 	p.jobs[j.Job] = pj
 	return nil
@@ -182,6 +206,13 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 	switch {
 	case h.Flags&ina.FlagResult != 0:
 		if r.done[c] {
+			if j.Republish && h.Flags&ina.FlagRetransmit != 0 {
+				// The switch holds the chunk and its result did not come
+				// back: send it again.
+				p.Stats.Answers++
+				p.publish(j, r, c, h)
+				return
+			}
 			p.Stats.Ignored++
 			return
 		}
@@ -189,12 +220,17 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 		j.stats.FromSwitch++
 		ina.GetValues(acc, vals)
 		r.bitmap[c], r.done[c], r.ovf[c] = j.all, true, h.Flags&ina.FlagOverflow != 0
+		r.slot[c] = j.place(c, h.Slot, false)
 		p.publish(j, r, c, h)
 		return
 	case r.done[c]:
 		if h.Flags&ina.FlagRetransmit != 0 {
 			p.Stats.Answers++
-			p.send(j, r, c, h, j.Workers[h.Worker])
+			if j.Republish && j.Multicast.IsValid() {
+				p.publish(j, r, c, h)
+			} else {
+				p.send(j, r, c, h, j.Workers[h.Worker])
+			}
 		} else {
 			p.Stats.Ignored++
 		}
@@ -224,10 +260,41 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 	p.Stats.Merged++
 	if r.bitmap[c] == j.all {
 		r.done[c] = true
+		r.slot[c] = j.place(c, h.Slot, true)
 		p.Stats.Completed++
 		j.stats.Completed++
 		p.publish(j, r, c, h)
 	}
+}
+
+// place returns the slot field of chunk c's results, whose packets named
+// slot: the same, or with Remap, for a chunk completed in software (some
+// of it collided), the first aggregator after it, modulo the pool, that
+// no other window slot of the job names (ATP's remapping); the slot's
+// next chunk goes there. The PS remembers every slot's aggregator from the
+// results it sends.
+func (j *psJob) place(c int, slot uint16, software bool) uint16 {
+	if !j.Remap {
+		return slot
+	}
+	i := c % len(j.agg)
+	if software {
+		size := uint32(min(j.Size, 1<<16)) // the slot field reaches 2^16 aggregators
+		used := make(map[uint32]bool, len(j.agg))
+		for s, a := range j.agg {
+			if s != i {
+				used[uint32(a)%size] = true
+			}
+		}
+		for d := uint32(1); d < size; d++ {
+			if b := (uint32(slot) + d) % size; !used[b] {
+				slot = uint16(b)
+				break
+			}
+		}
+	}
+	j.agg[i] = slot
+	return slot
 }
 
 // publish sends a completed chunk to the workers.
@@ -243,7 +310,7 @@ func (p *PS) publish(j *psJob, r *psRound, c int, h ina.Header) {
 
 func (p *PS) send(j *psJob, r *psRound, c int, h ina.Header, to emulator.Addr) {
 	out := ina.Header{
-		Flags: ina.FlagResult, Job: j.Job, Slot: h.Slot, Ver: h.Ver, Worker: h.Worker,
+		Flags: ina.FlagResult, Job: j.Job, Slot: r.slot[c], Ver: h.Ver, Worker: h.Worker,
 		Workers: uint8(len(j.Workers)), Round: r.round, Offset: uint32(c * j.k), Bitmap: j.all,
 	}
 	if r.ovf[c] {

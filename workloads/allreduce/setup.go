@@ -36,6 +36,20 @@ type JobSpec struct {
 	// pipeline (sim.Options{Pipeline: ina.SimPipeline(k)}, or a testbed
 	// of program "ina").
 	Switch string
+	// Lower, if not empty, makes the aggregation two-level: each listed
+	// switch is the ToR of some of the workers (every worker under one),
+	// sums its rack's contributions and sends them up to Switch, and the
+	// workers send to their ToR (docs/ina-dataplane.md, "Two-level
+	// aggregation"). Every switch of the tree binds the same pool.
+	Lower []string
+	// Hold is when a shared-mode aggregator is released (ina.HoldCompletion
+	// or ina.HoldReturn: on the result's return from the parameter server,
+	// as the ATP paper does).
+	Hold uint8
+	// Remap is ATP's slot remapping in shared mode: packets name their
+	// aggregator (ina.PlaceSlot), and the parameter server moves a window
+	// slot whose chunk collided to a free one (PSJob.Remap).
+	Remap bool
 	// Shared binds the job in shared mode (ATP); otherwise pool mode.
 	Shared bool
 	// Base and Size are the job's pool of aggregators (ModeINA).
@@ -88,10 +102,14 @@ type Job struct {
 	PS      *PS
 	// Controller programs the aggregation switch (ModeINA) through its
 	// P4Runtime client; Pipeline is that switch's data plane when the
-	// network is a *sim.Network (Setup), nil otherwise.
-	Controller *ina.Controller
-	Pipeline   *ina.Pipeline
-	Binding    ina.Binding
+	// network is a *sim.Network (Setup), nil otherwise. Binding is its
+	// job-table entry. Controllers and Pipelines hold every switch of the
+	// job's tree: the aggregation switch, then Spec.Lower in order.
+	Controller  *ina.Controller
+	Pipeline    *ina.Pipeline
+	Binding     ina.Binding
+	Controllers []*ina.Controller
+	Pipelines   []*ina.Pipeline
 
 	net      Network
 	envs     []emulator.Env // workers', in worker order
@@ -160,18 +178,21 @@ func (n simNetwork) Inspect(_ emulator.Env, f func()) { f() }
 // Err, Done) follow the run, since everything runs on the simulation's
 // goroutine.
 func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
-	var pl *ina.Pipeline
+	var pls []*ina.Pipeline
 	if spec.Mode == ModeINA {
-		sw := net.Switch(spec.Switch)
-		if sw == nil {
-			return nil, fmt.Errorf("job %d: %q is not a switch of %s", spec.ID, spec.Switch, net.Topology.Name)
-		}
-		var ok bool
-		if pl, ok = sw.Pipeline.(*ina.Pipeline); !ok {
-			return nil, fmt.Errorf("job %d: switch %s does not run the INA pipeline", spec.ID, spec.Switch)
+		for _, name := range append([]string{spec.Switch}, spec.Lower...) {
+			sw := net.Switch(name)
+			if sw == nil {
+				return nil, fmt.Errorf("job %d: %q is not a switch of %s", spec.ID, name, net.Topology.Name)
+			}
+			pl, ok := sw.Pipeline.(*ina.Pipeline)
+			if !ok {
+				return nil, fmt.Errorf("job %d: switch %s does not run the INA pipeline", spec.ID, name)
+			}
+			pls = append(pls, pl)
 		}
 	}
-	return setup(simNetwork{net}, spec, pl)
+	return setup(simNetwork{net}, spec, pls)
 }
 
 // SetupOn is Setup on any Network, such as a testbed.Testbed of either
@@ -180,6 +201,47 @@ func Setup(net *sim.Network, spec JobSpec) (*Job, error) {
 // job's shared fields are not updated by them: Poll reads their state.
 func SetupOn(net Network, spec JobSpec) (*Job, error) {
 	return setup(net, spec, nil)
+}
+
+// bindTree programs every switch of the job's tree through P4Runtime:
+// each one's multicast group and its binding b with the Members and Up of
+// its place in the tree (ina.Tree). It returns the switches' controllers
+// (the aggregation switch first) and the aggregation switch's binding.
+func bindTree(net Network, spec JobSpec, b ina.Binding, addrs []emulator.Addr) ([]*ina.Controller, ina.Binding, error) {
+	top := net.Topology()
+	tree, err := ina.Tree(top, spec.Switch, spec.Lower, addrs)
+	if err != nil {
+		return nil, b, fmt.Errorf("job %d: %w", spec.ID, err)
+	}
+	ctx := context.Background()
+	var ctls []*ina.Controller
+	topBinding := b
+	for i, ts := range tree {
+		client, err := net.Switch(ts.Name)
+		if err != nil {
+			return nil, b, fmt.Errorf("job %d: %w", spec.ID, err)
+		}
+		ctl, err := ina.NewController(client)
+		if err != nil {
+			return nil, b, fmt.Errorf("job %d: switch %s does not run the INA pipeline: %w", spec.ID, ts.Name, err)
+		}
+		if k := pipelineK(ctl); k != spec.K {
+			return nil, b, fmt.Errorf("job %d: k = %d, switch %s aggregates k = %d", spec.ID, spec.K, ts.Name, k)
+		}
+		if err := ctl.SetGroup(ctx, spec.Group, ts.Group); err != nil {
+			return nil, b, fmt.Errorf("job %d: multicast group on %s: %w", spec.ID, ts.Name, err)
+		}
+		sb := b
+		sb.Members, sb.Up = ts.Members, ts.Up
+		if err := ctl.Bind(ctx, sb); err != nil {
+			return nil, b, fmt.Errorf("job %d: bind on %s: %w", spec.ID, ts.Name, err)
+		}
+		if i == 0 {
+			topBinding = sb
+		}
+		ctls = append(ctls, ctl)
+	}
+	return ctls, topBinding, nil
 }
 
 // pipelineK returns the values per packet of an INA data plane, from the
@@ -194,7 +256,7 @@ func pipelineK(c *ina.Controller) int {
 	return k
 }
 
-func setup(net Network, spec JobSpec, pl *ina.Pipeline) (*Job, error) {
+func setup(net Network, spec JobSpec, pls []*ina.Pipeline) (*Job, error) {
 	if spec.K == 0 {
 		spec.K = ina.DefaultK
 	}
@@ -234,46 +296,41 @@ func setup(net Network, spec JobSpec, pl *ina.Pipeline) (*Job, error) {
 		psAddr = netip.AddrPortFrom(node.IP, spec.Port)
 	}
 	var target emulator.Addr
+	targets := make([]emulator.Addr, n) // where each worker sends (its ToR in two levels)
 	switch spec.Mode {
 	case ModeINA:
 		node := top.Node(spec.Switch)
 		if node == nil || node.IsHost() {
 			return nil, fmt.Errorf("job %d: %q is not a switch of %s", spec.ID, spec.Switch, top.Name)
 		}
-		client, err := net.Switch(spec.Switch)
-		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", spec.ID, err)
-		}
-		ctl, err := ina.NewController(client)
-		if err != nil {
-			return nil, fmt.Errorf("job %d: switch %s does not run the INA pipeline: %w", spec.ID, spec.Switch, err)
-		}
-		if k := pipelineK(ctl); k != spec.K {
-			return nil, fmt.Errorf("job %d: k = %d, switch %s aggregates k = %d", spec.ID, spec.K, spec.Switch, k)
-		}
-		members, err := ina.Members(top, spec.Switch, addrs)
-		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", spec.ID, err)
-		}
-		ctx := context.Background()
-		if err := ctl.SetGroup(ctx, spec.Group, members); err != nil {
-			return nil, fmt.Errorf("job %d: multicast group: %w", spec.ID, err)
-		}
 		b := ina.Binding{
 			Job: spec.ID, FromRound: 0, ToRound: ina.MaxRound, Mode: ina.ModePool, Gen: spec.Gen,
-			Base: spec.Base, Size: spec.Size, Workers: uint8(n), Group: spec.Group, PS: psAddr,
+			Base: spec.Base, Size: spec.Size, Workers: uint8(n), Group: spec.Group, PS: psAddr, Hold: spec.Hold,
 		}
 		if spec.Shared {
 			b.Mode = ina.ModeShared
+			if spec.Remap {
+				b.Place = ina.PlaceSlot
+			}
 			if !psAddr.IsValid() {
 				return nil, fmt.Errorf("job %d: a shared binding needs a parameter server host", spec.ID)
 			}
 		}
-		if err := ctl.Bind(ctx, b); err != nil {
-			return nil, fmt.Errorf("job %d: bind: %w", spec.ID, err)
+		ctls, tb, err := bindTree(net, spec, b, addrs)
+		if err != nil {
+			return nil, err
 		}
-		j.Controller, j.Pipeline, j.Binding = ctl, pl, b
+		j.Controller, j.Binding, j.Controllers, j.Pipelines = ctls[0], tb, ctls, pls
+		if len(pls) > 0 {
+			j.Pipeline = pls[0]
+		}
 		target = netip.AddrPortFrom(node.IP, ina.Port)
+		for i := range targets {
+			targets[i] = target
+			if len(spec.Lower) > 0 {
+				targets[i] = netip.AddrPortFrom(top.Node(spec.Hosts[i]).Uplink().Node.IP, ina.Port)
+			}
+		}
 		if spec.Window == 0 {
 			spec.Window = 256
 			if !spec.Shared {
@@ -284,7 +341,8 @@ func setup(net Network, spec JobSpec, pl *ina.Pipeline) (*Job, error) {
 			return nil, fmt.Errorf("job %d: window of %d slots exceeds the pool of %d", spec.ID, spec.Window, spec.Size)
 		}
 		if psAddr.IsValid() {
-			ps, err := NewPS(PSJob{Job: spec.ID, Workers: addrs, Elements: spec.Elements, K: spec.K, Multicast: target})
+			ps, err := NewPS(PSJob{Job: spec.ID, Workers: addrs, Elements: spec.Elements, K: spec.K, Multicast: target,
+				Republish: spec.Hold == ina.HoldReturn, Remap: spec.Remap && spec.Shared, Window: spec.Window, Size: int(spec.Size)})
 			if err != nil {
 				return nil, err
 			}
@@ -300,6 +358,9 @@ func setup(net Network, spec JobSpec, pl *ina.Pipeline) (*Job, error) {
 		}
 		j.PS = ps
 		target = psAddr
+		for i := range targets {
+			targets[i] = target
+		}
 		if spec.Window == 0 {
 			spec.Window = 256
 		}
@@ -323,7 +384,8 @@ func setup(net Network, spec JobSpec, pl *ina.Pipeline) (*Job, error) {
 			j.Rings = append(j.Rings, r)
 			red = r
 		} else {
-			s, err := NewStream(StreamConfig{Job: spec.ID, Worker: uint8(i), Workers: uint8(n), Target: target, Window: spec.Window, K: spec.K, Timeout: spec.Timeout})
+			s, err := NewStream(StreamConfig{Job: spec.ID, Worker: uint8(i), Workers: uint8(n), Target: targets[i], Window: spec.Window, K: spec.K, Timeout: spec.Timeout,
+				Remap: spec.Remap && spec.Shared && spec.Mode == ModeINA})
 			if err != nil {
 				return nil, fmt.Errorf("job %d: %w", spec.ID, err)
 			}
@@ -416,8 +478,8 @@ func (j *Job) Stats() JobStats {
 	if s.Chunks > 0 {
 		s.INAFraction = float64(s.SwitchChunks) / float64(s.Chunks)
 	}
-	if j.Pipeline != nil {
-		s.HoldTime = j.Pipeline.HoldTime(j.Spec.ID)
+	for _, pl := range j.Pipelines {
+		s.HoldTime += pl.HoldTime(j.Spec.ID)
 	}
 	return s
 }

@@ -54,6 +54,11 @@ type StreamConfig struct {
 	K int
 	// Timeout is the retransmission timeout; 0 means 1ms.
 	Timeout time.Duration
+	// Remap makes the packets name their aggregator (shared mode with
+	// ina.PlaceSlot, ATP's slot remapping): window slot i starts on
+	// aggregator ina.FirstSlot(Job)+i and moves to the one each of its
+	// results names.
+	Remap bool
 }
 
 // StreamStats count a stream's packets.
@@ -84,6 +89,7 @@ type Stream struct {
 	running   bool
 
 	slots []slot
+	agg   []uint16 // Remap: the aggregator each window slot names
 	buf   []byte
 	zero  []int32
 
@@ -153,6 +159,12 @@ func NewStream(cfg StreamConfig) (*Stream, error) {
 	for i := range s.slots {
 		s.slots[i] = slot{chunk: -1, ver: 1} // the first use flips it to 0
 	}
+	if cfg.Remap {
+		s.agg = make([]uint16, cfg.Window)
+		for i := range s.agg {
+			s.agg[i] = ina.FirstSlot(cfg.Job) + uint16(i)
+		}
+	}
 	s.buf = make([]byte, ina.HeaderLen+4*cfg.K)
 	return s, nil
 }
@@ -205,7 +217,7 @@ func (s *Stream) send(i int, retx bool) {
 	sl := &s.slots[i]
 	off := sl.chunk * s.k
 	h := ina.Header{
-		Flags: ina.FlagData, Job: s.cfg.Job, Slot: uint16(i), Ver: sl.ver,
+		Flags: ina.FlagData, Job: s.cfg.Job, Slot: s.slotField(i), Ver: sl.ver,
 		Worker: s.cfg.Worker, Workers: s.cfg.Workers, K: uint16(s.k),
 		Round: s.round, Offset: uint32(off), Bitmap: 1 << s.cfg.Worker,
 	}
@@ -225,6 +237,15 @@ func (s *Stream) send(i int, retx bool) {
 	now := s.env.Now()
 	sl.sentAt = now
 	s.schedule(i, now+s.cfg.Timeout)
+}
+
+// slotField is the slot field of window slot i's packets: the slot, or
+// with Remap the aggregator it names.
+func (s *Stream) slotField(i int) uint16 {
+	if s.agg != nil {
+		return s.agg[i]
+	}
+	return uint16(i)
 }
 
 // schedule sets slot i's deadline.
@@ -311,6 +332,9 @@ func (s *Stream) Recv(_ emulator.Addr, payload []byte) {
 		return
 	}
 	s.Stats.Results++
+	if s.agg != nil {
+		s.agg[i] = h.Slot // the aggregator the slot's next chunk uses
+	}
 	if h.Flags&ina.FlagOverflow != 0 && s.err == nil {
 		s.err = fmt.Errorf("job %d round %d chunk at offset %d: %w", s.cfg.Job, s.round, h.Offset, ErrOverflow)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/topologies"
 )
 
 func TestMain(m *testing.M) {
@@ -78,41 +79,13 @@ func TestSetupOnTestbeds(t *testing.T) {
 	for name, newTB := range testbeds(t) {
 		t.Run(name, func(t *testing.T) {
 			top := starTopo(t, netParams{hosts: 8, rate: 10 * units.Mbps, delay: 50 * time.Microsecond, aggregators: 64, buffer: 64 << 10, loss: 0.01})
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			tb, err := newTB(ctx, testbed.Config{Topology: top, Program: inaProgram(t), Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tb.Close()
-			g := gradients{seed: 1, limit: 1 << 20}
-			const elems = 64*60 + 17
+			ctx, tb := openTestbed(t, newTB, top)
 			specs := []JobSpec{
 				{ID: 1, Mode: ModeINA, Hosts: hostNames(1, 3), Switch: "tor", Base: 0, Size: 16},
 				{ID: 2, Mode: ModeINA, Shared: true, Hosts: hostNames(4, 2), PSHost: "h6", Switch: "tor", Base: 16, Size: 32, Window: 16},
 				{ID: 3, Mode: ModeRing, Hosts: hostNames(7, 2), Window: 16},
 			}
-			var jobs []*Job
-			for _, sp := range specs {
-				sp.K, sp.Elements, sp.Iterations, sp.Compute = 64, elems, 3, 5*time.Millisecond
-				sp.Timeout = 40 * time.Millisecond
-				sp.Fill, sp.Check = g.fill(sp.ID), sumCheck(g, sp.ID, len(sp.Hosts))
-				j, err := SetupOn(tb, sp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				jobs = append(jobs, j)
-			}
-			done := func() bool {
-				all := true
-				for _, j := range jobs {
-					all = j.Poll() && all
-				}
-				return all
-			}
-			if err := tb.Run(ctx, 10*time.Millisecond, time.Minute, done); err != nil {
-				t.Fatal(err)
-			}
+			jobs := runOnTestbed(ctx, t, tb, gradients{seed: 1, limit: 1 << 20}, specs, 64*60+17)
 			if err := tb.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -130,6 +103,49 @@ func TestSetupOnTestbeds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openTestbed starts a testbed of top running the INA program, closed
+// with its two-minute context when the test ends.
+func openTestbed(t *testing.T, newTB func(context.Context, testbed.Config) (testbed.Testbed, error), top *topologies.Topology) (context.Context, testbed.Testbed) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: inaProgram(t), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.Close() })
+	return ctx, tb
+}
+
+// runOnTestbed sets the jobs up on tb with SetupOn (3 iterations of elems
+// values, 5 ms of compute, a 40 ms timeout, g's tensors, every sum
+// checked) and runs the testbed until every worker is done.
+func runOnTestbed(ctx context.Context, t *testing.T, tb testbed.Testbed, g gradients, specs []JobSpec, elems int) []*Job {
+	t.Helper()
+	var jobs []*Job
+	for _, sp := range specs {
+		sp.K, sp.Elements, sp.Iterations, sp.Compute = 64, elems, 3, 5*time.Millisecond
+		sp.Timeout = 40 * time.Millisecond
+		sp.Fill, sp.Check = g.fill(sp.ID), sumCheck(g, sp.ID, len(sp.Hosts))
+		j, err := SetupOn(tb, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	done := func() bool {
+		all := true
+		for _, j := range jobs {
+			all = j.Poll() && all
+		}
+		return all
+	}
+	if err := tb.Run(ctx, 10*time.Millisecond, time.Minute, done); err != nil {
+		t.Fatal(err)
+	}
+	return jobs
 }
 
 // recorder records when its worker received each result.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/testproc"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
 
@@ -92,7 +92,7 @@ type childResult struct {
 
 func replayChild(b *testing.B, spec, cache string) childResult {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReplayChild$", "-test.v")
+	cmd := testproc.Command(b, os.Args[0], "-test.run=^TestReplayChild$", "-test.v")
 	cmd.Env = append(os.Environ(), replayChildEnv+"="+spec, memtrace.CacheDirEnv+"="+cache)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -27,6 +27,23 @@ type bulk struct {
 	stopped func() bool
 	sent    uint64
 	next    time.Duration // when the next burst is due
+	// Backpressure: drained is when the NIC will have sent every frame
+	// queued so far (at line rate); a burst queues only what keeps the
+	// backlog within maxBacklog frames, as a sender blocked on a full
+	// socket buffer would. throttled counts the frames it left out.
+	drained    time.Duration
+	maxBacklog float64
+	throttled  uint64
+}
+
+// bulkBacklog bounds what a bulk sender keeps queued on its NIC: eight
+// mean bursts, and at least 1 MiB. On a link slower than a burst of one
+// frame (a 9000-byte frame takes 720 µs at 100 Mbps, more than a 50 µs
+// burst), bursts would otherwise queue faster than the link sends them,
+// and the queue, and memory, would grow without bound.
+func bulkBacklog(burst time.Duration, rate units.Rate, size units.Bytes) float64 {
+	bytes := max(8*burst.Seconds()*float64(rate)/8, float64(units.MiB))
+	return math.Ceil(bytes / float64(size))
 }
 
 // newBulk returns a sender that is ON a share of the time and sends each
@@ -34,6 +51,7 @@ type bulk struct {
 func newBulk(to []emulator.Addr, weights []float64, size units.Bytes, rate units.Rate, share float64, burst time.Duration, stopped func() bool) *bulk {
 	b := &bulk{to: to, pick: newPicker(weights), payload: make([]byte, int(size)-frame.HeaderLen), stopped: stopped}
 	b.perSec = float64(rate) / (float64(size) * 8)
+	b.maxBacklog = bulkBacklog(burst, rate, size)
 	b.on = burst
 	b.off = time.Duration(float64(burst) * (1 - share) / share)
 	return b
@@ -61,10 +79,18 @@ func (b *bulk) burst() {
 	d := b.exp(b.on)
 	n := int(math.Max(1, math.Round(d.Seconds()*b.perSec)))
 	to := b.to[b.pick.next()]
+	now := b.env.Now()
+	start := max(now, b.drained)
+	if room := b.maxBacklog - (start-now).Seconds()*b.perSec; float64(n) > room {
+		k := max(0, int(room))
+		b.throttled += uint64(n - k)
+		n = k
+	}
 	for range n {
 		b.env.Send(to, b.payload)
 	}
 	b.sent += uint64(n)
+	b.drained = start + time.Duration(float64(n)/b.perSec*1e9)
 	b.next += d + b.exp(b.off)
 	b.env.After(max(0, b.next-b.env.Now()), b.burst)
 }

@@ -186,3 +186,45 @@ func bulkStar(t *testing.T, hosts int) *topologies.Topology {
 	}
 	return top
 }
+
+// TestBulkBackpressure: on a link slower than one frame per burst (a
+// 9000-byte frame takes 720 µs at 100 Mbps; bursts last 50 µs) a bulk
+// sender's NIC queue stays within its bound, and the frames it held back
+// are counted, instead of the queue growing without end.
+func TestBulkBackpressure(t *testing.T) {
+	f, err := topologies.Generate(topologies.Params{Generate: "star", Hosts: 2, Rate: 100 * units.Mbps, Delay: units.Duration(time.Microsecond), Buffer: 64 * units.MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := f.Build("slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sim.New()
+	n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Attach("h2", BulkPort, &sink{}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBulk([]emulator.Addr{netip.AddrPortFrom(top.Node("h2").IP, BulkPort)}, []float64{1}, 9000, 100*units.Mbps, 0.5, 50*time.Microsecond, func() bool { return false })
+	if _, err := n.Attach("h1", BulkPort, b); err != nil {
+		t.Fatal(err)
+	}
+	s.RunUntil(sim.FromDuration(2 * time.Second))
+	st, err := n.Stats("h1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := int64(b.maxBacklog) * 9000
+	t.Logf("sent %d frames, held back %d; NIC backlog at most %d bytes (bound %d)", b.sent, b.throttled, st.MaxQueueBytes, bound)
+	if st.MaxQueueBytes > bound || b.throttled == 0 {
+		t.Errorf("NIC backlog %d bytes, bound %d; %d frames held back", st.MaxQueueBytes, bound, b.throttled)
+	}
+	// The link is busy all the time (the sender offers more than it
+	// carries) but no more.
+	if got := float64(st.TxBytes) * 8 / 2 / 100e6; got < 0.95 || got > 1.01 {
+		t.Errorf("link utilization %.3f, want about 1", got)
+	}
+}

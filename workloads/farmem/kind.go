@@ -167,6 +167,8 @@ type scenario struct {
 	apps     []string             // per host; "trace" for a trace
 	traces   []*memtrace.Prepared // per host: its trace, for app "trace"
 	ops      []uint64             // accesses per host (seed 1), for progress
+	pages    []int                // page table per host, in pages (seed 1)
+	compute  []time.Duration      // compute per host, the trace's gaps (seed 1, paper time)
 	pageSize int
 	// scale is the spec's scale factor s: the scenario runs with link
 	// rates divided by s and every time constant multiplied by s
@@ -216,6 +218,7 @@ func (s stretched) Read(buf []memtrace.Access) (int, error) {
 
 type experiment struct {
 	spec      *experiments.Spec
+	entries   map[string]experiments.Entry
 	scenarios map[string]*scenario
 	policies  map[string]Policy
 }
@@ -233,7 +236,7 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if spec.Scale > maxScale {
 		return nil, spec.Errorf("scale", "%g: a far-memory run may take %v of paper time, %.3g s at this scale, beyond the simulation clock's %.3g s; want a scale of at most %d", spec.Scale, runLimit, runLimit.Seconds()*spec.Scale, clockRange.Seconds(), maxScale)
 	}
-	e := &experiment{spec: spec, scenarios: map[string]*scenario{}, policies: map[string]Policy{}}
+	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]*scenario{}, policies: map[string]Policy{}}
 	prepared := map[string]*memtrace.Prepared{}
 	prepare := func(f memtrace.File, pageSize int) (*memtrace.Prepared, error) {
 		key := fmt.Sprintf("%s\x00%d", f.Name, pageSize)
@@ -262,6 +265,7 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			continue
 		}
 		e.scenarios[sc.Name] = s
+		e.entries[sc.Name] = sc
 	}
 	for _, pe := range spec.Policies {
 		pol, err := compilePolicy(spec, pe)
@@ -337,6 +341,15 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		return nil, bad("iterations", "%d; want 0 (the workload's default) or more", p.Iterations)
 	}
 	s := &scenario{p: p, pageSize: int(p.PageSize), scale: spec.Scale}
+	if spec.Substrate == "netns" {
+		if err := s.fitsMTU(NetnsMTU); err != nil {
+			key := "page_size"
+			if strings.Contains(err.Error(), "background.frame") {
+				key = "background"
+			}
+			return nil, bad(key, "%v", err)
+		}
+	}
 	// The topology: the spec's, or a leaf-spine, built anew for this
 	// scenario (its impairments and scale are the scenario's).
 	top, err := scenarioTopology(spec, p)
@@ -377,6 +390,8 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 	for i, a := range s.apps {
 		if t := s.traces[i]; t != nil {
 			s.ops = append(s.ops, t.Stats.Accesses)
+			s.pages = append(s.pages, int(max(t.Stats.Pages, t.Stats.MaxPage+1))) // page tables are dense
+			s.compute = append(s.compute, t.Stats.Compute)
 			continue
 		}
 		key := "app"
@@ -392,6 +407,8 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 			return nil, err
 		}
 		s.ops = append(s.ops, st.Accesses)
+		s.pages = append(s.pages, g.Pages())
+		s.compute = append(s.compute, st.Compute)
 	}
 	return s, nil
 }
@@ -446,6 +463,7 @@ func (s *scenario) hostTraces(spec *experiments.Spec, sc experiments.Entry, prep
 				if err != nil {
 					return nil, bad(k, "%v", err)
 				}
+				f.Open = spec.Interruptible(f.Open)
 				files = append(files, f)
 			}
 			continue
@@ -890,8 +908,17 @@ func (sc *scenario) checkMTU(tb testbed.Testbed) error {
 	if !ok {
 		return nil
 	}
+	return sc.fitsMTU(m.MTU())
+}
+
+// NetnsMTU is the MTU of the links of the netns substrate as 'tracebed
+// run' builds it (netnstb.DefaultMTU, jumbo frames): validate checks
+// netns specs against it.
+const NetnsMTU = 9000
+
+// fitsMTU refuses a scenario whose messages do not fit links of MTU mtu.
+func (sc *scenario) fitsMTU(mtu int) error {
 	const eth = 14 // the Ethernet header, not part of the MTU
-	mtu := m.MTU()
 	if ip := frame.HeaderLen - eth + pfarmem.HeaderLen + sc.pageSize; ip > mtu {
 		return fmt.Errorf("a page of %d bytes travels as a %d-byte IP packet, above the links' MTU of %d bytes: use jumbo frames (MTU %d or more) or a smaller page_size", sc.pageSize, ip, mtu, ip)
 	}
@@ -968,34 +995,34 @@ func (o *Outcome) Report(localMemory float64) *analysis.Run {
 	}
 	var thr, completion, blockTime float64
 	var blocks, evicted, integrity, faults, retx uint64
-	var lat []time.Duration
+	var lat analysis.Durations
 	var blockSeries []analysis.Point
 	for _, st := range o.Hosts {
 		if c := st.Completion.Seconds(); c > 0 {
 			thr += float64(st.Ops) / c
 		}
 		completion = max(completion, st.Completion.Seconds())
-		blocks += uint64(len(st.Blocks))
+		blocks += st.BlockCount
+		exact := uint64(len(st.Blocks)) == st.BlockCount
+		if !exact {
+			blockTime += st.Blocked.Seconds()
+		}
 		for _, b := range st.Blocks {
-			blockTime += b.Duration.Seconds()
+			if exact {
+				blockTime += b.Duration.Seconds()
+			}
 			blockSeries = append(blockSeries, analysis.Point{X: b.Start.Seconds(), Y: float64(b.Duration) / 1e6})
 		}
 		evicted += st.Evictions
 		integrity += st.Integrity
 		faults += st.Faults
 		retx += st.Retransmits
-		lat = append(lat, st.FaultLatency...)
+		lat.Merge(&st.FaultLatency)
 	}
 	for _, s := range o.Servers {
 		integrity += s.Conflicts
 	}
-	slices.Sort(lat)
-	q := func(f float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[int(math.Ceil(f*float64(len(lat))))-1]) / 1e3
-	}
+	q := func(f float64) float64 { return float64(lat.Quantile(f)) / 1e3 }
 	bg := 0.0
 	if o.End > 0 {
 		bg = float64(o.Background) * 8 / o.End.Seconds() / 1e9
@@ -1016,7 +1043,7 @@ func (o *Outcome) Report(localMemory float64) *analysis.Run {
 			blockSeries[i].Y /= s
 		}
 	}
-	faultCDF := cdf(lat, 200)
+	faultCDF := lat.CDF(200)
 	if s != 1 {
 		for i := range faultCDF {
 			faultCDF[i].X /= s
@@ -1084,21 +1111,8 @@ func (o *Outcome) hostTable() analysis.EntityTable {
 		if i < len(o.HostInfo) {
 			info = o.HostInfo[i]
 		}
-		var blocked, faultWait time.Duration
-		for _, b := range st.Blocks {
-			blocked += b.Duration
-		}
-		lat := slices.Clone(st.FaultLatency)
-		for _, l := range lat {
-			faultWait += l
-		}
-		slices.Sort(lat)
-		q := func(f float64) float64 {
-			if len(lat) == 0 {
-				return 0
-			}
-			return float64(lat[int(math.Ceil(f*float64(len(lat))))-1]) / 1e3 / s
-		}
+		blocked, faultWait := st.Blocked, st.FaultLatency.Sum()
+		q := func(f float64) float64 { return float64(st.FaultLatency.Quantile(f)) / 1e3 / s }
 		sec := func(d time.Duration) float64 { return d.Seconds() / s }
 		thr := 0.0
 		if c := st.Completion.Seconds(); c > 0 {
@@ -1112,7 +1126,7 @@ func (o *Outcome) hostTable() analysis.EntityTable {
 				"accesses": float64(st.Ops), "hits": float64(st.Hits), "first_touches": float64(st.FirstTouches),
 				"faults": float64(st.Faults), "rescues": float64(st.Rescues), "evictions": float64(st.Evictions),
 				"writebacks": float64(st.Writebacks), "clean_drops": float64(st.CleanDrops),
-				"retransmissions": float64(st.Retransmits), "blocks": float64(len(st.Blocks)),
+				"retransmissions": float64(st.Retransmits), "blocks": float64(st.BlockCount),
 				"completion_s": sec(st.Completion), "compute_s": sec(info.Compute), "blocked_s": sec(blocked),
 				"fault_wait_s": sec(faultWait), "other_s": sec(st.Completion - info.Compute - blocked - faultWait),
 				"fault_p50_us": q(0.5), "fault_p99_us": q(0.99), "throughput_ops": thr,
@@ -1127,21 +1141,6 @@ func (o *Outcome) hostTable() analysis.EntityTable {
 		t.Rows = append(t.Rows, row)
 	}
 	return t
-}
-
-// cdf returns at most n points of the empirical CDF of sorted latencies, in
-// microseconds: the quantiles i/n, and the maximum.
-func cdf(sorted []time.Duration, n int) []analysis.Point {
-	if len(sorted) == 0 {
-		return nil
-	}
-	var pts []analysis.Point
-	k := min(n, len(sorted))
-	for i := 1; i <= k; i++ {
-		idx := int(math.Ceil(float64(i)*float64(len(sorted))/float64(k))) - 1
-		pts = append(pts, analysis.Point{X: float64(sorted[idx]) / 1e3, Y: float64(idx+1) / float64(len(sorted))})
-	}
-	return pts
 }
 
 // thin keeps at most n points, evenly spaced over the series, always

@@ -14,6 +14,7 @@ import (
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/testproc"
 	pfarmem "github.com/tracebed/tracebed/p4/farmem"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
@@ -266,11 +267,11 @@ func TestReplayRecordedProgram(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "stride")
-	if out, err := exec.Command(cc, "-O1", "-o", bin, filepath.Join("..", "..", "traces", "mem", "testdata", "stride.c")).CombinedOutput(); err != nil {
+	if out, err := testproc.Command(t, cc, "-O1", "-o", bin, filepath.Join("..", "..", "traces", "mem", "testdata", "stride.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	log := filepath.Join(dir, "stride.lackey")
-	if out, err := exec.Command(valgrind, "--tool=lackey", "--trace-mem=yes", "--log-file="+log, bin).CombinedOutput(); err != nil {
+	if out, err := testproc.Command(t, valgrind, "--tool=lackey", "--trace-mem=yes", "--log-file="+log, bin).CombinedOutput(); err != nil {
 		t.Fatalf("valgrind: %v\n%s", err, out)
 	}
 	data, err := os.ReadFile(log)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,5 +225,18 @@ func (p *timingProbe) stop() func(float64) time.Duration {
 			return 0
 		}
 		return p.late[int(q*float64(len(p.late)-1))]
+	}
+}
+
+// TestNetnsMTUChecked: validate checks netns specs against the MTU the
+// netns substrate gives its links, so a page too large for one frame is
+// refused at its field before anything runs.
+func TestNetnsMTUChecked(t *testing.T) {
+	if NetnsMTU != netnstb.DefaultMTU {
+		t.Fatalf("NetnsMTU %d, but the netns testbed's links have MTU %d", NetnsMTU, netnstb.DefaultMTU)
+	}
+	_, _, err := compile(t, "big.yaml", "kind: farmem\nsubstrate: netns\nscale: 1000\nworkload: {page_size: 16KiB}\npolicies: [glitter]\n")
+	if err == nil || !strings.Contains(err.Error(), "big.yaml:4:") || !strings.Contains(err.Error(), "page_size") || !strings.Contains(err.Error(), "MTU") {
+		t.Errorf("a 16 KiB page on netns: %v", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
@@ -55,7 +54,9 @@ type Kind struct{}
 func (Kind) Name() string { return "incast" }
 
 type experiment struct {
+	spec      *experiments.Spec
 	scenarios map[string]Params
+	entries   map[string]experiments.Entry
 	policies  map[string]Policy
 }
 
@@ -67,11 +68,14 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if spec.TopologyNode != nil {
 		return nil, spec.Errorf("topology", "incast builds its own star from workload.rate and workload.delay; remove this field")
 	}
+	if spec.Scale != 1 {
+		return nil, spec.Errorf("scale", "%g: the incast demonstration runs at the workload's own rate; remove this field", spec.Scale)
+	}
 	base := DefaultParams
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]Params{}, policies: map[string]Policy{}}
+	e := &experiment{spec: spec, scenarios: map[string]Params{}, entries: map[string]experiments.Entry{}, policies: map[string]Policy{}}
 	for _, sc := range spec.Scenarios {
 		p := base
 		if err := spec.DecodeEntry(sc, &p); err != nil {
@@ -81,6 +85,7 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			return nil, err
 		}
 		e.scenarios[sc.Name] = p
+		e.entries[sc.Name] = sc
 	}
 	for _, pe := range spec.Policies {
 		var pol Policy
@@ -106,8 +111,18 @@ func (p Params) check(spec *experiments.Spec, e experiments.Entry) error {
 	case p.Rate <= 0:
 		return experiments.EntryError(spec, e, "rate", "want a positive rate")
 	}
+	// The clock counts picoseconds in an int64: the last frame is sent
+	// after packets gaps and the receiver's link carries every frame.
+	gap := math.Ceil(float64(units.TransmitTime(p.Size, p.Rate))/1e3) * 1e3
+	if end := float64(p.Packets)*gap + float64(p.Senders)*float64(p.Packets)*gap + 4*float64(sim.FromDuration(time.Duration(p.Delay))); end > maxClock {
+		return experiments.EntryError(spec, e, "packets", "%d frames of %v at %v last about %.3g s, beyond the simulation clock's %.3g s; send fewer frames or use a faster rate", p.Packets, p.Size, p.Rate, end/float64(sim.Second), maxClock/float64(sim.Second))
+	}
 	return nil
 }
+
+// maxClock is the longest run the simulation clock holds, in picoseconds,
+// with room to spare.
+const maxClock = float64(sim.Forever) / 2
 
 // Metrics implements experiments.Experiment.
 func (e *experiment) Metrics() []analysis.MetricInfo {
@@ -127,8 +142,11 @@ type Outcome struct {
 	Delivered, Drops int
 	Completion       sim.Time
 	MaxQueue         int64
-	Latencies        []time.Duration // per delivered frame, sorted
-	Events           uint64
+	// Latencies are the one-way latencies of the delivered frames: every
+	// one up to analysis.MaxExactDurations frames, a histogram beyond,
+	// so memory does not grow with the frames sent.
+	Latencies *analysis.Durations
+	Events    uint64
 }
 
 // Run implements experiments.Experiment.
@@ -138,12 +156,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if err != nil {
 		return nil, err
 	}
-	q := func(f float64) float64 {
-		if len(o.Latencies) == 0 {
-			return 0
-		}
-		return float64(o.Latencies[int(math.Ceil(f*float64(len(o.Latencies))))-1]) / 1e3
-	}
+	q := func(f float64) float64 { return float64(o.Latencies.Quantile(f)) / 1e3 }
 	goodput := 0.0
 	if o.Completion > 0 {
 		goodput = float64(o.Delivered) * float64(p.Size) * 8 / o.Completion.Seconds() / 1e9
@@ -184,7 +197,7 @@ func Simulate(ctx context.Context, p Params, pol Policy, seed uint64, progress f
 		return nil, err
 	}
 	hosts := top.Hosts()
-	rx := &receiver{lat: make([]time.Duration, 0, p.Senders*p.Packets)}
+	rx := &receiver{}
 	if _, err := net.Attach(hosts[p.Senders].Name, Port, rx); err != nil {
 		return nil, err
 	}
@@ -197,6 +210,7 @@ func Simulate(ctx context.Context, p Params, pol Policy, seed uint64, progress f
 	}
 	total := p.Senders * p.Packets
 	step := sim.FromDuration(gap) * 1000
+	defer s.InterruptOn(ctx)()
 	for s.Pending() > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -211,8 +225,7 @@ func Simulate(ctx context.Context, p Params, pol Policy, seed uint64, progress f
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(rx.lat)
-	o := &Outcome{Delivered: len(rx.lat), Drops: int(st.Drops), Completion: rx.last, MaxQueue: st.MaxQueueBytes, Latencies: rx.lat, Events: s.Fired()}
+	o := &Outcome{Delivered: rx.lat.Len(), Drops: int(st.Drops), Completion: rx.last, MaxQueue: st.MaxQueueBytes, Latencies: &rx.lat, Events: s.Fired()}
 	if o.Delivered+o.Drops != total {
 		return nil, fmt.Errorf("incast lost track of frames: %d delivered + %d dropped != %d sent", o.Delivered, o.Drops, total)
 	}
@@ -251,7 +264,7 @@ func (s *sender) Recv(emulator.Addr, []byte) {}
 // receiver records the one-way latency of every frame.
 type receiver struct {
 	env  emulator.Env
-	lat  []time.Duration
+	lat  analysis.Durations
 	last sim.Time
 }
 
@@ -262,6 +275,6 @@ func (r *receiver) Recv(_ emulator.Addr, b []byte) {
 		return
 	}
 	now := r.env.Now()
-	r.lat = append(r.lat, now-time.Duration(binary.BigEndian.Uint64(b[8:])))
+	r.lat.Add(now - time.Duration(binary.BigEndian.Uint64(b[8:])))
 	r.last = sim.FromDuration(now)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/systems/inasched"
@@ -61,6 +62,11 @@ type Params struct {
 	// replayed trace, a factor that compresses its arrival times
 	// (arrival ÷ load).
 	Load float64 `yaml:"load"`
+	// TimeCompression, for a replayed trace, divides its arrivals and its
+	// jobs' run times (iterations) by a factor of 1 or more
+	// (jobtrace.ParseCompressed): a trace of months replays in hours with
+	// its jobs overlapping as they did. 0 means 1.
+	TimeCompression float64 `yaml:"time_compression"`
 	// Aggregators, when set, replaces the aggregator memory of every
 	// switch of the topology.
 	Aggregators *int `yaml:"aggregators"`
@@ -153,6 +159,8 @@ type scenario struct {
 }
 
 type experiment struct {
+	spec      *experiments.Spec
+	entries   map[string]experiments.Entry // scenarios by name
 	scenarios map[string]*scenario
 	policies  map[string]inasched.Params // by the spec's policy name
 	systems   map[string]string          // the registered policy each runs
@@ -176,27 +184,33 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if err := spec.DecodeWorkload(&base); err != nil {
 		return nil, err
 	}
-	e := &experiment{scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
-	var firstTop *topologies.Topology
+	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]*scenario{}, policies: map[string]inasched.Params{}, systems: map[string]string{}, scale: spec.Scale}
+	// Every scenario and policy is checked, and every problem reported
+	// (up to problems.Max; one in the workload section, shared by the
+	// scenarios, once).
+	var probs problems.List
 	var packet []experiments.Entry
 	for _, sc := range spec.Scenarios {
 		p := base
 		p.Workers, p.Models = base.Workers, base.Models
 		if err := spec.DecodeEntry(sc, &p); err != nil {
-			return nil, err
+			probs.Add(err)
+			continue
 		}
 		s, err := compileScenario(spec, sc, p)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = s.checkArrivals(spec, sc)
 		}
-		if firstTop == nil {
-			firstTop = s.top
+		if err != nil {
+			probs.Add(err)
+			continue
 		}
 		e.scenarios[sc.Name] = s
+		e.entries[sc.Name] = sc
 		if s.p.Granularity == GranularityPacket {
 			packet = append(packet, sc)
 		} else if spec.Substrate != "sim" {
-			return nil, spec.Errorf("substrate", "%s: scenario %q runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet (in the workload or the scenario) to run it with packets on %s", spec.Substrate, sc.Name, spec.Substrate)
+			probs.Add(spec.Errorf("substrate", "%s: scenario %q runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet (in the workload or the scenario) to run it with packets on %s", spec.Substrate, sc.Name, spec.Substrate))
 		}
 	}
 	needPS := false
@@ -208,18 +222,22 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		}
 		pol, err := reg.Lookup(system)
 		if err != nil {
-			return nil, experiments.EntryError(spec, pe, "system", "%v", err)
+			probs.Add(experiments.EntryError(spec, pe, "system", "%v", err))
+			continue
 		}
 		params := pol.Params()
 		if err := spec.DecodeEntryWithout(pe, params, "system"); err != nil {
-			return nil, err
+			probs.Add(err)
+			continue
 		}
 		if err := params.Check(); err != nil {
 			var pe2 *inasched.ParamError
 			if errors.As(err, &pe2) {
-				return nil, experiments.EntryError(spec, pe, pe2.Field, "%v", pe2.Err)
+				probs.Add(experiments.EntryError(spec, pe, pe2.Field, "%v", pe2.Err))
+			} else {
+				probs.Add(experiments.EntryError(spec, pe, "system", "%v", err))
 			}
-			return nil, experiments.EntryError(spec, pe, "system", "%v", err)
+			continue
 		}
 		e.policies[pe.Name], e.systems[pe.Name] = params, system
 		e.order = append(e.order, pe.Name)
@@ -227,10 +245,16 @@ func (Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			needPS = true
 		}
 	}
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
 	for _, sc := range packet {
 		if err := e.scenarios[sc.Name].compilePacket(spec, sc, needPS); err != nil {
-			return nil, err
+			probs.Add(err)
 		}
+	}
+	if err := probs.Err(); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -247,10 +271,6 @@ func (s *scenario) compilePacket(spec *experiments.Spec, sc experiments.Entry, n
 		return bad("payload", "%d; packet-level runs carry %d bytes (k = %d values) per INA packet", s.net.Payload, 4*ina.DefaultK, ina.DefaultK)
 	case s.net.Frame != 42+ina.HeaderLen+4*ina.DefaultK:
 		return bad("frame", "%d; an INA frame of the data plane is %d bytes", s.net.Frame, 42+ina.HeaderLen+4*ina.DefaultK)
-	case s.net.ATPHold == fabric.HoldReturn:
-		return bad("atp_hold", "%q is a flow-model setting; the data plane frees a shared aggregator when its chunk completes (use %s)", fabric.HoldReturn, fabric.HoldCompletion)
-	case s.net.ATPCollisions == fabric.CollideRemap:
-		return bad("atp_collisions", "%q is a flow-model setting; the data plane hashes every chunk anew (use %s)", fabric.CollideRemap, fabric.CollideHash)
 	case p.HostTurnaround < 0 || p.Timeout < 0 || p.RingTimeout < 0 || p.Sample < 0:
 		return bad("timeout", "host_turnaround, timeout, ring_timeout and sample must not be negative")
 	case p.RingWindow < 0 || p.RingWindow > 1<<16:
@@ -319,32 +339,38 @@ func (s *scenario) maxWorkers() int {
 	return n
 }
 
+// compileScenario checks a scenario and prepares its topology, network and
+// jobs; it reports every problem it finds (problems.List), each naming the
+// spec's line and field, or the trace's.
 func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*scenario, error) {
-	bad := func(key, format string, args ...any) error {
-		return experiments.EntryError(spec, sc, key, format, args...)
+	var probs problems.List
+	bad := func(key, format string, args ...any) {
+		probs.Add(experiments.EntryError(spec, sc, key, format, args...))
 	}
 	top, err := experiments.LoadTopology(spec.File, spec.TopologyNode, "topology")
 	if err != nil {
 		return nil, err
 	}
 	if p.Aggregators != nil {
-		if *p.Aggregators < 0 || *p.Aggregators > 1<<24 {
-			return nil, bad("aggregators", "%d; want 0 to %d", *p.Aggregators, 1<<24)
-		}
-		for _, sw := range top.Switches() {
-			sw.Aggregators = *p.Aggregators
+		if *p.Aggregators < 0 || *p.Aggregators > topologies.MaxAggregators {
+			bad("aggregators", "%d; want 0 to %d", *p.Aggregators, topologies.MaxAggregators)
+		} else {
+			for _, sw := range top.Switches() {
+				sw.Aggregators = *p.Aggregators
+			}
 		}
 	}
 	if p.RackAggregators != nil {
-		if *p.RackAggregators < 0 || *p.RackAggregators > 1<<24 {
-			return nil, bad("rack_aggregators", "%d; want 0 to %d", *p.RackAggregators, 1<<24)
-		}
-		for _, h := range top.Hosts() {
-			h.Uplink().Node.Aggregators = *p.RackAggregators
+		if *p.RackAggregators < 0 || *p.RackAggregators > topologies.MaxAggregators {
+			bad("rack_aggregators", "%d; want 0 to %d", *p.RackAggregators, topologies.MaxAggregators)
+		} else {
+			for _, h := range top.Hosts() {
+				h.Uplink().Node.Aggregators = *p.RackAggregators
+			}
 		}
 	}
 	if p.FabricRate < 0 {
-		return nil, bad("fabric_rate", "%v; want a positive rate (e.g. 200Gbps)", p.FabricRate)
+		bad("fabric_rate", "%v; want a positive rate (e.g. 200Gbps)", p.FabricRate)
 	}
 	if p.FabricRate > 0 {
 		n := 0
@@ -355,11 +381,12 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 			}
 		}
 		if n == 0 {
-			return nil, bad("fabric_rate", "topology %s has no link between two switches", top.Name)
+			bad("fabric_rate", "topology %s has no link between two switches", top.Name)
 		}
 	}
-	if len(top.Hosts()) < 2 {
-		return nil, spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, len(top.Hosts()))
+	hosts := len(top.Hosts())
+	if hosts < 2 {
+		probs.Add(spec.Errorf("topology", "%s has %d host(s); INA jobs need at least 2", top.Name, hosts))
 	}
 	net := fabric.Net{Payload: int(p.Payload), Frame: int(p.Frame), Turnaround: time.Duration(p.Turnaround),
 		Control: time.Duration(p.Control), Jitter: p.Jitter, ComputeScale: p.ComputeScale, ATPHold: p.ATPHold, ATPCollisions: p.ATPCollisions}
@@ -378,112 +405,187 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	if err := net.Check(); err != nil {
 		var ne *fabric.NetError
 		if errors.As(err, &ne) {
-			return nil, bad(ne.Field, "%v", err)
+			bad(ne.Field, "%v", err)
+		} else {
+			probs.Add(err)
 		}
-		return nil, err
 	}
 	if !(p.Load > 0 && p.Load <= 100) {
-		return nil, bad("load", "%v; want more than 0, at most 100", p.Load)
+		bad("load", "%v; want more than 0, at most 100", p.Load)
+	}
+	if p.TimeCompression != 0 && !(p.TimeCompression >= 1 && p.TimeCompression <= 1e9) {
+		bad("time_compression", "%v; want a factor of 1 (as recorded) to 1e9", p.TimeCompression)
+	}
+	if p.TimeCompression != 0 && p.Trace == "" {
+		bad("time_compression", "compresses a replayed trace; this scenario has none (give a trace, or leave time_compression out)")
 	}
 	if p.Bins < 1 || p.Bins > 10000 {
-		return nil, bad("bins", "%d; want 1 to 10000", p.Bins)
+		bad("bins", "%d; want 1 to 10000", p.Bins)
 	}
 	if p.Granularity != GranularityFlow && p.Granularity != GranularityPacket {
-		return nil, bad("granularity", "%q; want %s (the flow-level model, sim only) or %s (packets on the run's substrate)", p.Granularity, GranularityFlow, GranularityPacket)
+		bad("granularity", "%q; want %s (the flow-level model, sim only) or %s (packets on the run's substrate)", p.Granularity, GranularityFlow, GranularityPacket)
 	}
 	s := &scenario{p: p, top: top, net: net}
-	hosts := len(top.Hosts())
-	if len(p.JobList) > 0 {
-		if p.Trace != "" {
-			return nil, bad("job_list", "give either a trace or a job_list, not both")
+	switch {
+	case len(p.JobList) > 0:
+		s.listJobs(spec, sc, hosts, bad)
+	case p.Trace != "":
+		if err := s.traceJobs(spec, sc, hosts); err != nil {
+			probs.Add(err)
 		}
-		for i, lj := range p.JobList {
-			key := fmt.Sprintf("job_list[%d]", i)
-			id := i
-			if lj.ID != nil {
-				id = *lj.ID
-			}
-			switch {
-			case id < 0:
-				return nil, bad(key, "id %d; want 0 or more", id)
-			case lj.Arrival < 0:
-				return nil, bad(key, "arrival %v; want 0 or later", time.Duration(lj.Arrival))
-			case lj.Workers < 1 || lj.Workers > hosts || lj.Workers > ina.MaxWorkers:
-				return nil, bad(key, "%d workers; want 1 to %d (hosts of %s, at most %d)", lj.Workers, min(hosts, ina.MaxWorkers), top.Name, ina.MaxWorkers)
-			case lj.Iterations < 1 || lj.Iterations > jobtrace.MaxIterations:
-				return nil, bad(key, "%d iterations; want 1 to %d", lj.Iterations, jobtrace.MaxIterations)
-			}
-			prof, ok := models.Lookup(lj.Model)
-			if !ok {
-				return nil, bad(key, "%v", models.UnknownError(lj.Model))
-			}
-			for _, o := range s.jobs {
-				if o.ID == id {
-					return nil, bad(key, "id %d is used twice", id)
-				}
-			}
-			s.jobs = append(s.jobs, jobtrace.Job{ID: id, Arrival: time.Duration(float64(lj.Arrival) / p.Load), Model: prof.Name, Workers: lj.Workers, Iterations: lj.Iterations})
-		}
-		return s, nil
+	default:
+		s.generator(spec, sc, hosts, bad)
 	}
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listJobs reads an inline trace (job_list).
+func (s *scenario) listJobs(spec *experiments.Spec, sc experiments.Entry, hosts int, bad func(key, format string, args ...any)) {
+	p := s.p
 	if p.Trace != "" {
-		data, err := spec.ReadFile(p.Trace)
-		if err != nil {
-			return nil, bad("trace", "%v", err)
-		}
-		js, _, err := jobtrace.Parse(p.Trace, data)
-		if err != nil {
-			return nil, err
-		}
-		for _, j := range js {
-			if j.Workers > ina.MaxWorkers {
-				return nil, fmt.Errorf("%s:%d: workers: job %d has %d workers; the INA data plane aggregates at most %d", p.Trace, j.Line, j.ID, j.Workers, ina.MaxWorkers)
-			}
-			if j.Workers > hosts {
-				return nil, fmt.Errorf("%s:%d: workers: job %d needs %d workers; topology %s has %d hosts", p.Trace, j.Line, j.ID, j.Workers, top.Name, hosts)
-			}
-			j.Arrival = time.Duration(float64(j.Arrival) / p.Load)
-			s.jobs = append(s.jobs, j)
-		}
-		return s, nil
+		bad("job_list", "give either a trace or a job_list, not both")
 	}
+	for i, lj := range p.JobList {
+		key := fmt.Sprintf("job_list[%d]", i)
+		id := i
+		if lj.ID != nil {
+			id = *lj.ID
+		}
+		switch {
+		case id < 0:
+			bad(key, "id %d; want 0 or more", id)
+			continue
+		case lj.Arrival < 0:
+			bad(key, "arrival %v; want 0 or later", time.Duration(lj.Arrival))
+			continue
+		case lj.Workers < 1 || lj.Workers > hosts || lj.Workers > ina.MaxWorkers:
+			bad(key, "%d workers; want 1 to %d (hosts of %s, at most %d)", lj.Workers, min(hosts, ina.MaxWorkers), s.top.Name, ina.MaxWorkers)
+			continue
+		case lj.Iterations < 1 || lj.Iterations > jobtrace.MaxIterations:
+			bad(key, "%d iterations; want 1 to %d", lj.Iterations, jobtrace.MaxIterations)
+			continue
+		}
+		prof, ok := models.Lookup(lj.Model)
+		if !ok {
+			bad(key, "%v", models.UnknownError(lj.Model))
+			continue
+		}
+		if slices.ContainsFunc(s.jobs, func(o jobtrace.Job) bool { return o.ID == id }) {
+			bad(key, "id %d is used twice", id)
+			continue
+		}
+		s.jobs = append(s.jobs, jobtrace.Job{ID: id, Arrival: time.Duration(float64(lj.Arrival) / p.Load), Model: prof.Name, Workers: lj.Workers, Iterations: lj.Iterations})
+	}
+}
+
+// traceJobs reads a replayed trace, compressed in time as the scenario
+// says; every problem of the trace, and every job the topology cannot
+// hold, is reported with the trace's line.
+func (s *scenario) traceJobs(spec *experiments.Spec, sc experiments.Entry, hosts int) error {
+	p := s.p
+	data, err := spec.ReadFile(p.Trace)
+	if err != nil {
+		return experiments.EntryError(spec, sc, "trace", "%v", err)
+	}
+	js, _, err := jobtrace.ParseCompressed(p.Trace, data, max(1, p.TimeCompression))
+	if err != nil {
+		return err
+	}
+	var probs problems.List
+	for _, j := range js {
+		if j.Workers > ina.MaxWorkers {
+			probs.Add(fmt.Errorf("%s:%d: workers: job %d has %d workers; the INA data plane aggregates at most %d", p.Trace, j.Line, j.ID, j.Workers, ina.MaxWorkers))
+			continue
+		}
+		if j.Workers > hosts {
+			probs.Add(fmt.Errorf("%s:%d: workers: job %d needs %d workers; topology %s has %d hosts", p.Trace, j.Line, j.ID, j.Workers, s.top.Name, hosts))
+			continue
+		}
+		j.Arrival = time.Duration(float64(j.Arrival) / p.Load)
+		s.jobs = append(s.jobs, j)
+	}
+	return probs.Err()
+}
+
+// generator prepares the parameters of generated traces.
+func (s *scenario) generator(spec *experiments.Spec, sc experiments.Entry, hosts int, bad func(key, format string, args ...any)) {
+	p := s.p
 	g := jobtrace.GenParams{Jobs: p.Jobs}
 	if len(p.Models) > 0 {
 		names := slices.Sorted(mapKeys(p.Models))
 		for _, m := range names {
 			g.Models = append(g.Models, jobtrace.Choice[string]{Value: m, Weight: p.Models[m]})
 		}
-	} else if g.Models, err = jobtrace.Mix(p.Mix); err != nil {
-		return nil, bad("mix", "%v", err)
+	} else {
+		var err error
+		if g.Models, err = jobtrace.Mix(p.Mix); err != nil {
+			bad("mix", "%v", err)
+			g.Models = []jobtrace.Choice[string]{{Value: "vgg16", Weight: 1}} // reported; let Check look at the rest
+		}
 	}
 	keys := slices.Sorted(mapKeys(p.Workers))
 	for _, k := range keys {
 		n, err := strconv.Atoi(k)
-		if err != nil {
-			return nil, bad("workers", "key %q: want a number of workers", k)
-		}
-		if n > hosts {
-			return nil, bad("workers", "%d workers; topology %s has %d hosts", n, top.Name, hosts)
-		}
-		if n > ina.MaxWorkers {
-			return nil, bad("workers", "%d workers; the INA data plane aggregates at most %d", n, ina.MaxWorkers)
+		switch {
+		case err != nil:
+			bad("workers", "key %q: want a number of workers", k)
+			continue
+		case n > hosts:
+			bad("workers", "%d workers; topology %s has %d hosts", n, s.top.Name, hosts)
+			continue
+		case n > ina.MaxWorkers:
+			bad("workers", "%d workers; the INA data plane aggregates at most %d", n, ina.MaxWorkers)
+			continue
 		}
 		g.Workers = append(g.Workers, jobtrace.Choice[int]{Value: n, Weight: p.Workers[k]})
 	}
-	if len(p.GPUTime) != 2 {
-		return nil, bad("gpu_time", "want [min, max], e.g. [2m, 20m]")
+	if len(g.Workers) == 0 && len(keys) > 0 {
+		g.Workers = []jobtrace.Choice[int]{{Value: 2, Weight: 1}} // every choice reported
 	}
-	g.GPUTime = [2]time.Duration{time.Duration(p.GPUTime[0]), time.Duration(p.GPUTime[1])}
+	if len(p.GPUTime) != 2 {
+		bad("gpu_time", "want [min, max], e.g. [2m, 20m]")
+		g.GPUTime = [2]time.Duration{time.Minute, time.Minute} // reported; let Check look at the rest
+	} else {
+		g.GPUTime = [2]time.Duration{time.Duration(p.GPUTime[0]), time.Duration(p.GPUTime[1])}
+	}
 	g.MeanInterarrival = time.Second
 	if err := g.Check(); err != nil {
 		var fe *jobtrace.FieldError
 		if errors.As(err, &fe) {
-			return nil, bad(fe.Field, "%v", err)
+			bad(fe.Field, "%v", err)
+		} else {
+			bad("jobs", "%v", err)
 		}
-		return nil, err
 	}
 	s.gen = g
-	return s, nil
+}
+
+// MaxArrival bounds the arrival times of jobs after load compresses or
+// stretches them: the flow model counts time in float64 seconds, which
+// keep sub-nanosecond precision (a few bytes at 100 Gbps) over 11 days.
+const MaxArrival = 1e6 * time.Second
+
+// checkArrivals refuses a scenario whose jobs, for any of the spec's
+// seeds, arrive later than MaxArrival (a tiny load stretches a trace).
+func (s *scenario) checkArrivals(spec *experiments.Spec, sc experiments.Entry) error {
+	for _, seed := range spec.Seeds {
+		js, err := s.Jobs(seed)
+		if err != nil {
+			return experiments.EntryError(spec, sc, "load", "%v", err)
+		}
+		for _, j := range js {
+			if j.Arrival < 0 || j.Arrival > MaxArrival {
+				return experiments.EntryError(spec, sc, "load", "%v: job %d would arrive %.3g s or more after the start, beyond the %.0f s (11 days) the model's clock keeps precise; raise the load or shorten the trace", s.p.Load, j.ID, math.Abs(float64(j.Arrival)/1e9), MaxArrival.Seconds())
+			}
+		}
+		if s.jobs != nil {
+			break // a replayed trace is the same for every seed
+		}
+	}
+	return nil
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -578,6 +680,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if err != nil {
 		return nil, err
 	}
+	binder.Hold, binder.Place = sc.net.DataPlaneHold(), sc.net.DataPlanePlace() // ATP's bindings as the model runs them
 	policy, err := e.factory(r.Policy, sc)
 	if err != nil {
 		return nil, err
@@ -611,7 +714,8 @@ func aggregatorsParam(top *topologies.Topology) float64 {
 	return 0
 }
 
-// Report turns an outcome into a run's metrics, series and params.
+// Report turns an outcome into a run's metrics, series, params and per-job
+// table.
 func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 	jcts := make([]float64, len(o.Jobs))
 	for i, j := range o.Jobs {
@@ -632,6 +736,7 @@ func Report(o *flow.Outcome, load, aggregators float64) *analysis.Run {
 		},
 		Series: map[string][]analysis.Point{"jct_cdf": cdf, "mem_util": o.MemSeries},
 		Params: map[string]float64{"aggregators": aggregators, "load": load},
+		Tables: []analysis.EntityTable{jobTable(o.Jobs)},
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/flow"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,6 +73,72 @@ func TestReadySpecs(t *testing.T) {
 	if js, _ := exp.(*experiment).scenarios["tiresias"].Jobs(1); len(js) != 60 {
 		t.Errorf("dynaina-tiresias replays %d jobs, want the trace's 60", len(js))
 	}
+	// dynaina-philly (not in the suite: minutes of CPU) replays the
+	// original Gavel file compressed in time, as trace convert does.
+	spec, err := experiments.Open("dynaina-philly", embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Default {
+		t.Error("dynaina-philly is in the default suite")
+	}
+	exp, err = Kind{}.Compile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := jobtrace.Samples.ReadFile(jobtrace.PhillyTrace)
+	want, _ := jobtrace.ParseGavelCompressed(jobtrace.PhillyTrace, data, jobtrace.PhillyCompression)
+	for _, sc := range spec.Scenarios {
+		if js, _ := exp.(*experiment).scenarios[sc.Name].Jobs(1); !reflect.DeepEqual(js, want) {
+			t.Errorf("dynaina-philly/%s replays %d jobs, not the %d of %s compressed %d×", sc.Name, len(js), len(want), jobtrace.PhillyTrace, jobtrace.PhillyCompression)
+		}
+	}
+}
+
+// TestTiresiasContends: dynaina-tiresias sweeps from nothing contending
+// (as recorded: every INA policy within 0.1% of the others, nobody
+// waiting long for hosts) to contention (GPUs 10× faster, arrivals 16×
+// as dense: jobs queue for hosts and miss switch memory, and DynaINA is
+// ahead of SwitchML by more than 3% and of ATP by more than 10%), as
+// docs/dynaina.md reports.
+func TestTiresiasContends(t *testing.T) {
+	spec, err := experiments.Open("dynaina-tiresias", embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []experiments.Entry
+	for _, sc := range spec.Scenarios {
+		if sc.Name == "tiresias" || sc.Name == "fast-16x" {
+			keep = append(keep, sc)
+		}
+	}
+	spec.Scenarios = keep
+	res := execute(t, spec, nil)
+	jct := func(sc, p string) float64 { return avgJCT(t, res, sc, p) }
+	for _, p := range []string{"switchml", "atp"} {
+		if d := math.Abs(jct("tiresias", p)/jct("tiresias", "dynaina") - 1); d > 0.001 {
+			t.Errorf("as recorded: %s and dynaina %.2f%% apart; want a tie", p, 100*d)
+		}
+	}
+	for p, margin := range map[string]float64{"switchml": 0.03, "atp": 0.10} {
+		if r := 1 - jct("fast-16x", "dynaina")/jct("fast-16x", p); r < margin {
+			t.Errorf("fast-16x: dynaina %.2f s, %s %.2f s: %.1f%% less, want more than %.0f%%", jct("fast-16x", "dynaina"), p, jct("fast-16x", p), 100*r, 100*margin)
+		}
+	}
+	for _, r := range res.Runs {
+		tab := r.Table(TableJobs)
+		if tab == nil || len(tab.Rows) != 60 {
+			t.Fatalf("%s/%s: no per-job table of 60 rows", r.Scenario, r.Policy)
+		}
+		var queue float64
+		for _, row := range tab.Rows {
+			queue += row.Values["queue_s"]
+		}
+		queue /= 60
+		if r.Scenario == "tiresias" && queue > 1 || r.Scenario == "fast-16x" && queue < 1 {
+			t.Errorf("%s/%s: jobs queue %.2f s for hosts on average", r.Scenario, r.Policy, queue)
+		}
+	}
 }
 
 func TestSpecErrors(t *testing.T) {
@@ -83,7 +151,7 @@ func TestSpecErrors(t *testing.T) {
 		{"bad dynaina", head + "policies: [{name: dynaina, max_overlap: 2}]\n", "policies[0].max_overlap: 2: want 0 to 1"},
 		{"bad partition", head + "policies: [{name: switchml, partition: -5}]\n", "policies[0].partition: -5"},
 		{"bad priority", head + "policies: [{name: dyn-x, system: dynaina, priority: size}]\n", "policies[0].priority: \"size\": want intensity, benefit, arrival"},
-		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina"},
+		{"unknown system", head + "policies: [{name: mine, system: nosuch}]\n", "policies[0].system: \"nosuch\" is not an INA policy; want one of noina, switchml, atp, dynaina, mine"},
 		{"param of another policy", head + "policies: [{name: atp, partition: 4}]\n", "policies[0].partition"},
 		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
 		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
@@ -94,8 +162,6 @@ func TestSpecErrors(t *testing.T) {
 		{"no topology", "kind: ina\npolicies: [noina]\n", "topology: missing"},
 		{"netns", head + "substrate: netns\npolicies: [noina]\n", "substrate: netns: scenario \"default\" runs the ina experiment's flow-level model, which exists on sim only; set granularity: packet"},
 		{"granularity", head + "policies: [noina]\nworkload: {granularity: packets}\n", "workload.granularity: \"packets\"; want flow"},
-		{"packet atp_hold", head + "policies: [noina]\nworkload: {granularity: packet, atp_hold: return}\n", "atp_hold: \"return\" is a flow-model setting"},
-		{"packet atp_collisions", head + "policies: [noina]\nworkload: {granularity: packet, atp_collisions: remap}\n", "atp_collisions: \"remap\" is a flow-model setting"},
 		{"bad atp_collisions", head + "policies: [noina]\nworkload: {atp_collisions: often}\n", "workload.atp_collisions: atp_collisions \"often\""},
 		{"bad fabric_rate", head + "policies: [noina]\nworkload: {fabric_rate: 100Gbps}\n", "workload.fabric_rate: topology star has no link between two switches"},
 		{"packet payload", head + "policies: [noina]\nworkload: {granularity: packet, payload: 512B, frame: 600B}\n", "payload: 512; packet-level runs carry 256 bytes"},
@@ -106,6 +172,14 @@ func TestSpecErrors(t *testing.T) {
 		{"job list ids", head + "policies: [noina]\nworkload: {job_list: [{id: 3, model: vgg16, workers: 2, iterations: 1}, {id: 3, model: vgg16, workers: 2, iterations: 1}]}\n", "job_list[1]: id 3 is used twice"},
 		{"job list and trace", head + "policies: [noina]\ntrace: wide.csv\nworkload: {job_list: [{model: vgg16, workers: 2, iterations: 1}]}\n", "give either a trace or a job_list"},
 		{"trace too wide", head + "policies: [noina]\ntrace: wide.csv\n", "wide.csv:3: workers: job 1 needs 9 workers"},
+		{"tiny load", head + "policies: [noina]\nscenarios: [{name: a, load: 1e-9}]\n", "s.yaml:4:29: scenarios[0].load: 1e-09: job"},
+		{"tiny load on a trace", head + "policies: [noina]\ntrace: long.csv\nworkload: {load: 0.001}\n", "workload.load: 0.001: job 1 would arrive"},
+		{"aggregators", head + "policies: [noina]\nworkload: {aggregators: 1000000000000}\n", "workload.aggregators: 1000000000000; want 0 to 1048576"},
+		{"time compression below 1", head + "policies: [noina]\ntrace: wide.csv\nworkload: {time_compression: 0.5}\n", "s.yaml:5:30: workload.time_compression: 0.5; want a factor of 1"},
+		{"time compression without a trace", head + "policies: [noina]\nworkload: {time_compression: 10}\n", "workload.time_compression: compresses a replayed trace; this scenario has none"},
+	}
+	if err := os.WriteFile(filepath.Join(dir, "long.csv"), []byte("arrival,model,workers,iterations\n0,vgg16,2,3\n5000,vgg16,2,3\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "wide.csv"), []byte("arrival,model,workers,iterations\n0,vgg16,2,3\n1,vgg16,9,3\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -124,6 +198,53 @@ func TestSpecErrors(t *testing.T) {
 				t.Errorf("error %q; want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSpecEveryProblem: an INA spec with mistakes in its workload, two
+// scenarios and two policies reports every one, each with its line and
+// field, and a mistake in the shared workload section once.
+func TestSpecEveryProblem(t *testing.T) {
+	src := `kind: ina
+topology: {generate: star, hosts: 8, aggregators: 256}
+workload: {jitter: 0.9, bins: 0}
+policies: [noina, {name: x, system: nosuch}, {name: switchml, partition: -5}]
+scenarios:
+  - {name: a, load: 0, mix: cartoons}
+  - {name: b, granularity: packets, workers: {"64": 1}}
+`
+	spec, err := experiments.ParseSpec("s.yaml", []byte(src), embedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Kind{}.Compile(spec)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	want := []string{
+		"s.yaml:3:20: workload.jitter: jitter 0.9",
+		"s.yaml:6:21: scenarios[0].load: 0",
+		"s.yaml:3:31: workload.bins: 0; want 1 to 10000",
+		`s.yaml:6:29: scenarios[0].mix: unknown mix "cartoons"`,
+		`s.yaml:7:28: scenarios[1].granularity: "packets"`,
+		"s.yaml:7:46: scenarios[1].workers: 64 workers; topology star has 8 hosts",
+		`s.yaml:4:37: policies[1].system: "nosuch" is not an INA policy`,
+		"policies[2].partition: -5",
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for _, w := range want {
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, w) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%q reported %d times, want once, in\n%v", w, n, err)
+		}
+	}
+	if len(lines) != len(want) {
+		t.Errorf("%d problems reported, want %d:\n%v", len(lines), len(want), err)
 	}
 }
 

@@ -55,6 +55,22 @@ func TestPacketLevelOnSim(t *testing.T) {
 			if j.Bound <= 0 || j.JCT() < j.Bound {
 				t.Errorf("%s: job %d finished in %.4f s, below its bound %.4f s", policy, j.ID, j.JCT(), j.Bound)
 			}
+			// The per-job breakdown: an all-reduce a round, in the switch
+			// or on the ring as the policy decides, and the parts of the
+			// JCT adding up to it within 1%: control messages take time,
+			// and a worker that has its result early starts computing
+			// before the slowest has its own.
+			if j.INARounds+j.RingRounds != j.Iterations || policy == "noina" && j.INARounds > 0 || policy == "dynaina" && j.RingRounds > 0 {
+				t.Errorf("%s: job %d: %d rounds in the switch, %d on the ring, of %d", policy, j.ID, j.INARounds, j.RingRounds, j.Iterations)
+			}
+			sum := j.Start - j.Arrival + j.Compute + j.MemWait + j.INATime + j.RingTime
+			t.Logf("%s: job %d: JCT %.4f s = queue %.4f + compute %.4f + memory wait %.4f + INA %.4f + ring %.4f (%.1f%%)", policy, j.ID, j.JCT(), j.Start-j.Arrival, j.Compute, j.MemWait, j.INATime, j.RingTime, 100*sum/j.JCT())
+			if math.Abs(sum/j.JCT()-1) > 0.01 {
+				t.Errorf("%s: job %d: the breakdown adds up to %.4f s of its %.4f s", policy, j.ID, sum, j.JCT())
+			}
+		}
+		if tab := jobTable(o.Jobs); tab.Validate() != nil || len(tab.Rows) != len(o.Jobs) {
+			t.Errorf("%s: per-job table: %v (%d rows)", policy, tab.Validate(), len(tab.Rows))
 		}
 		if o.Verified != o.Rounds || o.Rounds != 4*80 {
 			t.Errorf("%s: %d of %d all-reduces verified, want all of 320", policy, o.Verified, o.Rounds)

@@ -23,9 +23,11 @@
 package netnstb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -40,6 +42,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/bmv2"
 	"github.com/tracebed/tracebed/emulator/live"
 	"github.com/tracebed/tracebed/emulator/netns"
+	"github.com/tracebed/tracebed/emulator/netns/mininet"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -54,6 +57,15 @@ const (
 
 // Switches lists the values Options.Switch accepts.
 var Switches = []string{SwitchGo, SwitchBMv2}
+
+// Networks: who builds the namespaces and links (Options.Network).
+const (
+	NetworkNetns   = "netns"   // tracebed itself (package emulator/netns)
+	NetworkMininet = "mininet" // Mininet, with tracebed's classes (package emulator/netns/mininet)
+)
+
+// Networks lists the values Options.Network accepts.
+var Networks = []string{NetworkNetns, NetworkMininet}
 
 // DefaultMTU is the links' MTU unless Options.MTU says otherwise: jumbo
 // frames, so that one datagram of a far-memory page (4162-byte frames) or
@@ -71,6 +83,12 @@ type Options struct {
 	// Switch is "go" (default: the Go switch) or "bmv2"
 	// (simple_switch_grpc with the program compiled by p4c-bm2-ss).
 	Switch string
+	// Network is who builds the namespaces, links, addresses, routes and
+	// shaping: NetworkNetns (default) or NetworkMininet — Mininet builds
+	// them (TracebedHost, PortsSwitch, TracebedLink's HTB) and the
+	// switches and agents run in Mininet's namespaces as they do in
+	// tracebed's own.
+	Network string
 	// MTU of every link; 0 means DefaultMTU.
 	MTU int
 	// RunID names the run's namespaces (see netns.Options); empty picks
@@ -103,13 +121,16 @@ type Testbed struct {
 	opts Options
 	net  *netns.Network
 
-	switches *switchcmd.Set // the Go switch or bmv2 processes
+	borrowed bool             // Open: the network is someone else's
+	mn       *mininet.Process // Mininet, when it built the network
+	switches *switchcmd.Set   // the Go switch or bmv2 processes
 	clients  map[string]*p4rt.GRPC
 	rt       *live.Runtime
 
-	mu     sync.Mutex
-	bound  map[emulator.Addr]bool
-	failed error // a switch died
+	mu       sync.Mutex
+	bound    map[emulator.Addr]bool
+	failed   error          // a switch died
+	captures []func() error // stops of the captures running
 
 	closing   chan struct{} // closed when Close starts
 	closed    chan struct{} // closed when Close is done
@@ -169,6 +190,15 @@ func Check(opts Options) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the netns substrate needs root (network namespaces, veth links, raw sockets): run it with sudo, or use --substrate sim")
 	}
+	switch opts.Network {
+	case "", NetworkNetns:
+	case NetworkMininet:
+		if err := mininet.Available(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("network %q: want one of %s", opts.Network, strings.Join(Networks, ", "))
+	}
 	switch opts.Switch {
 	case "", SwitchGo:
 		return nil
@@ -212,10 +242,23 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	}()
 	// bmv2 routes without rewriting Ethernet addresses (fwd.p4,
 	// farmem.p4): hosts address each other directly.
-	t.net, err = netns.Up(ctx, cfg.Topology, netns.Options{RunID: opts.RunID, MTU: opts.MTU, NoShaping: opts.NoShaping,
-		L2Hosts: opts.L2Hosts || opts.Switch == SwitchBMv2})
-	if err != nil {
-		return nil, err
+	l2 := opts.L2Hosts || opts.Switch == SwitchBMv2
+	if opts.Network == NetworkMininet {
+		var out bytes.Buffer
+		t.mn, err = mininet.Start(ctx, cfg.Topology, mininet.Options{RunID: opts.RunID, Switch: mininet.SwitchNone, MTU: opts.MTU,
+			NoShaping: opts.NoShaping, L2Hosts: l2, Wait: true, Quiet: true, Stdout: &out, Stderr: &out})
+		if err != nil {
+			return nil, fmt.Errorf("netnstb: %w\n%s", err, out.Bytes())
+		}
+		t.net = t.mn.Net
+		if err := t.mn.Continue(); err != nil {
+			return nil, fmt.Errorf("netnstb: %w", err)
+		}
+	} else {
+		t.net, err = netns.Up(ctx, cfg.Topology, netns.Options{RunID: opts.RunID, MTU: opts.MTU, NoShaping: opts.NoShaping, L2Hosts: l2})
+		if err != nil {
+			return nil, err
+		}
 	}
 	sockets := map[string]string{}
 	var info *p4configv1.P4Info
@@ -274,11 +317,55 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	return t, nil
 }
 
-// setBuffers gives conn SocketBuffer bytes of receive and send buffer,
+// Open returns a testbed on a network that is already up — brought up by
+// 'tracebed topo up' or 'tracebed mininet' and found with package
+// emulator/netns/lab — whose switches serve P4Runtime on sockets (by switch
+// name) with device id deviceID. Agents attach to its hosts and controllers
+// program its switches (as primary, election id 1) as on a testbed of New;
+// Close stops the agents and the clients and leaves the network and its
+// switches up. cfg.Topology must be the network's.
+func Open(ctx context.Context, cfg testbed.Config, n *netns.Network, sockets map[string]string, deviceID uint64) (_ *Testbed, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("netnstb: a running topology needs root")
+	}
+	t := &Testbed{cfg: cfg, opts: Options{Switch: SwitchGo, MTU: n.MTU}, net: n, borrowed: true, clients: map[string]*p4rt.GRPC{},
+		bound: map[emulator.Addr]bool{}, closing: make(chan struct{}), closed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	for _, sw := range cfg.Topology.Switches() {
+		sock, ok := sockets[sw.Name]
+		if !ok {
+			return nil, fmt.Errorf("netnstb: switch %s serves no P4Runtime", sw.Name)
+		}
+		c, err := p4rt.Dial(ctx, sock, p4rt.DialOptions{DeviceID: deviceID})
+		if err != nil {
+			return nil, fmt.Errorf("netnstb: switch %s: %w", sw.Name, err)
+		}
+		t.clients[sw.Name] = c
+	}
+	t.rt = live.New(cfg.Seed)
+	t.stopWatch = context.AfterFunc(ctx, func() { t.Close() })
+	return t, nil
+}
+
+// setSocket gives conn SocketBuffer bytes of receive and send buffer,
 // past the sysctl limits (net.core.rmem_max, 208 KiB by default) as root
 // may: a window of datagrams in flight must not overflow the receiver's
 // socket, which would be a loss the emulated network does not have.
-func setBuffers(conn *net.UDPConn) error {
+//
+// It also sets IP_PMTUDISC_DO, so that the kernel builds the IPv4 header
+// the sim substrate builds (emulator/frame): don't-fragment set and
+// identification 0. Under the default (IP_PMTUDISC_WANT) Linux also sets
+// DF but draws the identification from its shared counters, which a
+// protocol that covers it — the RoCEv2 ICRC does — cannot know in
+// advance; with DO a DF datagram of a socket with no connected peer gets
+// identification 0 (ip_select_ident_segs). A datagram larger than the
+// path MTU then fails to send (and is counted lost) instead of leaving in
+// IP fragments, which the switches could not classify anyway.
+func setSocket(conn *net.UDPConn) error {
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return err
@@ -289,6 +376,9 @@ func setBuffers(conn *net.UDPConn) error {
 			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, SocketBuffer); e != nil && serr == nil {
 				serr = fmt.Errorf("socket buffer: %w", e)
 			}
+		}
+		if e := unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); e != nil && serr == nil {
+			serr = fmt.Errorf("IP_MTU_DISCOVER: %w", e)
 		}
 	})
 	if err != nil {
@@ -351,7 +441,7 @@ func (t *Testbed) Attach(host string, udpPort uint16, agent emulator.Agent) (emu
 		if err != nil {
 			return err
 		}
-		return setBuffers(conn)
+		return setSocket(conn)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("netnstb: attach %s:%d: %w", host, udpPort, err)
@@ -407,6 +497,10 @@ func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func(
 	if t.switches != nil {
 		exits = t.switches.Exit
 	}
+	var mnExited <-chan struct{}
+	if t.mn != nil {
+		mnExited = t.mn.Exited()
+	}
 	for {
 		if done() {
 			return nil
@@ -433,6 +527,9 @@ func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func(
 			return errors.New("netnstb: testbed closed during Run")
 		case p := <-exits:
 			t.fail(fmt.Errorf("netnstb: %s switch %s exited (%v); its log:\n%s", t.opts.Switch, p.Name, p.Err(), tail(p.Log)))
+		case <-mnExited:
+			mnExited = nil
+			t.fail(errors.New("netnstb: Mininet, which built the network, exited"))
 		}
 		timer.Stop()
 	}
@@ -468,6 +565,15 @@ func (t *Testbed) Close() error {
 			t.stopWatch()
 		}
 		var errs []error
+		t.mu.Lock()
+		captures := t.captures
+		t.captures = nil
+		t.mu.Unlock()
+		for _, stop := range captures {
+			if err := stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if t.rt != nil {
 			t.rt.Close()
 		}
@@ -477,7 +583,13 @@ func (t *Testbed) Close() error {
 		if t.switches != nil {
 			t.switches.Stop()
 		}
-		if t.net != nil {
+		if t.borrowed {
+			// Open: the network and its switches stay up.
+		} else if t.mn != nil {
+			if err := t.mn.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("netnstb: teardown of Mininet run %s: %w", t.mn.RunID, err))
+			}
+		} else if t.net != nil {
 			if err := t.net.Down(); err != nil {
 				errs = append(errs, fmt.Errorf("netnstb: teardown of run %s: %w", t.net.RunID, err))
 			}
@@ -489,4 +601,42 @@ func (t *Testbed) Close() error {
 	return t.closeErr
 }
 
+// Capture implements testbed.Capturer: an AF_PACKET capture of the port's
+// interface inside the node's namespace (netns.Network.Capture), both
+// directions, wall-clock timestamps. Close stops the captures still
+// running before it tears the namespaces down.
+func (t *Testbed) Capture(node string, num int, w io.Writer) (func() error, error) {
+	n := t.cfg.Topology.Node(node)
+	if n == nil || num < 1 || num > len(n.Ports) {
+		return nil, fmt.Errorf("netnstb: capture: no port %s:%d", node, num)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := t.net.Capture(ctx, node, n.Ports[num-1].Iface, w, netns.CaptureOptions{Started: func() { close(started) }})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		cancel()
+		return nil, err
+	}
+	var once sync.Once
+	var result error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			result = <-done
+		})
+		return result
+	}
+	t.mu.Lock()
+	t.captures = append(t.captures, stop)
+	t.mu.Unlock()
+	return stop, nil
+}
+
 var _ testbed.Testbed = (*Testbed)(nil)
+var _ testbed.Capturer = (*Testbed)(nil)

@@ -454,7 +454,7 @@ func TestSetBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := setBuffers(c); err != nil {
+	if err := setSocket(c); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := c.SyscallConn()

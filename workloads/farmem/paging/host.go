@@ -51,6 +51,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/p4/farmem"
 	"github.com/tracebed/tracebed/systems/evict"
@@ -162,14 +163,58 @@ type Stats struct {
 	Duplicates   uint64 // responses for requests already answered
 	// Completion is how long the replay took, from Start to the last
 	// access (on a real substrate, agents start one after another).
-	Completion   time.Duration
-	FaultLatency []time.Duration // per fault, from the access to the page mapped
-	Blocks       []BlockEvent
+	Completion time.Duration
+	// FaultLatency holds each fault's latency, from the access to the
+	// page mapped: every one up to analysis.MaxExactDurations, a
+	// histogram beyond (memory does not grow with the run).
+	FaultLatency analysis.Durations
+	// Blocks are the blocking events: every one up to MaxBlockEvents,
+	// then an evenly thinned sample that always keeps the longest;
+	// BlockCount and Blocked, their number and total time, stay exact.
+	Blocks     []BlockEvent
+	BlockCount uint64
+	Blocked    time.Duration
 	// IntegrityDetail describes the first integrity errors.
 	IntegrityDetail []string
 	// TraceError is set when the trace could not be replayed to its end
 	// (malformed, or a page number beyond MaxPages).
 	TraceError string
+
+	blockStride  uint64
+	longestBlock time.Duration
+}
+
+// MaxBlockEvents bounds the blocking events a host keeps one by one
+// (Stats.Blocks).
+const MaxBlockEvents = 1 << 16
+
+// addBlock records a blocking event. Past MaxBlockEvents, every other kept
+// event is dropped (the longest stays) and from then on every 2nd, 4th, …
+// new one is kept: an even sample of the run in bounded memory.
+func (st *Stats) addBlock(b BlockEvent) {
+	st.BlockCount++
+	st.Blocked += b.Duration
+	if st.blockStride == 0 {
+		st.blockStride = 1
+	}
+	longest := b.Duration > st.longestBlock
+	if longest {
+		st.longestBlock = b.Duration
+	}
+	if (st.BlockCount-1)%st.blockStride != 0 && !longest {
+		return
+	}
+	if len(st.Blocks) == MaxBlockEvents {
+		kept := st.Blocks[:0]
+		for i, e := range st.Blocks {
+			if i%2 == 0 || e.Duration == st.longestBlock {
+				kept = append(kept, e)
+			}
+		}
+		st.Blocks = kept
+		st.blockStride *= 2
+	}
+	st.Blocks = append(st.Blocks, b)
 }
 
 // MaxPages bounds the page numbers a host replays: its page table is dense.
@@ -573,7 +618,7 @@ func (h *Host) fetched(p int32, write bool) {
 	pg.state = resident
 	pg.dirty = false
 	h.touch(p, pg, now, write)
-	h.stats.FaultLatency = append(h.stats.FaultLatency, now+h.cfg.FaultOverhead-h.faultAt)
+	h.stats.FaultLatency.Add(now + h.cfg.FaultOverhead - h.faultAt)
 	h.waiting = false
 	h.advance()
 	h.run(h.cfg.FaultOverhead)
@@ -592,7 +637,7 @@ func (h *Host) block(now time.Duration) {
 // its own, so that a chain of blocks never deepens the stack.
 func (h *Host) unblock() {
 	now := h.env.Now()
-	h.stats.Blocks = append(h.stats.Blocks, BlockEvent{Start: h.blockAt, Duration: now - h.blockAt})
+	h.stats.addBlock(BlockEvent{Start: h.blockAt, Duration: now - h.blockAt})
 	h.blocked, h.waiting = false, false
 	h.env.After(0, h.resumeNow)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -262,37 +263,40 @@ type hop struct {
 	from    *topologies.Node
 }
 
-// path returns the hops of one shortest path from src to dst. Between
-// hosts, where a fabric offers several equal-cost next hops, the choice
-// is a hash of the two hosts, as ECMP spreads flows; towards a switch
-// there is one way up in the topologies at hand (the lowest port first).
-func (c *Cluster) path(src, dst *topologies.Node) []hop {
+// NodePort is the UDP port of the packet-level worker agents (package
+// packet): ring packets go from and to it, and INA data leaves from it.
+// Paths are hashed with it, so the flow model's paths are the packets'.
+const NodePort = 41000
+
+// flow is the 5-tuple of a UDP flow (addresses are the ends' nodes'),
+// which ECMP hashes.
+type flow struct{ sport, dport uint16 }
+
+// path returns the hops the packets of a UDP flow from src to dst take
+// (ports f), as p4/fwd forwards them: at every node with several
+// equal-cost next hops (the ports of the route, in port order), the one
+// frame.TupleHash of the flow's 5-tuple picks, the same at every hop.
+// With replica set, the first hop is instead the lowest-numbered port, as
+// the copies of a multicast result leave (ina.Members).
+func (c *Cluster) path(src, dst *topologies.Node, f flow, replica bool) []hop {
 	d := c.distances(dst)
 	var out []hop
 	var cands []*topologies.Port
-	h := uint32(2166136261)
-	if dst.IsHost() {
-		for _, b := range []byte(src.Name + ">" + dst.Name) {
-			h = (h ^ uint32(b)) * 16777619
-		}
-	}
+	h := frame.TupleHash(src.IP, dst.IP, frame.ProtoUDP, f.sport, f.dport)
 	for n := src; n != dst; {
 		cands = cands[:0]
 		for _, p := range n.Ports {
 			if m := p.Peer.Node; d[m.Index] == d[n.Index]-1 && (!m.IsHost() || m == dst) {
 				cands = append(cands, p)
-				if !dst.IsHost() {
-					break
-				}
 			}
 		}
 		if len(cands) == 0 {
 			return nil
 		}
+		slices.SortFunc(cands, func(a, b *topologies.Port) int { return a.Num - b.Num })
 		next := cands[0]
-		if len(cands) > 1 {
+		if len(cands) > 1 && !(replica && n == src) && !n.IsHost() {
 			next = cands[h%uint32(len(cands))]
-			h = h*16777619 + 1
 		}
 		out = append(out, hop{link: next.Link, forward: next.Link.A == next, from: n})
 		n = next.Peer.Node

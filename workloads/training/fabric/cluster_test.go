@@ -1,9 +1,13 @@
 package fabric
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/p4/fwd"
+	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -94,7 +98,8 @@ func TestPaths(t *testing.T) {
 	top := leafSpine(t, 2, 2)
 	c := NewCluster(top)
 	h1, h3 := top.Node("h1"), top.Node("h3")
-	p := c.path(h1, h3)
+	ring := flow{NodePort, NodePort}
+	p := c.path(h1, h3, ring, false)
 	if len(p) != 4 {
 		t.Fatalf("h1→h3: %d hops, want 4", len(p))
 	}
@@ -105,16 +110,68 @@ func TestPaths(t *testing.T) {
 	spines := map[string]int{}
 	for _, a := range []string{"h1", "h2"} {
 		for _, b := range []string{"h3", "h4"} {
-			spines[c.path(top.Node(a), top.Node(b))[2].from.Name]++
-			spines[c.path(top.Node(b), top.Node(a))[2].from.Name]++
+			spines[c.path(top.Node(a), top.Node(b), ring, false)[2].from.Name]++
+			spines[c.path(top.Node(b), top.Node(a), ring, false)[2].from.Name]++
 		}
 	}
 	if len(spines) != 2 {
 		t.Errorf("host-to-host paths cross spines %v; want both", spines)
 	}
 	// Directions: both ends of a link map to different directed links.
-	back := c.path(h3, h1)
+	back := c.path(h3, h1, ring, false)
 	if dirLink(p[0]) == dirLink(back[3]) || p[0].link != back[3].link {
 		t.Error("the two directions of h1's link share a directed index")
+	}
+}
+
+// emitted records the port a pipeline sent a frame out of.
+type emitted struct{ port int }
+
+func (e *emitted) Emit(port, _ int, _ []byte) { e.port = port }
+
+// TestPathsAreThePackets: the path the estimates take for a flow is the
+// one p4/fwd forwards its packets on, hop by hop (the same ECMP hash of
+// the same 5-tuple), for every pair of hosts and several ports, on a
+// leaf-spine and a fat-tree with equal-cost choices at several levels.
+func TestPathsAreThePackets(t *testing.T) {
+	ft, err := topologies.Generate(topologies.Params{Generate: "fattree", K: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fat, err := ft.Build("ft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, top := range []*topologies.Topology{leafSpine(t, 4, 3), fat} {
+		c := NewCluster(top)
+		routes := top.Routes()
+		pipes := map[*topologies.Node]*fwd.Pipeline{}
+		for _, sw := range top.Switches() {
+			pipes[sw] = fwd.New(sw, routes[sw.Name])
+		}
+		hosts := top.Hosts()
+		for _, src := range hosts {
+			for _, dst := range hosts {
+				if src == dst {
+					continue
+				}
+				for _, f := range []flow{{NodePort, NodePort}, {NodePort, ina.Port}, {40001, 40002}} {
+					hops := c.path(src, dst, f, false)
+					fr := frame.AppendUDP(nil, frame.UDP{Src: netip.AddrPortFrom(src.IP, f.sport), Dst: netip.AddrPortFrom(dst.IP, f.dport)}, []byte("x"))
+					n := src.Ports[0].Peer.Node
+					for i, h := range hops[1:] {
+						var e emitted
+						pipes[n].Process(0, 1, fr, &e)
+						if h.from != n || n.Ports[e.port-1].Link != h.link {
+							t.Fatalf("%s: %s→%s ports %d→%d: hop %d leaves %s on port %d, the estimate's path on %s's link %v", top.Name, src.Name, dst.Name, f.sport, f.dport, i+1, n.Name, e.port, h.from.Name, h.link)
+						}
+						n = n.Ports[e.port-1].Peer.Node
+					}
+					if n != dst {
+						t.Fatalf("%s: %s→%s: the packet reached %s", top.Name, src.Name, dst.Name, n.Name)
+					}
+				}
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
@@ -118,14 +119,14 @@ func (c *Cluster) Estimate(net Net, job jobtrace.Job, prof models.Profile, compu
 	racks := make([]bool, len(tree.Lower))
 	for i, h := range hosts {
 		host := c.Hosts[h]
-		up, down := c.path(host, sw), c.path(sw, host)
-		lu, ld := pathLatency(up, net.Frame, sw), pathLatency(down, net.Frame, sw)
-		upMax, upMin, downMax = max(upMax, lu), min(upMin, lu), max(downMax, ld)
-		rate = min(rate, minRate(up), minRate(down))
 		k := -1
 		if i < len(tree.Rack) {
 			k = tree.Rack[i]
 		}
+		up, down := c.inaPaths(host, sw, k, tree)
+		lu, ld := pathLatency(up, net.Frame, sw), pathLatency(down, net.Frame, sw)
+		upMax, upMin, downMax = max(upMax, lu), min(upMin, lu), max(downMax, ld)
+		rate = min(rate, minRate(up), minRate(down))
 		shared := k >= 0 && racks[k] // the rack's partial stream is counted
 		for j, x := range up {
 			if j == 0 || !shared {
@@ -157,7 +158,7 @@ func (c *Cluster) Estimate(net Net, job jobtrace.Job, prof models.Profile, compu
 		if n == 1 {
 			break
 		}
-		p := c.path(c.Hosts[h], c.Hosts[next])
+		p := c.path(c.Hosts[h], c.Hosts[next], flow{NodePort, NodePort}, false)
 		ringLat = max(ringLat, pathLatency(p, net.Frame, nil))
 		for _, x := range p {
 			r.Ring = append(r.Ring, Coef{dirLink(x), 2 * float64(n-1) / float64(n) * f})
@@ -231,6 +232,21 @@ func (c *Cluster) Estimate(net Net, job jobtrace.Job, prof models.Profile, compu
 	return r
 }
 
+// inaPaths returns the hops of a worker's INA packets to the top of its
+// job's tree and of the results back, as the data plane sends them: data
+// from the worker's agent to the top switch, or, in two-level aggregation
+// (rack k of tree, k ≥ 0), to its ToR and the rack's partial on to the
+// top; results multicast from the top (through the ToR) to the worker.
+func (c *Cluster) inaPaths(host, top *topologies.Node, k int, tree Tree) (up, down []hop) {
+	if k < 0 {
+		return c.path(host, top, flow{NodePort, ina.Port}, false), c.path(top, host, flow{ina.Port, NodePort}, true)
+	}
+	tor := tree.Lower[k]
+	up = append(c.path(host, tor, flow{NodePort, ina.Port}, false), c.path(tor, top, flow{ina.Port, ina.Port}, false)...)
+	down = append(c.path(top, tor, flow{ina.Port, ina.Port}, true), c.path(tor, host, flow{ina.Port, NodePort}, true)...)
+	return up, down
+}
+
 // Secs converts seconds to a duration, rounded to the nanosecond.
 func Secs(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
 
@@ -261,7 +277,7 @@ func LineRateDemand(top *topologies.Topology, net Net) int {
 	}
 	h := cl.Hosts[0]
 	sw := h.Uplink().Node
-	up, down := cl.path(h, sw), cl.path(sw, h)
+	up, down := cl.inaPaths(h, sw, -1, Tree{})
 	rtt := pathLatency(up, net.Frame, sw) + sw.Latency.Seconds() + pathLatency(down, net.Frame, sw) + net.Turnaround.Seconds()
 	line := min(minRate(up), minRate(down)) / 8 * float64(net.Payload) / float64(net.Frame)
 	return max(1, int(math.Ceil(line*rtt/float64(net.Payload))))

@@ -3,6 +3,8 @@ package fabric
 import (
 	"fmt"
 	"time"
+
+	"github.com/tracebed/tracebed/p4/ina"
 )
 
 // Net holds the protocol and host parameters of the INA model beyond the
@@ -65,6 +67,25 @@ var DefaultNet = Net{Payload: 256, Frame: 322, Turnaround: 10 * time.Microsecond
 func (n Net) DataPlaneATP() Net {
 	n.ATPHold, n.ATPCollisions = HoldCompletion, CollideHash
 	return n
+}
+
+// DataPlaneHold is the release rule of shared-mode bindings in the INA
+// data plane for n's ATPHold (ina.HoldReturn or ina.HoldCompletion).
+func (n Net) DataPlaneHold() uint8 {
+	if n.ATPHold == HoldReturn {
+		return ina.HoldReturn
+	}
+	return ina.HoldCompletion
+}
+
+// DataPlanePlace is how shared-mode chunks find their aggregator in the
+// INA data plane for n's ATPCollisions: named by the packets, collided
+// slots remapped (ina.PlaceSlot), or hashed (ina.PlaceHash).
+func (n Net) DataPlanePlace() uint8 {
+	if n.ATPCollisions == CollideRemap {
+		return ina.PlaceSlot
+	}
+	return ina.PlaceHash
 }
 
 // Check validates n. Its errors are *NetError, naming the spec's key.

@@ -37,22 +37,47 @@ type Setup struct {
 	// Bins is the number of points of the memory-utilisation series
 	// (default 200).
 	Bins int
+	// SeriesBudget is the most changes of the memory in use the run keeps
+	// exactly (0: DefaultSeriesBudget); a longer run keeps the series as
+	// time-weighted bins instead, so that its memory does not grow with
+	// its iterations (see stepSeries).
+	SeriesBudget int
 	// Progress, if not nil, is called with the fraction of jobs done.
 	Progress func(float64)
 	// Lookup finds a job's model profile; nil means models.Lookup.
 	Lookup func(name string) (models.Profile, bool)
 }
 
-// JobResult is what happened to one job.
+// JobResult is what happened to one job. Its times add up: the JCT is
+// the queueing for hosts (Start − Arrival), then Compute + MemWait + INA
+// time + RingTime over the iterations.
 type JobResult struct {
 	ID, Workers, Iterations int
 	Model                   string
-	Switch                  string
-	Arrival, Start, Finish  float64 // seconds
+	// Switch is the top of the job's aggregation tree; Lower the switches
+	// below it that aggregate its racks (two-level aggregation), if any.
+	Switch                 string
+	Lower                  []string
+	Arrival, Start, Finish float64 // seconds
 	// Bound is the physical lower bound of the job's JCT: the sum over
 	// iterations of the compute time (the slowest worker's, as drawn) and,
 	// for a distributed job, the gradient's bits ÷ the workers' link rate.
+	// It is what the job would take alone, with INA at line rate and no
+	// latency: its isolated lower bound.
 	Bound float64
+	// Compute is the time the job's slowest worker computed, summed over
+	// iterations, seconds.
+	Compute float64
+	// MemWait is the time the job waited for switch memory, seconds:
+	// every worker had computed, and its binding was a pool it did not hold
+	// yet (another member's turn, or the hand-off of a turn).
+	MemWait float64
+	// INATime and RingTime are the time the job spent all-reducing in a
+	// switch (a pool or the shared pool, the results' return included) and
+	// on the host ring, seconds; INARounds and RingRounds count those
+	// all-reduces.
+	INATime, RingTime     float64
+	INARounds, RingRounds int
 	// Gradient is the bytes all-reduced over the run (per worker, summed
 	// over iterations); INA the part aggregated in a switch; Fallback the
 	// bytes workers sent to the parameter server after collisions (summed
@@ -80,8 +105,10 @@ type Outcome struct {
 	// MemSeries is the fraction of aggregator memory in use over time
 	// (averaged over Bins equal intervals of the makespan).
 	MemSeries []analysis.Point
-	// Events counts the model's events; Rebinds the bindings written.
-	Events, Rebinds uint64
+	// Events counts the model's events; Rebinds the bindings written;
+	// MemChanges the changes of the aggregators in use (the steps of
+	// MemSeries before binning).
+	Events, Rebinds, MemChanges uint64
 }
 
 // AvgJCT is the mean job completion time.
@@ -140,6 +167,9 @@ type run struct {
 	scheduled bool    // an end event at the current rate is pending
 	p         float64 // collision probability (shared mode)
 	tau       float64
+	arStart   float64 // when the current all-reduce's stream started
+	arINA     bool    // it aggregates in a switch
+	streamed  bool    // the current iteration's all-reduce has started
 
 	res JobResult
 }
@@ -226,7 +256,7 @@ type engine struct {
 	memSum  int
 	inUse   map[string]float64
 	used    float64 // sum of inUse
-	steps   []analysis.Point
+	series  *stepSeries
 	area    float64
 	last    float64
 	first   float64
@@ -295,6 +325,7 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 		e.first = min(e.first, r.res.Arrival)
 		e.push(r.res.Arrival, evArrive, i, 0)
 	}
+	e.series = newStepSeries(e.first, s.SeriesBudget, s.Bins)
 	for len(e.q) > 0 {
 		if e.events&1023 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -375,11 +406,7 @@ func (e *engine) setUse(sw string, delta float64) {
 	if e.memSum > 0 {
 		frac = e.used / float64(e.memSum)
 	}
-	if n := len(e.steps); n > 0 && e.steps[n-1].X == e.now {
-		e.steps[n-1].Y = frac
-	} else {
-		e.steps = append(e.steps, analysis.Point{X: e.now, Y: frac})
-	}
+	e.series.set(e.now, frac)
 }
 
 func (e *engine) handle(ev event, r *run) error {
@@ -395,6 +422,7 @@ func (e *engine) handle(ev event, r *run) error {
 		e.tryStart(r)
 	case evStreamStart:
 		r.phase = streaming
+		r.arStart, r.arINA, r.streamed = e.now, r.b.INA(), true
 		r.remaining = float64(r.prof.GradientBytes)
 		r.rate, r.scheduled = 0, false
 		e.dirty = true
@@ -446,6 +474,9 @@ func (e *engine) start(r *run, hosts []int) error {
 	e.cl.Hold(t.Top)
 	r.sw, r.tree = t.Top, t
 	r.res.Switch = t.Top.Name
+	for _, l := range t.Lower {
+		r.res.Lower = append(r.res.Lower, l.Name)
+	}
 	r.res.Start = e.now
 	r.est = e.cl.Estimate(e.s.Net, r.spec, r.prof, r.compute, hosts, t)
 	r.psLinks = [2]int{len(e.links), len(e.links) + 1}
@@ -502,6 +533,7 @@ func (e *engine) computeStart(r *run) {
 		lo, hi = min(lo, c), max(hi, c)
 	}
 	r.res.Bound += hi + r.est.BoundComm
+	r.res.Compute += hi
 	if len(r.hosts) == 1 {
 		r.ver++
 		e.push(e.now+hi, evDrainEnd, e.index(r), r.ver) // nothing to all-reduce
@@ -560,6 +592,7 @@ func (e *engine) tryStart(r *run) {
 		start = max(start, r.granted)
 	}
 	r.phase = skew // until evStreamStart
+	r.res.MemWait += start - r.lastDone
 	r.ver++
 	e.setTau(r)
 	e.push(start, evStreamStart, e.index(r), r.ver)
@@ -586,6 +619,16 @@ func (e *engine) endIteration(r *run) error {
 	}
 	if r.haveB && r.b.Mode == inasched.Shared && r.b.INA() {
 		e.dirty = true
+	}
+	if r.streamed {
+		r.streamed = false
+		if r.arINA {
+			r.res.INATime += e.now - r.arStart
+			r.res.INARounds++
+		} else {
+			r.res.RingTime += e.now - r.arStart
+			r.res.RingRounds++
+		}
 	}
 	r.iter++
 	if r.iter < r.spec.Iterations {
@@ -890,7 +933,7 @@ func (sv *solver) maxMin(capacity []float64, coefs [][]coef, caps []float64) []f
 }
 
 func (e *engine) outcome() *Outcome {
-	o := &Outcome{Events: e.events, Rebinds: e.ctl.Writes()}
+	o := &Outcome{Events: e.events, Rebinds: e.ctl.Writes(), MemChanges: e.series.changes}
 	o.Makespan = e.last - e.first
 	var grad, ina float64
 	for _, r := range e.runs {
@@ -907,39 +950,8 @@ func (e *engine) outcome() *Outcome {
 	if e.memSum > 0 && o.Makespan > 0 {
 		o.MemUtil = e.area / (float64(e.memSum) * o.Makespan)
 	}
-	o.MemSeries = binSteps(e.steps, e.first, e.last, e.s.Bins)
+	o.MemSeries = e.series.bins(e.first, e.last, e.s.Bins)
 	return o
-}
-
-// binSteps averages a step function (value Y from X until the next point)
-// over n equal bins of [from, to]; X of each output point is the bin's
-// middle.
-func binSteps(steps []analysis.Point, from, to float64, n int) []analysis.Point {
-	if to <= from || n <= 0 {
-		return nil
-	}
-	w := (to - from) / float64(n)
-	out := make([]analysis.Point, n)
-	k := 0
-	cur := 0.0
-	for i := range out {
-		lo, hi := from+float64(i)*w, from+float64(i+1)*w
-		var area float64
-		t := lo
-		for k < len(steps) && steps[k].X <= t {
-			cur = steps[k].Y
-			k++
-		}
-		for k < len(steps) && steps[k].X < hi {
-			area += cur * (steps[k].X - t)
-			t = steps[k].X
-			cur = steps[k].Y
-			k++
-		}
-		area += cur * (hi - t)
-		out[i] = analysis.Point{X: (lo + hi) / 2, Y: area / w}
-	}
-	return out
 }
 
 // Draws returns the compute times the model draws for the workers of a

@@ -109,6 +109,7 @@ func TestTwoJobMetrics(t *testing.T) {
 		jct         [2]float64
 		memUtil     float64
 		inaFraction float64
+		ina, ring   [2]float64 // time all-reducing in the switch and on the ring
 	}{
 		{
 			// One partition of 64: A takes it, B uses the ring throughout.
@@ -118,6 +119,8 @@ func TestTwoJobMetrics(t *testing.T) {
 			memUtil: iA * commA * 64 / (64 * jctA),
 			// Bytes aggregated in the switch: all of A's, none of B's.
 			inaFraction: gA * iA / (gA*iA + gB*iB),
+			ina:         [2]float64{iA * commA, 0},
+			ring:        [2]float64{0, iB * ringB},
 		},
 		{
 			// Two partitions of 64: both jobs aggregate in the switch.
@@ -125,15 +128,32 @@ func TestTwoJobMetrics(t *testing.T) {
 			jct:         [2]float64{jctA, iB * (cB + gB/line + rtt)},
 			memUtil:     (iA*commA*64 + iB*(gB/line+rtt)*64) / (128 * jctA),
 			inaFraction: 1,
+			ina:         [2]float64{iA * commA, iB * (gB/line + rtt)},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := simulate(t, Setup{Top: star(t, 4, tt.aggregators, 10*units.Gbps), Net: quiet(), Jobs: trace,
 				Policy: switchml.Factory(switchml.Params{Partition: tt.partition}), Lookup: profs})
+			compute := [2]float64{iA * cA, iB * cB}
 			for i, j := range o.Jobs {
 				if !near(j.JCT(), tt.jct[i], 1e-9) {
 					t.Errorf("job %d: JCT %.9f s, hand-computed %.9f s", i, j.JCT(), tt.jct[i])
+				}
+				// The per-job breakdown: nothing queues or waits for
+				// memory; every iteration computes, then all-reduces in
+				// the switch or on the ring.
+				if j.Start != j.Arrival || j.MemWait != 0 {
+					t.Errorf("job %d: queued %v s, waited %v s for memory; want 0", i, j.Start-j.Arrival, j.MemWait)
+				}
+				if !near(j.Compute, compute[i], 1e-12) || !near(j.INATime, tt.ina[i], 1e-9) || !near(j.RingTime, tt.ring[i], 1e-9) {
+					t.Errorf("job %d: compute %.9f s, INA %.9f s, ring %.9f s; hand-computed %.9f, %.9f, %.9f", i, j.Compute, j.INATime, j.RingTime, compute[i], tt.ina[i], tt.ring[i])
+				}
+				if rounds := [2]int{j.INARounds, j.RingRounds}; tt.ina[i] > 0 && rounds != [2]int{j.Iterations, 0} || tt.ring[i] > 0 && rounds != [2]int{0, j.Iterations} {
+					t.Errorf("job %d: %d rounds in the switch and %d on the ring", i, j.INARounds, j.RingRounds)
+				}
+				if j.Switch != "tor" || len(j.Lower) != 0 {
+					t.Errorf("job %d aggregated on %q below %v; want the star's tor alone", i, j.Switch, j.Lower)
 				}
 			}
 			if !near(o.Makespan, jctA, 1e-9) {
@@ -194,6 +214,7 @@ func TestJobsFinishAboveBound(t *testing.T) {
 		"leafspine":  leafTop,
 		"star-10g-1": star(t, 12, 64, 10*units.Gbps),
 	}
+	var waited float64 // for switch memory, over every run
 	for seed := uint64(1); seed <= 3; seed++ {
 		trace := randomTrace(seed, 14, 8)
 		for topName, top := range tops {
@@ -221,6 +242,8 @@ func TestJobsFinishAboveBound(t *testing.T) {
 						if j.Workers > 1 && !near(j.Gradient, float64(j.Iterations)*float64(prof.GradientBytes), 1e-9) {
 							t.Errorf("job %d: all-reduced %.0f bytes, want %d × %d", j.ID, j.Gradient, j.Iterations, prof.GradientBytes)
 						}
+						checkBreakdown(t, j)
+						waited += j.MemWait
 					}
 					if o.MemUtil < 0 || o.MemUtil > 1 || o.INAFraction < 0 || o.INAFraction > 1 {
 						t.Errorf("mem_util %v, ina_fraction %v outside [0, 1]", o.MemUtil, o.INAFraction)
@@ -228,6 +251,32 @@ func TestJobsFinishAboveBound(t *testing.T) {
 				})
 			}
 		}
+	}
+	// Pools shared in turn make some job wait for its memory somewhere.
+	if waited == 0 {
+		t.Errorf("no job waited for switch memory in any run; the breakdown's memory wait is never exercised")
+	}
+}
+
+// checkBreakdown checks that a job's times add up to its JCT — queueing
+// for hosts, then computing, waiting for memory and all-reducing in a
+// switch or on the ring — and that a distributed job all-reduced once an
+// iteration.
+func checkBreakdown(t *testing.T, j JobResult) {
+	t.Helper()
+	sum := j.Start - j.Arrival + j.Compute + j.MemWait + j.INATime + j.RingTime
+	if !near(sum, j.JCT(), 1e-9) || j.MemWait < 0 || j.INATime < 0 || j.RingTime < 0 || j.Compute <= 0 {
+		t.Errorf("job %d: queue %.9f + compute %.9f + memory wait %.9f + INA %.9f + ring %.9f = %.9f s; JCT %.9f s", j.ID, j.Start-j.Arrival, j.Compute, j.MemWait, j.INATime, j.RingTime, sum, j.JCT())
+	}
+	want := j.Iterations
+	if j.Workers == 1 {
+		want = 0
+	}
+	if j.INARounds+j.RingRounds != want {
+		t.Errorf("job %d (%d workers, %d iterations): %d rounds in a switch, %d on the ring", j.ID, j.Workers, j.Iterations, j.INARounds, j.RingRounds)
+	}
+	if j.Switch == "" {
+		t.Errorf("job %d: no aggregation switch", j.ID)
 	}
 }
 

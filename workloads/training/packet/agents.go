@@ -11,13 +11,14 @@ import (
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/workloads/allreduce"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
 
 // UDP ports of the packet-level agents.
 const (
-	NodePort = 41000 // node agents (one per worker host)
-	PSPort   = 41001 // parameter-server agents
-	CtlPort  = 41002 // the controller
+	NodePort = fabric.NodePort // node agents (one per worker host): the flow model's paths are hashed with it
+	PSPort   = 41001           // parameter-server agents
+	CtlPort  = 41002           // the controller
 )
 
 // gradient returns the value worker w contributes at index i of its
@@ -124,6 +125,7 @@ type streamKey struct {
 	job    uint16
 	window uint32
 	target emulator.Addr
+	remap  bool
 }
 
 func newNode(ctl emulator.Addr) *node {
@@ -362,12 +364,12 @@ func (j *nodeJob) grant(m ctlMsg) {
 	case grantRing:
 		red = j.ring
 	default:
-		key := streamKey{m.SwJob, m.Window, m.Target}
+		key := streamKey{m.SwJob, m.Window, m.Target, m.Mode == grantRemap}
 		s := j.streams[key]
 		if s == nil {
 			var err error
 			s, err = allreduce.NewStream(allreduce.StreamConfig{Job: m.SwJob, Worker: uint8(j.rank), Workers: uint8(len(j.l.Peers)),
-				Target: m.Target, Window: int(m.Window), K: int(j.l.K), Timeout: j.l.Timeout})
+				Target: m.Target, Window: int(m.Window), K: int(j.l.K), Timeout: j.l.Timeout, Remap: key.remap})
 			if err != nil {
 				j.done(err)
 				return
@@ -434,7 +436,8 @@ func (p *psAgent) Recv(from emulator.Addr, b []byte) {
 			if ok {
 				p.remove(sw)
 			}
-			if err := p.ps.Add(allreduce.PSJob{Job: sw, Workers: m.PS.Workers, Elements: int(m.PS.Elements), K: int(m.PS.K), Multicast: m.PS.Multicast}); err != nil {
+			if err := p.ps.Add(allreduce.PSJob{Job: sw, Workers: m.PS.Workers, Elements: int(m.PS.Elements), K: int(m.PS.K), Multicast: m.PS.Multicast,
+				Republish: m.PS.Flags&psRepublish != 0, Remap: m.PS.Flags&psRemap != 0, Window: int(m.PS.Window), Size: int(m.PS.Size)}); err != nil {
 				p.bad++
 				return
 			}

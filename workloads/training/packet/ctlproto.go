@@ -22,7 +22,8 @@ import (
 //	node → controller   ready       computed round r, asks how to all-reduce it (answer: grant)
 //	controller → node   grant       all-reduce round r so (ring, pool, shared; switch job id, window)
 //	node → controller   done        round r all-reduced (and checked) at time t (answer: done-ack)
-//	controller → PS     ps-add      aggregate switch job id for a job (answer: ps-ack)
+//	controller → PS     ps-add      aggregate switch job id for a job (answer: ps-ack); an
+//	                                extension (flags, window, pool) follows the workers when flags are set
 //	controller → PS     ps-remove   forget switch job id (answer: ps-ack)
 //
 // Layout (big-endian): magic 0xC7 | type | job (4) | rank (1) | reserved (1) |
@@ -63,6 +64,9 @@ const (
 	grantRing   = 0
 	grantPool   = 1
 	grantShared = 2
+	// grantRemap is shared mode with ATP's slot remapping: the packets
+	// name their aggregator (allreduce.StreamConfig.Remap).
+	grantRemap = 3
 )
 
 // ctlMsg is one control message; which fields are meaningful depends on
@@ -76,7 +80,7 @@ type ctlMsg struct {
 	// launch
 	Launch launchBody
 	// grant
-	Mode   uint8  // grantRing, grantPool, grantShared
+	Mode   uint8  // grantRing, grantPool, grantShared, grantRemap
 	SwJob  uint16 // switch job id (pool, shared)
 	Window uint32 // slots (pool, shared)
 	Target emulator.Addr
@@ -104,12 +108,25 @@ type launchBody struct {
 
 // psBody registers a job with a parameter server.
 type psBody struct {
-	SwJob     uint16
-	Elements  uint32
-	K         uint16
-	Multicast emulator.Addr   // the aggregation switch (results go back through it)
-	Workers   []emulator.Addr // the workers' node agents, by rank
+	SwJob    uint16
+	Elements uint32
+	K        uint16
+	Flags    uint8 // psRepublish, psRemap
+	// Window and Size are the job's window and shared pool (psRemap).
+	Window, Size uint32
+	Multicast    emulator.Addr   // the aggregation switch (results go back through it)
+	Workers      []emulator.Addr // the workers' node agents, by rank
 }
+
+// Flags of ps-add.
+const (
+	// psRepublish: answer retransmissions of completed chunks through the
+	// switch (allreduce.PSJob.Republish; release on return).
+	psRepublish = 1
+	// psRemap: move collided window slots to free aggregators
+	// (allreduce.PSJob.Remap).
+	psRemap = 2
+)
 
 var errCtlMalformed = errors.New("malformed control message")
 
@@ -180,6 +197,11 @@ func appendCtl(b []byte, m *ctlMsg) []byte {
 		b = append(b, byte(len(p.Workers)))
 		for _, w := range p.Workers {
 			b = putAddr(b, w)
+		}
+		if p.Flags != 0 { // the extension: flags, window, pool
+			b = append(b, p.Flags)
+			b = binary.BigEndian.AppendUint32(b, p.Window)
+			b = binary.BigEndian.AppendUint32(b, p.Size)
 		}
 	case msgPSRemove, msgPSAck:
 		b = binary.BigEndian.AppendUint16(b, m.PS.SwJob)
@@ -259,7 +281,7 @@ func parseCtl(b []byte) (ctlMsg, error) {
 		m.Window = binary.BigEndian.Uint32(body[3:])
 		m.Target = getAddr(body[7:])
 		switch {
-		case m.Mode > grantShared:
+		case m.Mode > grantRemap:
 			return m, malformed("grant mode %d", m.Mode)
 		case m.Mode != grantRing && (m.Window < 1 || m.Window > 1<<16 || m.SwJob >= ina.MaxJobs):
 			return m, malformed("grant of window %d, switch job %d", m.Window, m.SwJob)
@@ -283,6 +305,7 @@ func parseCtl(b []byte) (ctlMsg, error) {
 		m.Err = string(body[11:])
 	case msgPSAdd:
 		const fixed = 2 + 4 + 2 + 6 + 1
+		const ext = 1 + 4 + 4 // flags, window, pool: present when flags are set
 		if len(body) < fixed {
 			return m, malformed("ps-add body of %d bytes", len(body))
 		}
@@ -292,7 +315,15 @@ func parseCtl(b []byte) (ctlMsg, error) {
 		p.K = binary.BigEndian.Uint16(body[6:])
 		p.Multicast = getAddr(body[8:])
 		n := int(body[14])
-		if err := need(fixed + 6*n); err != nil {
+		if len(body) == fixed+6*n+ext {
+			x := body[fixed+6*n:]
+			p.Flags = x[0]
+			p.Window = binary.BigEndian.Uint32(x[1:])
+			p.Size = binary.BigEndian.Uint32(x[5:])
+			if p.Flags == 0 {
+				return m, malformed("ps-add extension without flags")
+			}
+		} else if err := need(fixed + 6*n); err != nil {
 			return m, err
 		}
 		switch {
@@ -300,6 +331,10 @@ func parseCtl(b []byte) (ctlMsg, error) {
 			return m, malformed("ps-add of %d workers", n)
 		case p.K < 1 || int(p.K) > ina.MaxK || p.SwJob >= ina.MaxJobs || p.Elements > 1<<28:
 			return m, malformed("ps-add of switch job %d, k = %d, %d elements", p.SwJob, p.K, p.Elements)
+		case p.Flags&^(psRepublish|psRemap) != 0:
+			return m, malformed("ps-add flags %#x", p.Flags)
+		case p.Flags&psRemap != 0 && (p.Window < 1 || p.Window > 1<<16 || p.Size < 1 || p.Size > 1<<20):
+			return m, malformed("ps-add remapping a window of %d slots over %d aggregators", p.Window, p.Size)
 		}
 		for i := range n {
 			p.Workers = append(p.Workers, getAddr(body[fixed+6*i:]))

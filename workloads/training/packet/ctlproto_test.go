@@ -26,6 +26,8 @@ func ctlSamples() []ctlMsg {
 		{Type: msgDone, Job: 7, Rank: 3, Round: 19, At: time.Second, Last: true, Err: "value 3 of the all-reduced gradient is 1, want 2"},
 		{Type: msgDoneAck, Job: 7, Rank: 3, Round: 4},
 		{Type: msgPSAdd, Job: 7, PS: psBody{SwJob: 3, Elements: 34000, K: 64, Multicast: a("10.255.0.1:48864"), Workers: peers}},
+		{Type: msgPSAdd, Job: 7, PS: psBody{SwJob: 3, Elements: 34000, K: 64, Flags: psRepublish | psRemap, Window: 12, Size: 840, Multicast: a("10.255.0.1:48864"), Workers: peers}},
+		{Type: msgGrant, Job: 7, Rank: 1, Round: 3, Mode: grantRemap, SwJob: 2, Window: 20, Target: a("10.255.0.1:48864")},
 		{Type: msgPSRemove, Job: 7, PS: psBody{SwJob: 3}},
 		{Type: msgPSAck, Job: 7, Round: uint32(msgPSAdd), PS: psBody{SwJob: 3}},
 	}
@@ -70,12 +72,19 @@ func TestCtlRejects(t *testing.T) {
 		{"launch rank beyond workers", mod(launch, 6, 3)},
 		{"launch no workers", func() []byte { b := bytes.Clone(launch[:ctlHeaderLen+55]); b[ctlHeaderLen+54] = 0; return b }()},
 		{"launch k 0", mod(mod(launch, ctlHeaderLen, 0), ctlHeaderLen+1, 0)},
-		{"grant mode", mod(grant, ctlHeaderLen, 3)},
+		{"grant mode", mod(grant, ctlHeaderLen, 4)},
 		{"grant window 0", mod(mod(mod(mod(grant, ctlHeaderLen+3, 0), ctlHeaderLen+4, 0), ctlHeaderLen+5, 0), ctlHeaderLen+6, 0)},
 		{"grant short", grant[:len(grant)-1]},
 		{"done flags", mod(done, ctlHeaderLen+8, 2)},
 		{"done error length", mod(done, ctlHeaderLen+9, 0xFF)},
 		{"ready with body", append(appendCtl(nil, &ctlMsg{Type: msgReady}), 1)},
+		{"ps-add flags", func() []byte { b := appendCtl(nil, &ctlSamples()[10]); b[len(b)-9] = 4; return b }()},
+		{"ps-add extension without flags", func() []byte { b := appendCtl(nil, &ctlSamples()[10]); b[len(b)-9] = 0; return b }()},
+		{"ps-add remap without a window", func() []byte {
+			m := ctlSamples()[10]
+			m.PS.Window = 0
+			return appendCtl(nil, &m)
+		}()},
 		{"ps-remove switch job", append(appendCtl(nil, &ctlMsg{Type: msgReady})[:ctlHeaderLen], 0xFF, 0xFF)},
 	} {
 		if tt.name == "ps-remove switch job" {

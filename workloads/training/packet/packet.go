@@ -143,13 +143,14 @@ type jobRun struct {
 
 // prun is a job in the packet-level controller.
 type prun struct {
-	idx    int
-	r      *jobRun // placement, network estimate (the flow model's), result
-	hosts  []string
-	addrs  []emulator.Addr
-	target emulator.Addr // the aggregation switch's INA address
-	ps     string        // parameter-server host, if any
-	psAddr emulator.Addr
+	idx     int
+	r       *jobRun // placement, network estimate (the flow model's), result
+	hosts   []string
+	addrs   []emulator.Addr
+	target  emulator.Addr   // the aggregation switch's INA address (the top of the tree)
+	targets []emulator.Addr // where each worker sends: its rack's ToR in two-level aggregation, else target
+	ps      string          // parameter-server host, if any
+	psAddr  emulator.Addr
 
 	launched []bool
 	started  bool
@@ -160,10 +161,17 @@ type prun struct {
 	grantAt  time.Duration
 	ready    []bool // workers ready for cur (waiting for the grant)
 	next     []bool // workers ready for cur+1
-	doneBy   []bool
-	doneN    int
-	doneAt   time.Duration
-	finishAt []time.Duration
+	// Per-job results: how many workers are ready for cur and cur+1 and
+	// when the last of them was; when cur's all-reduce started (every
+	// worker ready and granted), and whether it started.
+	readyN, nextN    int
+	readyAt, nextAt  time.Duration
+	arStart          time.Duration
+	arStarted, arINA bool
+	doneBy           []bool
+	doneN            int
+	doneAt           time.Duration
+	finishAt         []time.Duration
 
 	b            inasched.Binding
 	holder       bool
@@ -301,6 +309,9 @@ func (c *controller) start(p *prun, hosts []int) error {
 	sw := t.Top
 	r.sw, r.tree = sw, t
 	r.res.Switch = sw.Name
+	for _, l := range t.Lower {
+		r.res.Lower = append(r.res.Lower, l.Name)
+	}
 	r.res.Start = c.now().Seconds()
 	r.est = c.cl.Estimate(c.s.Net, r.spec, r.prof, r.compute, hosts, t)
 	n := len(hosts)
@@ -311,6 +322,13 @@ func (c *controller) start(p *prun, hosts []int) error {
 		p.addrs[i] = netip.AddrPortFrom(c.cl.Hosts[h].IP, NodePort)
 	}
 	p.target = netip.AddrPortFrom(sw.IP, ina.Port)
+	p.targets = make([]emulator.Addr, n)
+	for i := range n {
+		p.targets[i] = p.target
+		if k := t.Rack[i]; k >= 0 {
+			p.targets[i] = netip.AddrPortFrom(t.Lower[k].IP, ina.Port)
+		}
+	}
 	p.launched = make([]bool, n)
 	p.finishAt = make([]time.Duration, n)
 	p.ready, p.next, p.doneBy = make([]bool, n), make([]bool, n), make([]bool, n)
@@ -337,6 +355,7 @@ func (c *controller) start(p *prun, hosts []int) error {
 			slowest = max(slowest, d.at(it))
 		}
 		r.res.Bound += slowest.Seconds() + r.est.BoundComm
+		r.res.Compute += slowest.Seconds()
 	}
 	c.logf("job %d starts on %v (switch %s, PS %q): demand %d, useful %d, comm INA %v ring %v", r.spec.ID, p.hosts, sw.Name, p.ps, r.est.Job.Demand, r.est.Job.Useful, r.est.Job.CommINA, r.est.Job.CommRing)
 	acts, err := c.adm.Admit(c.now(), c.now(), r.est.Job, p.hosts)
@@ -447,12 +466,22 @@ func (c *controller) onReady(p *prun, m ctlMsg) {
 	delete(c.out, [3]uint32{uint32(msgLaunch), m.Job, uint32(m.Rank)}) // a ready acknowledges the launch too
 	switch {
 	case p.cur >= 0 && m.Round == uint32(p.cur) && p.began:
+		if !p.ready[m.Rank] {
+			p.readyN++
+			p.readyAt = c.now()
+		}
 		if p.granted {
 			c.sendGrant(p, int(m.Rank))
-		} else {
-			p.ready[m.Rank] = true
+			if p.readyN == len(p.addrs) && !p.arStarted {
+				p.arStart, p.arStarted = c.now(), true // the last worker was late, not the grant
+			}
 		}
+		p.ready[m.Rank] = true
 	case m.Round == uint32(p.cur+1):
+		if !p.next[m.Rank] {
+			p.nextN++
+			p.nextAt = c.now()
+		}
 		p.next[m.Rank] = true
 		if p.cur < 0 || p.doneN == len(p.addrs) {
 			c.begin(p)
@@ -467,6 +496,7 @@ func (c *controller) begin(p *prun) {
 	p.cur++
 	p.began, p.granted, p.waiting = true, false, false
 	p.ready, p.next = p.next, make([]bool, len(p.addrs))
+	p.readyN, p.readyAt, p.nextN, p.arStarted = p.nextN, p.nextAt, 0, false
 	clear(p.doneBy)
 	p.doneN, p.doneAt = 0, 0
 	t := c.now()
@@ -479,7 +509,7 @@ func (c *controller) begin(p *prun) {
 	if p.b.INA() {
 		// A move made at an earlier boundary leaves the old binding for
 		// the rounds before it; every worker has now finished those.
-		if _, err := c.binder.Retire(context.Background(), p.r.sw.Name, p.r.est.Job.ID); err != nil {
+		if _, err := c.binder.Retire(context.Background(), p.r.est.Job); err != nil {
 			c.fail(fmt.Errorf("job %d: %w", p.r.spec.ID, err))
 			return
 		}
@@ -534,9 +564,15 @@ func (c *controller) proceed(p *prun) {
 		return
 	}
 	p.psPending = true
-	c.request(p.psAddr, &ctlMsg{Type: msgPSAdd, Job: uint32(p.r.spec.ID), PS: psBody{
-		SwJob: sw, Elements: uint32(p.r.prof.GradientBytes / 4), K: ina.DefaultK, Multicast: p.target, Workers: p.addrs,
-	}}, [3]uint32{uint32(msgPSAdd), uint32(p.r.spec.ID), uint32(sw)})
+	body := psBody{SwJob: sw, Elements: uint32(p.r.prof.GradientBytes / 4), K: ina.DefaultK, Multicast: p.target, Workers: p.addrs}
+	if c.s.Net.DataPlaneHold() == ina.HoldReturn {
+		body.Flags |= psRepublish
+	}
+	if c.s.Net.DataPlanePlace() == ina.PlaceSlot {
+		body.Flags |= psRemap
+		body.Window, body.Size = uint32(c.sharedWindow(p)), uint32(p.b.Size)
+	}
+	c.request(p.psAddr, &ctlMsg{Type: msgPSAdd, Job: uint32(p.r.spec.ID), PS: body}, [3]uint32{uint32(msgPSAdd), uint32(p.r.spec.ID), uint32(sw)})
 	p.psSwJob = int(sw)
 }
 
@@ -559,6 +595,14 @@ func (c *controller) grant(p *prun) {
 	c.logf("job %d round %d granted %v", p.r.spec.ID, p.cur, p.b)
 	p.granted, p.waiting = true, false
 	p.grantAt = c.now()
+	p.arINA = p.b.INA()
+	if p.readyN == len(p.addrs) && !p.arStarted {
+		// Every worker waited for this grant: for switch memory if the
+		// binding is a pool (another member's turn), else for the
+		// controller's decision.
+		p.r.res.MemWait += (p.grantAt - p.readyAt).Seconds()
+		p.arStart, p.arStarted = p.grantAt, true
+	}
 	switch {
 	case p.b.Mode == inasched.Pool && p.b.INA():
 		p.holder = true
@@ -576,16 +620,23 @@ func (c *controller) grant(p *prun) {
 	}
 }
 
+// sharedWindow is ATP's window of p in shared mode: the line-rate window
+// through the parameter server, capped at the pool.
+func (c *controller) sharedWindow(p *prun) int { return min(p.r.est.WindowPS, p.b.Size, 1<<16) }
+
 func (c *controller) sendGrant(p *prun, rank int) {
 	m := &ctlMsg{Type: msgGrant, Job: uint32(p.r.spec.ID), Rank: uint8(rank), Round: uint32(p.cur), Mode: grantRing}
 	if p.b.INA() {
 		sw, _ := c.binder.SwitchJob(p.r.sw.Name, p.r.est.Job.ID)
-		m.SwJob, m.Target = sw, p.target
+		m.SwJob, m.Target = sw, p.targets[rank]
 		switch p.b.Mode {
 		case inasched.Pool:
 			m.Mode, m.Window = grantPool, uint32(p.b.Size)
 		default:
-			m.Mode, m.Window = grantShared, uint32(min(p.r.est.WindowPS, p.b.Size, 1<<16))
+			m.Mode, m.Window = grantShared, uint32(c.sharedWindow(p))
+			if c.s.Net.DataPlanePlace() == ina.PlaceSlot {
+				m.Mode = grantRemap
+			}
 		}
 	}
 	c.send(p.addrs[rank], m)
@@ -624,9 +675,18 @@ func (c *controller) onDone(p *prun, m ctlMsg) {
 func (c *controller) endIteration(p *prun) {
 	c.logf("job %d round %d done (last worker at %.3fms)", p.r.spec.ID, p.cur, float64(p.doneAt)/1e6)
 	p.began = false
+	if p.arStarted {
+		d := max(0, p.doneAt-p.arStart).Seconds()
+		if p.arINA {
+			p.r.res.INATime += d
+		} else {
+			p.r.res.RingTime += d
+		}
+	}
 	if p.holder {
 		p.holder = false
-		c.spans = append(c.spans, memSpan{from: p.grantAt, to: max(p.doneAt, p.grantAt), n: float64(p.b.Size)})
+		// The range is held on every switch of the job's tree.
+		c.spans = append(c.spans, memSpan{from: p.grantAt, to: max(p.doneAt, p.grantAt), n: float64(p.b.Size * (1 + len(p.r.tree.Lower)))})
 		c.apply(c.adm.End(p.r.est.Job.ID))
 	}
 	if p.cur == p.r.spec.Iterations-1 {
@@ -697,7 +757,9 @@ func (c *controller) sample() {
 	ranges := map[string][][2]int{}
 	for _, p := range c.active {
 		if p.b.Mode == inasched.Shared && p.b.INA() {
-			ranges[p.r.sw.Name] = append(ranges[p.r.sw.Name], [2]int{p.b.Base, p.b.Base + p.b.Size})
+			for _, sw := range p.r.tree.Switches() {
+				ranges[sw.Name] = append(ranges[sw.Name], [2]int{p.b.Base, p.b.Base + p.b.Size})
+			}
 		}
 	}
 	now := c.now()
@@ -793,6 +855,7 @@ func Run(ctx context.Context, s Setup) (*Outcome, error) {
 	c := &controller{s: &s, clients: map[string]p4rt.Client{}, names: map[string]*p4rt.Names{},
 		byID: map[uint32]*prun{}, psFree: map[string][]string{}, out: map[[3]uint32]*outMsg{}, shared: map[string]*sharedSample{}}
 	c.cl = fabric.NewClusterOf(top, workers)
+	c.cl.TwoLevel = true // jobs across racks aggregate at their ToRs, then at the top (as the flow model)
 	mem := inasched.Memory{}
 	for _, sw := range top.Switches() {
 		mem[sw.Name] = sw.Aggregators
@@ -820,6 +883,7 @@ func Run(ctx context.Context, s Setup) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	binder.Hold, binder.Place = s.Net.DataPlaneHold(), s.Net.DataPlanePlace()
 	binder.Endpoints = func(job int) (uint16, netip.AddrPort) {
 		for _, p := range c.runs {
 			if p.r.spec.ID == job {
@@ -980,8 +1044,6 @@ func (s *Setup) check() error {
 		return errors.New("packet level: no testbed")
 	case s.Net.Payload != 4*ina.DefaultK || s.Net.Frame != ina.HeaderLen+4*ina.DefaultK+42:
 		return fmt.Errorf("packet level: payload %d and frame %d; the INA data plane carries %d-byte payloads in %d-byte frames", s.Net.Payload, s.Net.Frame, 4*ina.DefaultK, ina.HeaderLen+4*ina.DefaultK+42)
-	case s.Net.ATPHold == fabric.HoldReturn || s.Net.ATPCollisions == fabric.CollideRemap:
-		return fmt.Errorf("packet level: atp_hold %q and atp_collisions %q are flow-model settings; the data plane frees an aggregator at completion and hashes every chunk (Net.DataPlaneATP)", s.Net.ATPHold, s.Net.ATPCollisions)
 	case s.Timeout <= 0 || s.RingTimeout <= 0:
 		return errors.New("packet level: the retransmission timeouts must be positive")
 	case s.RingWindow < 1:
@@ -1035,6 +1097,9 @@ func (c *controller) collect(o *Outcome) {
 	for i, p := range c.runs {
 		o.Jobs[i].Gradient = float64(p.r.spec.Iterations) * float64(p.r.prof.GradientBytes)
 		o.jobRounds = append(o.jobRounds, [3]int{p.poolRounds, p.sharedRounds, p.ringRounds})
+		if len(p.addrs) > 1 {
+			o.Jobs[i].INARounds, o.Jobs[i].RingRounds = p.poolRounds+p.sharedRounds, p.ringRounds
+		}
 	}
 	o.Events = c.msgs
 }

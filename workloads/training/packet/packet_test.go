@@ -104,7 +104,7 @@ func TestPacketSetupChecks(t *testing.T) {
 	for name, mod := range map[string]func(*Setup){
 		"no lookup":   func(s *Setup) {},
 		"payload":     func(s *Setup) { s.Net.Payload = 512 },
-		"atp return":  func(s *Setup) { s.Net.ATPHold = fabric.HoldReturn },
+		"atp remap":   func(s *Setup) { s.Net.ATPCollisions = fabric.CollideRemap },
 		"no timeout":  func(s *Setup) { s.Timeout = 0 },
 		"no ring win": func(s *Setup) { s.RingWindow = 0 },
 		"no jobs":     func(s *Setup) { s.Jobs = nil },

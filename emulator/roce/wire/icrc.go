@@ -1,0 +1,209 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"net/netip"
+
+	"github.com/tracebed/tracebed/emulator/frame"
+)
+
+// The invariant CRC (IBTA annex A17.3.3, "ICRC for RoCEv2"): the standard
+// CRC-32 (polynomial 0x04C11DB7, reflected, initial value and final XOR all
+// ones — hash/crc32's IEEE, zlib's crc32) computed over
+//
+//	8 bytes of 0xFF              (stands for the InfiniBand LRH, absent in RoCEv2)
+//	the IPv4 header              with TOS (DSCP and ECN), TTL and header checksum set to all ones
+//	the UDP header               with the checksum set to all ones
+//	the BTH                      with byte 4 (FECN, BECN, 6 reserved bits) set to all ones
+//	everything after the BTH     up to the ICRC: extension headers, payload, pad
+//
+// and carried little-endian after the pad (the byte order of rdma_rxe and
+// of the RNICs whose captures tshark and scapy check; see testdata). The
+// masked fields are those a switch may change on the way: routers decrement
+// the TTL, ECN marking changes the TOS, the BECN/FECN bits carry congestion.
+//
+// The other IPv4 and UDP fields (version and header length, total length,
+// identification, flags and fragment offset, protocol, addresses, ports,
+// UDP length) are covered. An agent sees only the UDP payload, so it
+// rebuilds them: Pseudo holds what it cannot derive from the payload and
+// the two endpoints.
+
+// Pseudo is the part of the IPv4 and UDP headers the ICRC covers that a
+// UDP payload does not carry: the two endpoints, the IPv4 identification
+// and the flags and fragment offset. The lengths follow from the payload.
+// Addresses that are not IPv4 count as 0.0.0.0.
+type Pseudo struct {
+	Src, Dst netip.AddrPort // IPv4 addresses and UDP ports
+	ID       uint16         // IPv4 identification
+	FlagsOff uint16         // IPv4 flags and fragment offset (0x4000: don't fragment)
+}
+
+// DontFragment is the IPv4 flags/fragment-offset word of a datagram with
+// DF set and no offset.
+const DontFragment = 0x4000
+
+// HostPseudo returns the pseudo-header of a datagram that a tracebed host
+// sends from src to dst. Hosts on both substrates write identification 0
+// with DF set: the sim substrate's frames (emulator/frame.AppendUDP) do,
+// and so does Linux for the unconnected UDP sockets of the netns substrate
+// (ip_select_ident_segs gives a DF datagram of a socket without a
+// connected peer the ID 0), checked against tshark on both.
+func HostPseudo(src, dst netip.AddrPort) Pseudo {
+	return Pseudo{Src: src, Dst: dst, FlagsOff: DontFragment}
+}
+
+// lrhCRC is the CRC state after the 8 bytes of 0xFF that stand for the LRH.
+var lrhCRC = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+
+// ICRC returns the invariant CRC of a RoCEv2 packet whose UDP payload,
+// without its trailing ICRC, is ib (the BTH and what follows), sent with
+// the headers that ps describes. ib must hold at least a BTH.
+func ICRC(ps Pseudo, ib []byte) uint32 {
+	var h [frame.IPv4Len + frame.UDPLen + BTHLen]byte
+	udpLen := frame.UDPLen + len(ib) + ICRCLen
+	h[0] = 0x45
+	h[1] = 0xff // TOS
+	binary.BigEndian.PutUint16(h[2:], uint16(frame.IPv4Len+udpLen))
+	binary.BigEndian.PutUint16(h[4:], ps.ID)
+	binary.BigEndian.PutUint16(h[6:], ps.FlagsOff)
+	h[8] = 0xff // TTL
+	h[9] = frame.ProtoUDP
+	h[10], h[11] = 0xff, 0xff // header checksum
+	s, d := as4(ps.Src.Addr()), as4(ps.Dst.Addr())
+	copy(h[12:16], s[:])
+	copy(h[16:20], d[:])
+	u := h[frame.IPv4Len:]
+	binary.BigEndian.PutUint16(u[0:], ps.Src.Port())
+	binary.BigEndian.PutUint16(u[2:], ps.Dst.Port())
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	u[6], u[7] = 0xff, 0xff // UDP checksum
+	bth := u[frame.UDPLen:]
+	copy(bth, ib[:BTHLen])
+	bth[4] = 0xff // FECN, BECN, reserved
+	crc := crcUpdate(lrhCRC, h[:])
+	return crc32.Update(crc, crc32.IEEETable, ib[BTHLen:])
+}
+
+// crcUpdate is crc32.Update with the IEEE polynomial, for the few bytes of
+// the masked headers. Unlike crc32.Update (whose assembly the compiler
+// cannot see into) it lets them stay on the stack, so a packet path
+// allocates nothing; slicing by 8 keeps it quick.
+func crcUpdate(crc uint32, p []byte) uint32 {
+	crc = ^crc
+	for len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = slicing8[7][crc&0xff] ^ slicing8[6][crc>>8&0xff] ^ slicing8[5][crc>>16&0xff] ^ slicing8[4][crc>>24] ^
+			slicing8[3][p[4]] ^ slicing8[2][p[5]] ^ slicing8[1][p[6]] ^ slicing8[0][p[7]]
+		p = p[8:]
+	}
+	for _, v := range p {
+		crc = slicing8[0][byte(crc)^v] ^ crc>>8
+	}
+	return ^crc
+}
+
+// slicing8 are the tables of slicing-by-8 for the IEEE polynomial:
+// slicing8[0] is crc32.IEEETable, slicing8[k] advances a byte k more
+// bytes.
+var slicing8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		c := t[0][i]
+		for k := 1; k < 8; k++ {
+			c = t[0][c&0xff] ^ c>>8
+			t[k][i] = c
+		}
+	}
+	return t
+}()
+
+// as4 returns the IPv4 address a, or zeros if a is not one.
+func as4(a netip.Addr) [4]byte {
+	if a = a.Unmap(); a.Is4() {
+		return a.As4()
+	}
+	return [4]byte{}
+}
+
+// VerifyICRC reports whether the ICRC that ends the UDP payload b is right
+// for headers ps. b must hold at least MinLen bytes.
+func VerifyICRC(ps Pseudo, b []byte) bool {
+	if len(b) < MinLen {
+		return false
+	}
+	n := len(b) - ICRCLen
+	return ICRC(ps, b[:n]) == binary.LittleEndian.Uint32(b[n:])
+}
+
+// FrameICRC computes the ICRC of the RoCEv2 packet in an Ethernet/IPv4/UDP
+// frame from the frame's own headers (IPv4 options included), as a switch
+// or a capture checker sees them. It returns the UDP payload too (ICRC
+// included). It fails on frames that are not UDP to port 4791 or too
+// short to hold a BTH and an ICRC.
+func FrameICRC(f []byte) (uint32, []byte, error) {
+	h, payload, err := frame.ParseUDP(f)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %v", ErrNotRoCE, err)
+	}
+	if h.Dst.Port() != Port {
+		return 0, nil, fmt.Errorf("%w: UDP port %d", ErrNotRoCE, h.Dst.Port())
+	}
+	if len(payload) < MinLen {
+		return 0, nil, ErrShort
+	}
+	ihl := int(f[frame.EthLen]&0x0f) * 4
+	var buf [60 + frame.UDPLen + BTHLen]byte
+	m := copy(buf[:], f[frame.EthLen:frame.EthLen+ihl+frame.UDPLen])
+	buf[1] = 0xff                       // TOS
+	buf[8] = 0xff                       // TTL
+	buf[10], buf[11] = 0xff, 0xff       // header checksum
+	buf[ihl+6], buf[ihl+7] = 0xff, 0xff // UDP checksum
+	m += copy(buf[m:], payload[:BTHLen])
+	buf[ihl+frame.UDPLen+4] = 0xff // BTH FECN, BECN, reserved
+	crc := crcUpdate(lrhCRC, buf[:m])
+	crc = crc32.Update(crc, crc32.IEEETable, payload[BTHLen:len(payload)-ICRCLen])
+	return crc, payload, nil
+}
+
+// ParseFrame decodes the RoCEv2 packet in an Ethernet/IPv4/UDP frame, as
+// a switch pipeline sees it: the addressing, and the packet (whose
+// Payload aliases f). It checks the UDP port and the packet's lengths,
+// not the ICRC (VerifyFrame does).
+func ParseFrame(f []byte) (frame.UDP, Packet, error) {
+	h, payload, err := frame.ParseUDP(f)
+	if err != nil {
+		return h, Packet{}, fmt.Errorf("%w: %v", ErrNotRoCE, err)
+	}
+	if h.Dst.Port() != Port {
+		return h, Packet{}, fmt.Errorf("%w: UDP port %d", ErrNotRoCE, h.Dst.Port())
+	}
+	p, err := Parse(payload)
+	return h, p, err
+}
+
+// VerifyFrame checks the ICRC of the RoCEv2 packet in frame f.
+func VerifyFrame(f []byte) error {
+	crc, payload, err := FrameICRC(f)
+	if err != nil {
+		return err
+	}
+	if got := binary.LittleEndian.Uint32(payload[len(payload)-ICRCLen:]); got != crc {
+		return fmt.Errorf("%w: carried %#08x, computed %#08x", ErrICRC, got, crc)
+	}
+	return nil
+}
+
+// SetFrameICRC recomputes the ICRC of the RoCEv2 packet in frame f in
+// place, for a switch that has rewritten its payload or a covered header
+// field (an in-network aggregator, say). Fields the ICRC masks (TTL, TOS,
+// checksums, FECN/BECN) may change without it.
+func SetFrameICRC(f []byte) error {
+	crc, payload, err := FrameICRC(f)
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint32(payload[len(payload)-ICRCLen:], crc)
+	return nil
+}

@@ -1,0 +1,71 @@
+package problems
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestList(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int
+		add   []error
+		want  []string // lines of Err
+		n     int
+	}{
+		{name: "none", add: []error{nil, nil}, n: 0},
+		{name: "one", add: []error{errors.New("a")}, want: []string{"a"}, n: 1},
+		{name: "the same twice", add: []error{errors.New("a"), errors.New("b"), errors.New("a")}, want: []string{"a", "b"}, n: 2},
+		{name: "joined are counted one by one", limit: 3, add: []error{errors.Join(errors.New("a"), errors.New("b")), errors.New("c"), errors.New("d")},
+			want: []string{"a", "b", "c", "… and 1 more problems"}, n: 4},
+		{name: "default limit", add: func() []error {
+			var es []error
+			for i := range Max + 5 {
+				es = append(es, fmt.Errorf("e%d", i))
+			}
+			return es
+		}(), n: Max + 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := List{Limit: tt.limit}
+			for _, e := range tt.add {
+				l.Add(e)
+			}
+			if l.Len() != tt.n {
+				t.Errorf("Len %d, want %d", l.Len(), tt.n)
+			}
+			err := l.Err()
+			if tt.n == 0 {
+				if err != nil {
+					t.Errorf("Err %v, want nil", err)
+				}
+				return
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if tt.want != nil && strings.Join(lines, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("Err %q, want %q", lines, tt.want)
+			}
+			if tt.limit == 0 && len(lines) != min(tt.n, Max)+min(1, max(0, tt.n-Max)) {
+				t.Errorf("%d lines for %d problems", len(lines), tt.n)
+			}
+		})
+	}
+}
+
+func TestMatch(t *testing.T) {
+	err := errors.Join(errors.New("f:1:2: a: bad"), errors.New("f:3:4: b: worse"))
+	if e := Match(err, []string{"f:1:2: a:", "f:3:4: b: worse"}); e != nil {
+		t.Errorf("Match: %v", e)
+	}
+	for _, want := range [][]string{{"f:1:2: a:"}, {"f:1:2: a:", "f:3:5"}, nil} {
+		if Match(err, want) == nil {
+			t.Errorf("Match(%q) accepted", want)
+		}
+	}
+	if Match(nil, []string{"x"}) == nil {
+		t.Error("Match(nil) accepted")
+	}
+}
