@@ -19,11 +19,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
 	"github.com/tracebed/tracebed/p4/programs"
-	"github.com/tracebed/tracebed/traces/jobs"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem"
 	"github.com/tracebed/tracebed/workloads/incast"
@@ -45,6 +45,14 @@ const (
 	exitBadInput = 2
 )
 
+// exitCode is an error that sets the process's exit code without a message
+// (the exit status of a command run by 'topo exec').
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func (e exitCode) ExitCode() int { return int(e) }
+
 // inputError marks errors caused by the user's input (exit code 2).
 type inputError struct{ err error }
 
@@ -65,7 +73,7 @@ type app struct {
 
 	// programs returns the data planes the switches of this binary run
 	// (the engine is handed them: it knows none).
-	programs switchcmd.Registry
+	programs func() (*dataplane.Registry, error)
 }
 
 // embeddedFS is a directory of files built into the binary, reachable by

@@ -9,6 +9,9 @@
 // Neither tool ships with tracebed. FindTools says what is missing and how
 // to get it; docs/bmv2.md explains how to run on the P4 tutorials VM,
 // which has both.
+//
+// Starting the switches in network namespaces (Start) is Linux-only;
+// compiling a program and computing its initial entries work everywhere.
 package bmv2
 
 import (

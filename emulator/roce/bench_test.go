@@ -2,7 +2,6 @@ package roce_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -10,15 +9,9 @@ import (
 	"github.com/tracebed/tracebed/emulator/roce"
 	"github.com/tracebed/tracebed/emulator/roce/cm"
 	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/internal/cputime"
 	"github.com/tracebed/tracebed/internal/units"
 )
-
-// cpuTime returns the CPU time (user and system) the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkRCFlow runs one RC flow between two hosts of a star on sim at
 // 100 Gbps with a 4096-byte MTU: a stream of 4 MiB RDMA WRITEs, two
@@ -97,7 +90,7 @@ func BenchmarkRCFlow(b *testing.B) {
 	pkts0, simt0, events0 := da.Counters().TxPackets, doneAt, tb.Sim.Fired()
 	b.ReportAllocs()
 	b.SetBytes(msg)
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	want = 1 + b.N
 	post()
@@ -108,7 +101,7 @@ func BenchmarkRCFlow(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Process() - cpu0
 	pkts := da.Counters().TxPackets - pkts0
 	b.ReportMetric(float64(pkts)/cpu.Seconds(), "pkts/cpu-s")
 	// Simulation events per data packet: the share of the work that is

@@ -37,8 +37,8 @@ func testbeds(t testing.TB) map[string]func(context.Context, testbed.Config) (te
 	tbs := map[string]func(context.Context, testbed.Config) (testbed.Testbed, error){
 		"sim": experiments.SimTestbed,
 	}
-	if os.Geteuid() != 0 {
-		t.Log("netns: skipped, it needs root (network namespaces, veth links, raw sockets)")
+	if err := netnstb.Check(netnstb.Options{}); err != nil {
+		t.Logf("netns: skipped: %v", err)
 	} else if testing.Short() {
 		t.Log("netns: skipped in -short mode")
 	} else {

@@ -1,14 +1,5 @@
-// Package switchcmd is the Go switch as a process: the 'tracebed switch'
-// command, which runs one switch of a topology inside that switch's network
-// namespace with a P4Runtime server, and Start, which starts one such
-// process per switch of a network brought up by package emulator/netns
-// ('tracebed topo up' and the netns testbed both use it).
-//
-// The processes are started from the running executable with the
-// arguments of the 'switch' command and ChildEnv set. The tracebed binary
-// runs the command as any other; a test binary that starts switches (it
-// brings a testbed up) calls Main first thing in its TestMain, so that it
-// acts as the switch when started as one.
+//go:build linux && !nonetns
+
 package switchcmd
 
 import (
@@ -27,7 +18,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tracebed/tracebed/emulator/dataplane"
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -46,11 +36,6 @@ func IsInputError(err error) bool {
 }
 
 func badInput(err error) error { return InputError{err} }
-
-// Registry returns the programs a switch can run. The command calls it
-// when it starts a switch; the tracebed binary assembles its registry in
-// cmd/tracebed, from p4/programs.
-type Registry func() (*dataplane.Registry, error)
 
 // Command returns the 'switch' command, whose switch runs the programs of
 // programs; stderr receives its log and the counters it prints when it

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tracebed/tracebed/emulator/sim"
+	"github.com/tracebed/tracebed/internal/cputime"
 	"github.com/tracebed/tracebed/p4/farmem"
 	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
@@ -65,14 +65,6 @@ func replay(b *testing.B, data []byte, ws int, local float64) (uint64, *Stats) {
 	return s.Fired(), h.Stats()
 }
 
-// cpuTime is the process's CPU time (user and system): on a shared machine
-// it measures the work done, where wall time also measures the neighbours.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
-}
-
 // BenchmarkReplay measures trace replay on the sim substrate, one core:
 // a binary trace is decoded and replayed by a paging host, hits run ahead
 // without events, misses go to a memory server over the simulated network.
@@ -90,14 +82,14 @@ func BenchmarkReplay(b *testing.B) {
 			data, n, ws := encodedTrace(b, tc.app, 64)
 			var events, faults, ops uint64
 			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuTime()
+			start, cpu0 := time.Now(), cputime.Process()
 			for range b.N {
 				ev, st := replay(b, data, ws, tc.local)
 				events += ev
 				faults += st.Faults
 				ops += st.Ops
 			}
-			el, cpu := time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds()
+			el, cpu := time.Since(start).Seconds(), (cputime.Process() - cpu0).Seconds()
 			if ops != uint64(b.N*n) {
 				b.Fatalf("replayed %d of %d accesses", ops, b.N*n)
 			}
