@@ -272,7 +272,7 @@ func TestBench(t *testing.T) {
 		t.Skip("tracebed bench runs the go command, which is not in PATH")
 	}
 	out := filepath.Join(t.TempDir(), "bench.json")
-	code, stdout, stderr := run(t, "bench", "-q", "--out", out, "--packages", modulePath+"/analysis", "--bench", "Compare", "--benchtime", "2x", "--spec", "testdata/small-incast.yaml")
+	code, stdout, stderr := run(t, "bench", "-q", "--out", out, "--packages", modulePath+"/analysis/report", "--bench", "Compare", "--benchtime", "2x", "--spec", "testdata/small-incast.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
