@@ -201,7 +201,7 @@ func TestBulkBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sim.New()
-	n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+	n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 	if err != nil {
 		t.Fatal(err)
 	}
