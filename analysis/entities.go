@@ -158,7 +158,7 @@ func (r *Results) EntityCSV(name string) ([]byte, error) {
 			}
 			for _, c := range cols {
 				if v, ok := row.Values[c.Name]; ok {
-					rec = append(rec, exactNumber(v))
+					rec = append(rec, ExactNumber(v))
 				} else {
 					rec = append(rec, "")
 				}

@@ -138,17 +138,17 @@ func ReadProvenance(dir string) (*Provenance, error) {
 	if err != nil {
 		return nil, err
 	}
-	schema, version, err := probeSchema(path, data)
+	schema, version, err := ProbeSchema(path, data)
 	if err != nil {
 		return nil, err
 	}
 	if schema != ProvenanceSchema {
-		return nil, fmt.Errorf("%s: %s", path, schemaMismatch(schema, version, ProvenanceSchema, "provenance"))
+		return nil, fmt.Errorf("%s: %s", path, SchemaMismatch(schema, version, ProvenanceSchema, "provenance"))
 	}
 	var p Provenance
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, jsonError(data, err))
+		return nil, fmt.Errorf("%s: %v", path, JSONError(data, err))
 	}
 	return &p, nil
 }
@@ -169,9 +169,9 @@ func ShellQuote(args []string) string {
 	return strings.Join(out, " ")
 }
 
-// shardSummary describes the shards of merged results: how many, on how
+// ShardSummary describes the shards of merged results: how many, on how
 // many machines, and the longest shard's wall time.
-func (p *Provenance) shardSummary() string {
+func (p *Provenance) ShardSummary() string {
 	var machines []string
 	longest := 0.0
 	for _, s := range p.Shards {

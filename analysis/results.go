@@ -1,6 +1,8 @@
-// Package analysis holds what tracebed makes of runs: the results file
-// (results.json), comparison tables in the terminal, Markdown and CSV, and
-// the statistics behind them.
+// Package analysis holds the results schema every experiment writes: the
+// results file (results.json), shard files and provenance, comparison
+// tables in the terminal, Markdown and CSV, and the statistics behind them.
+// It pulls no plotting: figures, reports and benchmark files are in
+// analysis/report, which only the command uses.
 package analysis
 
 import (
@@ -18,6 +20,12 @@ import (
 
 // Schema identifies the results file format. A reader rejects other schemas.
 const Schema = "tracebed.results/v1"
+
+// FiguresSchema identifies figures.json.
+const FiguresSchema = "tracebed.figures/v1"
+
+// BenchSchema identifies bench.json, the output of tracebed bench.
+const BenchSchema = "tracebed.bench/v1"
 
 // Results is the content of results/<experiment>/results.json. It holds no
 // wall-clock data, so the same spec and seed give byte-identical files.
@@ -168,7 +176,7 @@ func (r *Results) Validate() error {
 			}
 		}
 		for name, pts := range run.Series {
-			if !finite(pts) {
+			if !Finite(pts) {
 				return fmt.Errorf("runs[%d] (%s/%s/seed %d): series %s has a value that is not a finite number", i, run.Policy, run.Scenario, run.Seed, name)
 			}
 		}
@@ -190,9 +198,9 @@ func (r *Results) Validate() error {
 	return nil
 }
 
-// complete returns an error if r holds the partial results of an
-// execution that stopped early: they compare with nothing.
-func (r *Results) complete(path string) error {
+// Complete returns an error naming path if r holds the partial results of
+// an execution that stopped early: they compare with nothing.
+func (r *Results) Complete(path string) error {
 	if p := r.Partial; p != nil {
 		return fmt.Errorf("%s: partial results (%s after %d of %d runs); run the experiment to the end to compare it", path, p.Reason, p.Done, p.Of)
 	}
@@ -247,12 +255,12 @@ func Read(path string) (*Results, error) {
 // prefixes every error.
 func Parse(name string, data []byte) (*Results, error) {
 	path := name
-	schema, version, err := probeSchema(path, data)
+	schema, version, err := ProbeSchema(path, data)
 	if err != nil {
 		return nil, err
 	}
 	if schema != Schema {
-		return nil, fmt.Errorf("%s: %s", path, schemaMismatch(schema, version, Schema, "results"))
+		return nil, fmt.Errorf("%s: %s", path, SchemaMismatch(schema, version, Schema, "results"))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -262,7 +270,7 @@ func Parse(name string, data []byte) (*Results, error) {
 		if version != "" {
 			by = ", written by tracebed " + version
 		}
-		return nil, fmt.Errorf("%s: %v (the file says %s%s; this tracebed reads that schema but not this field)", path, jsonError(data, err), schema, by)
+		return nil, fmt.Errorf("%s: %v (the file says %s%s; this tracebed reads that schema but not this field)", path, JSONError(data, err), schema, by)
 	}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -270,9 +278,9 @@ func Parse(name string, data []byte) (*Results, error) {
 	return &r, nil
 }
 
-// probeSchema returns the schema and tracebed version a JSON file declares,
+// ProbeSchema returns the schema and tracebed version a JSON file declares,
 // or an error saying why it is not a tracebed file.
-func probeSchema(path string, data []byte) (schema, version string, err error) {
+func ProbeSchema(path string, data []byte) (schema, version string, err error) {
 	var probe struct {
 		Schema  *string `json:"schema"`
 		Version string  `json:"tracebed_version"`
@@ -285,7 +293,7 @@ func probeSchema(path string, data []byte) (schema, version string, err error) {
 		if errors.As(err, &te) {
 			return "", "", fmt.Errorf("%s: not a tracebed file: field %q is %s, want a string", path, te.Field, te.Value)
 		}
-		return "", "", fmt.Errorf("%s: not a tracebed file: %v", path, jsonError(data, err))
+		return "", "", fmt.Errorf("%s: not a tracebed file: %v", path, JSONError(data, err))
 	}
 	if probe.Schema == nil {
 		return "", "", fmt.Errorf("%s: not a tracebed file (no \"schema\" field; want %q for results, %q for benchmarks)", path, Schema, BenchSchema)
@@ -293,9 +301,9 @@ func probeSchema(path string, data []byte) (schema, version string, err error) {
 	return *probe.Schema, probe.Version, nil
 }
 
-// schemaMismatch explains why a file of schema got (written by tracebed
+// SchemaMismatch explains why a file of schema got (written by tracebed
 // version) cannot be read where want is expected.
-func schemaMismatch(got, version, want, what string) string {
+func SchemaMismatch(got, version, want, what string) string {
 	by := ""
 	if version != "" {
 		by = " by tracebed " + version
@@ -323,8 +331,9 @@ func schemaMismatch(got, version, want, what string) string {
 	return fmt.Sprintf("schema %q is not a tracebed %s file (want %q)", got, what, want)
 }
 
-// jsonError adds the line and column to a JSON syntax error.
-func jsonError(data []byte, err error) error {
+// JSONError adds the line and column in data to a JSON decoding error
+// (syntax, type, unknown field), for readers of every tracebed file.
+func JSONError(data []byte, err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		line, col := lineCol(data, se.Offset)
@@ -411,4 +420,14 @@ func FormatValue(v float64) string {
 		return strconv.FormatFloat(v, 'f', 4, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// Finite reports whether every value of pts is a finite number.
+func Finite(pts []Point) bool {
+	for _, p := range pts {
+		if math.IsNaN(p.X) || math.IsInf(p.X, 0) || math.IsNaN(p.Y) || math.IsInf(p.Y, 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -114,21 +114,21 @@ func ReadShard(path string) (*ShardFile, error) {
 
 // ParseShard decodes a shard file; name prefixes every error.
 func ParseShard(name string, data []byte) (*ShardFile, error) {
-	schema, version, err := probeSchema(name, data)
+	schema, version, err := ProbeSchema(name, data)
 	if err != nil {
 		return nil, err
 	}
 	if schema != ShardSchema {
-		return nil, fmt.Errorf("%s: %s", name, schemaMismatch(schema, version, ShardSchema, "shard"))
+		return nil, fmt.Errorf("%s: %s", name, SchemaMismatch(schema, version, ShardSchema, "shard"))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f ShardFile
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, jsonError(data, err))
+		return nil, fmt.Errorf("%s: %v", name, JSONError(data, err))
 	}
 	if f.Results.Schema != Schema {
-		return nil, fmt.Errorf("%s: results: %s", name, schemaMismatch(f.Results.Schema, version, Schema, "results"))
+		return nil, fmt.Errorf("%s: results: %s", name, SchemaMismatch(f.Results.Schema, version, Schema, "results"))
 	}
 	if err := f.check(); err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)

@@ -1,53 +1,23 @@
 package analysis
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/tracebed/tracebed/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
+// checkGolden compares got with testdata/name, or rewrites it with -update.
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./analysis -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what the code produces now; if the change is intended, run go test ./analysis -update and review the diff\n%s", path, firstDiff(want, got))
-	}
-}
-
-func firstDiff(a, b []byte) string {
-	la, lb := bytes.Split(a, []byte("\n")), bytes.Split(b, []byte("\n"))
-	for i := range max(len(la), len(lb)) {
-		var x, y []byte
-		if i < len(la) {
-			x = la[i]
-		}
-		if i < len(lb) {
-			y = lb[i]
-		}
-		if !bytes.Equal(x, y) {
-			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y)
-		}
-	}
-	return ""
+	golden.Check(t, filepath.Join("testdata", name), got, *update, "./analysis")
 }
 
 // The synthetic results files in testdata follow the series and params
@@ -216,7 +186,7 @@ func TestSyntheticFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		golden(t, name, data)
+		checkGolden(t, name, data)
 		if _, err := Read(filepath.Join("testdata", name)); err != nil {
 			t.Errorf("Read(%s): %v", name, err)
 		}

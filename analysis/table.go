@@ -70,7 +70,7 @@ func (r *Results) Comparison() []Table {
 				default:
 					row = append(row, displays[i].Format(s.Mean))
 				}
-				exact = append(exact, exactNumber(s.Mean), exactNumber(s.Std))
+				exact = append(exact, ExactNumber(s.Mean), ExactNumber(s.Std))
 			}
 			t.Rows = append(t.Rows, row)
 			t.CSVRows = append(t.CSVRows, exact)
@@ -80,8 +80,8 @@ func (r *Results) Comparison() []Table {
 	return tables
 }
 
-// exactNumber writes v so that parsing it gives v back.
-func exactNumber(v float64) string {
+// ExactNumber formats v so that parsing the text gives v back.
+func ExactNumber(v float64) string {
 	if a := math.Abs(v); a >= 1e-6 && a < 1e21 || v == 0 {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}

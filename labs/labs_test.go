@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator/netns"
-	"github.com/tracebed/tracebed/emulator/netns/lab"
 )
 
 // testPrefix starts the run ids of this test binary (see netns.RunTests).
@@ -56,6 +56,9 @@ func tracebed(t *testing.T, args ...string) string {
 
 func needRoot(t *testing.T) {
 	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("skipping: this part of the lab needs Linux (network namespaces)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: this part of the lab needs root (network namespaces)")
 	}
@@ -231,7 +234,7 @@ func TestLab2(t *testing.T) {
 	t.Run("A", func(t *testing.T) {
 		needRoot(t)
 		id := netns.TestRunID(testPrefix)
-		defer lab.Remove(id)
+		defer removeRun(id)
 		tracebed(t, "topo", "up", "labs/2-switch-memory/lab2.yaml", "--program", "ina", "--detach", "--run-id", id)
 		defer tracebed(t, "topo", "down", "--run", id)
 		times := map[int]time.Duration{}
@@ -274,7 +277,7 @@ func TestLab1(t *testing.T) {
 		t.Skip("skipping: tshark is not installed (apt-get install tshark)")
 	}
 	id := netns.TestRunID(testPrefix)
-	defer lab.Remove(id)
+	defer removeRun(id)
 	tracebed(t, "topo", "up", "labs/1-watch-an-aggregate/lab1.yaml", "--program", "ina", "--detach", "--run-id", id)
 	defer tracebed(t, "topo", "down", "--run", id)
 	dir := t.TempDir()

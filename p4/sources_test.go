@@ -10,11 +10,15 @@ import (
 )
 
 // TestSources: every program the switches run has its P4 source built in,
-// identical to the file in the repository.
+// identical to the file in the repository, and carries it to bmv2
+// (dataplane.Program.Source).
 func TestSources(t *testing.T) {
 	reg, err := programs.Registry()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := reg.Default().Name; got != "fwd" {
+		t.Errorf("default program %s, want fwd (plain forwarding)", got)
 	}
 	for _, name := range reg.Names() {
 		src, err := p4.Source(name)
@@ -27,6 +31,9 @@ func TestSources(t *testing.T) {
 		}
 		if !bytes.Equal(src, file) || !bytes.Contains(src, []byte("V1Switch(")) {
 			t.Errorf("%s: built-in source differs from %s.p4", name, name)
+		}
+		if !bytes.Equal(reg.Lookup(name).Source, file) {
+			t.Errorf("%s: the program's Source differs from %s.p4", name, name)
 		}
 	}
 	if _, err := p4.Source("nosuch"); err == nil {

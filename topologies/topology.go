@@ -25,7 +25,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/ether"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/internal/yamlx"
 )
@@ -57,7 +57,7 @@ type Node struct {
 	Kind   Kind
 	Index  int // position in Topology.Nodes
 	IP     netip.Addr
-	MAC    frame.MAC
+	MAC    ether.MAC
 	Labels map[string]string
 
 	// Switch resources (zero on hosts).
@@ -79,7 +79,7 @@ type Port struct {
 	Node  *Node
 	Link  *Link
 	Peer  *Port
-	MAC   frame.MAC
+	MAC   ether.MAC
 }
 
 func (p *Port) String() string { return fmt.Sprintf("%s:%s", p.Node.Name, p.Iface) }
@@ -128,11 +128,11 @@ func (n *Node) Uplink() *Port {
 }
 
 // HostMAC returns the MAC tracebed gives the node with index i.
-func HostMAC(i int) frame.MAC { return frame.MAC{0x02, 0, 0, 0, byte(i >> 8), byte(i)} }
+func HostMAC(i int) ether.MAC { return ether.MAC{0x02, 0, 0, 0, byte(i >> 8), byte(i)} }
 
 // PortMAC returns the MAC of port num of the node with index i.
-func PortMAC(i, num int) frame.MAC {
-	return frame.MAC{0x02, 0x01, byte(i >> 8), byte(i), byte(num >> 8), byte(num)}
+func PortMAC(i, num int) ether.MAC {
+	return ether.MAC{0x02, 0x01, byte(i >> 8), byte(i), byte(num >> 8), byte(num)}
 }
 
 // hostIP returns the default address of the k-th host: 10.0.0.1, 10.0.0.2, …

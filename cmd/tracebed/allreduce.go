@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package main
 
 import (
@@ -87,7 +89,11 @@ retransmissions.`,
 					dev = s.DeviceID
 				}
 			}
-			tb, err := netnstb.Open(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1}, r.Net, sockets, dev)
+			prog, err := ina.SwitchProgram()
+			if err != nil {
+				return err
+			}
+			tb, err := netnstb.Open(ctx, testbed.Config{Topology: top, Program: &prog, Seed: 1}, r.Net, sockets, dev)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/analysis/report"
 )
 
 // synthetic results files shared with the analysis package's tests.
@@ -36,7 +37,7 @@ func runSmall(t *testing.T, extra ...string) string {
 // reproducible as results.json.
 func TestRunWritesFiguresAndProvenance(t *testing.T) {
 	dirs := []string{runSmall(t, "--parallel", "1"), runSmall(t, "--parallel", "2")}
-	idx, err := analysis.ReadFigures(dirs[0])
+	idx, err := report.ReadFigures(dirs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestRunWritesFiguresAndProvenance(t *testing.T) {
 	}
 	// --plots=false leaves them out.
 	dir := runSmall(t, "--plots=false")
-	if _, err := os.Stat(filepath.Join(dir, analysis.FiguresFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, report.FiguresFile)); err == nil {
 		t.Error("--plots=false wrote figures")
 	}
 }
@@ -126,7 +127,7 @@ func TestCompare(t *testing.T) {
 	worseP99 := writeModified(t, farmemResults, "local-0.9", "fastswap", "fault_p99_us", 1.5)
 	small := runSmall(t)
 	bench := filepath.Join(t.TempDir(), "bench.json")
-	data, _ := (&analysis.Bench{Benchmarks: []analysis.Benchmark{{Package: "p", Name: "BenchmarkX", Runs: 1, Metrics: map[string]float64{"ns/op": 1}}}}).Marshal()
+	data, _ := (&report.Bench{Benchmarks: []report.Benchmark{{Package: "p", Name: "BenchmarkX", Runs: 1, Metrics: map[string]float64{"ns/op": 1}}}}).Marshal()
 	os.WriteFile(bench, data, 0o644)
 	notJSON := filepath.Join(t.TempDir(), "x.json")
 	os.WriteFile(notJSON, []byte("hello"), 0o644)
@@ -205,9 +206,9 @@ func TestReport(t *testing.T) {
 	data, _ := os.ReadFile(inaResults)
 	os.WriteFile(filepath.Join(ina, "results.json"), data, 0o644)
 
-	bench, _ := (&analysis.Bench{Date: "2026-12-01T00:00:00Z", Benchtime: "1s",
-		Headline:   []analysis.Headline{{What: "simulation event rate", Package: "emulator/sim", Benchmark: "BenchmarkLinkHop", Unit: "events/s", Value: 2e6, Status: analysis.StatusOK}},
-		Benchmarks: []analysis.Benchmark{{Package: "emulator/sim", Name: "BenchmarkLinkHop", Runs: 1, Metrics: map[string]float64{"events/s": 2e6}}}}).Marshal()
+	bench, _ := (&report.Bench{Date: "2026-12-01T00:00:00Z", Benchtime: "1s",
+		Headline:   []report.Headline{{What: "simulation event rate", Package: "emulator/sim", Benchmark: "BenchmarkLinkHop", Unit: "events/s", Value: 2e6, Status: report.StatusOK}},
+		Benchmarks: []report.Benchmark{{Package: "emulator/sim", Name: "BenchmarkLinkHop", Runs: 1, Metrics: map[string]float64{"events/s": 2e6}}}}).Marshal()
 	os.WriteFile(filepath.Join(root, "bench.json"), bench, 0o644)
 
 	out := filepath.Join(root, "REPORT.md")
@@ -271,11 +272,11 @@ func TestBench(t *testing.T) {
 		t.Skip("tracebed bench runs the go command, which is not in PATH")
 	}
 	out := filepath.Join(t.TempDir(), "bench.json")
-	code, stdout, stderr := run(t, "bench", "-q", "--out", out, "--packages", modulePath+"/analysis", "--bench", "Compare", "--benchtime", "2x", "--spec", "testdata/small-incast.yaml")
+	code, stdout, stderr := run(t, "bench", "-q", "--out", out, "--packages", modulePath+"/analysis/report", "--bench", "Compare", "--benchtime", "2x", "--spec", "testdata/small-incast.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	b, err := analysis.ReadBench(out)
+	b, err := report.ReadBench(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,13 +286,13 @@ func TestBench(t *testing.T) {
 	if len(b.Suites) != 1 || b.Suites[0].Experiment != "small-incast" || b.Suites[0].Runs != 4 || b.Suites[0].WallS <= 0 {
 		t.Errorf("suites %+v", b.Suites)
 	}
-	var sim *analysis.Headline
+	var sim *report.Headline
 	for i, h := range b.Headline {
 		if h.Package == "emulator/sim" {
 			sim = &b.Headline[i]
 		}
 	}
-	if sim == nil || sim.Status != analysis.StatusMissing || !strings.Contains(sim.Note, "not selected by --packages") {
+	if sim == nil || sim.Status != report.StatusMissing || !strings.Contains(sim.Note, "not selected by --packages") {
 		t.Errorf("headline for emulator/sim: %+v", sim)
 	}
 	if !strings.Contains(stdout, "figure of merit") {
@@ -324,8 +325,8 @@ func TestD(t *testing.T) {}
 
 // TestHeadline: each declared figure of merit is found, or says why not.
 func TestHeadline(t *testing.T) {
-	b := &analysis.Bench{
-		Benchmarks: []analysis.Benchmark{
+	b := &report.Bench{
+		Benchmarks: []report.Benchmark{
 			{Package: "emulator/sim", Name: "BenchmarkLinkHop", Runs: 1, Metrics: map[string]float64{"ns/op": 200, "events/s": 5e6, "hops/s": 2e6}},
 			{Package: "emulator/switch", Name: "BenchmarkSwitchVsBridge", Runs: 1, Metrics: map[string]float64{"bridge_pps": 1e5, "switch_pps": 1.2e5, "switch_vs_bridge": 1.2}},
 			{Package: "workloads/farmem/paging", Name: "BenchmarkReplay/memcached-local90%", Runs: 1, Metrics: map[string]float64{"accesses/cpu-s": 4e6}},
@@ -334,9 +335,9 @@ func TestHeadline(t *testing.T) {
 			{Package: "workloads/incast", Name: "BenchmarkIncastMillion", Runs: 1, Metrics: map[string]float64{"ns/op": 3e9, "events/cpu-s": 6e6}},
 			{Package: "traces/mem", Name: "BenchmarkLackeyImport", Runs: 1, Metrics: map[string]float64{"M_accesses/s": 5.5, "M_accesses/cpu-s": 11.5}},
 		},
-		Notes: []analysis.BenchNote{
-			{Package: "p4/farmem", Benchmark: "BenchmarkPipeline", Status: analysis.StatusSkipped, Message: "needs bmv2"},
-			{Package: "workloads/incast", Benchmark: "BenchmarkNS3Incast", Status: analysis.StatusSkipped, Message: "needs ns-3"},
+		Notes: []report.BenchNote{
+			{Package: "p4/farmem", Benchmark: "BenchmarkPipeline", Status: report.StatusSkipped, Message: "needs bmv2"},
+			{Package: "workloads/incast", Benchmark: "BenchmarkNS3Incast", Status: report.StatusSkipped, Message: "needs ns-3"},
 		},
 	}
 	pkgs := map[string]benchPackage{
@@ -375,7 +376,7 @@ func TestHeadline(t *testing.T) {
 		}
 	}
 	for _, h := range headlineOf(b, nil, false) {
-		if h.Status != analysis.StatusMissing || h.Note != "Go benchmarks were not run" {
+		if h.Status != report.StatusMissing || h.Note != "Go benchmarks were not run" {
 			t.Errorf("without Go benchmarks: %+v", h)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/analysis/report"
 	"github.com/tracebed/tracebed/experiments"
 )
 
@@ -41,7 +42,7 @@ func writeArtifacts(dir string, res *analysis.Results, prov analysis.Provenance,
 		}
 	}
 	if plots {
-		if _, err := analysis.WriteFigures(dir, analysis.Figures(res)); err != nil {
+		if _, err := report.WriteFigures(dir, report.Figures(res)); err != nil {
 			return fmt.Errorf("plots of %s: %w", res.Experiment, err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/analysis/report"
 	"github.com/tracebed/tracebed/experiments"
 )
 
@@ -100,7 +101,7 @@ Exit codes: 0 done, 1 a benchmark failed or a package's tests do not build
 			if quiet {
 				progress = io.Discard
 			}
-			b := &analysis.Bench{
+			b := &report.Bench{
 				Version: version, Commit: buildCommit(), Date: time.Now().UTC().Format(time.RFC3339),
 				Benchtime: benchtime, Machine: analysis.CurrentMachine(),
 			}
@@ -108,11 +109,11 @@ Exit codes: 0 done, 1 a benchmark failed or a package's tests do not build
 			gob := goBench{goCmd: goCmd, benchtime: benchtime, count: count, pattern: pattern, packages: packages, log: progress}
 			found, err := gob.run(cmd.Context(), b)
 			if err != nil {
-				b.Notes = append(b.Notes, analysis.BenchNote{Package: "(all)", Status: analysis.StatusSkipped, Message: err.Error()})
+				b.Notes = append(b.Notes, report.BenchNote{Package: "(all)", Status: report.StatusSkipped, Message: err.Error()})
 				fmt.Fprintf(progress, "bench: Go benchmarks not run: %v\n", err)
 			}
 			for _, n := range b.Notes {
-				if n.Status == analysis.StatusFailed {
+				if n.Status == report.StatusFailed {
 					failed = append(failed, strings.TrimSpace(n.Package+" "+n.Benchmark)+": "+n.Message)
 				}
 			}
@@ -174,7 +175,7 @@ type benchPackage struct {
 // run discovers the packages with benchmarks, runs them and fills
 // b.Benchmarks and b.Notes. It returns every package of the module (with
 // or without benchmarks) by relative path.
-func (g goBench) run(ctx context.Context, b *analysis.Bench) (map[string]benchPackage, error) {
+func (g goBench) run(ctx context.Context, b *report.Bench) (map[string]benchPackage, error) {
 	mod, err := g.output(ctx, "env", "GOMOD")
 	if err != nil {
 		return nil, err
@@ -231,16 +232,16 @@ func (g goBench) run(ctx context.Context, b *analysis.Bench) (map[string]benchPa
 	c.Stdout = io.MultiWriter(&outBuf, g.log)
 	c.Stderr = io.MultiWriter(&outBuf, g.log)
 	runErr := c.Run()
-	bms, notes, err := analysis.ParseGoBench(&outBuf, modulePath)
+	bms, notes, err := report.ParseGoBench(&outBuf, modulePath)
 	if err != nil {
 		return all, fmt.Errorf("reading go test output: %v", err)
 	}
 	b.Benchmarks, b.Notes = bms, notes
-	if runErr != nil && !slices.ContainsFunc(notes, func(n analysis.BenchNote) bool { return n.Status == analysis.StatusFailed }) {
+	if runErr != nil && !slices.ContainsFunc(notes, func(n report.BenchNote) bool { return n.Status == report.StatusFailed }) {
 		if ctx.Err() != nil {
 			return all, ctx.Err()
 		}
-		b.Notes = append(b.Notes, analysis.BenchNote{Package: "(go test)", Status: analysis.StatusFailed, Message: runErr.Error()})
+		b.Notes = append(b.Notes, report.BenchNote{Package: "(go test)", Status: report.StatusFailed, Message: runErr.Error()})
 	}
 	return all, nil
 }
@@ -287,35 +288,35 @@ func benchmarkFuncs(path string) []string {
 
 // headlineOf fills the declared figures of merit from the benchmarks run,
 // saying why one is missing.
-func headlineOf(b *analysis.Bench, pkgs map[string]benchPackage, ran bool) []analysis.Headline {
-	var out []analysis.Headline
+func headlineOf(b *report.Bench, pkgs map[string]benchPackage, ran bool) []report.Headline {
+	var out []report.Headline
 	for _, h := range headlines {
-		hl := analysis.Headline{What: h.what, Package: h.pkg, Benchmark: h.bench}
+		hl := report.Headline{What: h.what, Package: h.pkg, Benchmark: h.bench}
 		pkg, exists := pkgs[h.pkg]
 		switch {
 		case !ran:
-			hl.Status, hl.Note = analysis.StatusMissing, "Go benchmarks were not run"
+			hl.Status, hl.Note = report.StatusMissing, "Go benchmarks were not run"
 			out = append(out, hl)
 			continue
 		case !exists:
-			hl.Status, hl.Note = analysis.StatusMissing, "package "+h.pkg+" does not exist yet (or was not selected by --packages)"
+			hl.Status, hl.Note = report.StatusMissing, "package "+h.pkg+" does not exist yet (or was not selected by --packages)"
 			out = append(out, hl)
 			continue
 		case len(pkg.benchmarks) == 0:
-			hl.Status, hl.Note = analysis.StatusMissing, "package "+h.pkg+" has no benchmarks yet"
+			hl.Status, hl.Note = report.StatusMissing, "package "+h.pkg+" has no benchmarks yet"
 			out = append(out, hl)
 			continue
 		case h.bench != "" && !slices.Contains(pkg.benchmarks, topBenchmark(h.bench)):
-			hl.Status, hl.Note = analysis.StatusMissing, fmt.Sprintf("package %s has no %s (it has %s)", h.pkg, topBenchmark(h.bench), strings.Join(pkg.benchmarks, ", "))
+			hl.Status, hl.Note = report.StatusMissing, fmt.Sprintf("package %s has no %s (it has %s)", h.pkg, topBenchmark(h.bench), strings.Join(pkg.benchmarks, ", "))
 			out = append(out, hl)
 			continue
 		}
 		if bm, unit, ok := pickBenchmark(b.Benchmarks, h); ok {
-			hl.Benchmark, hl.Unit, hl.Value, hl.Status = bm.Name, unit, bm.Metrics[unit], analysis.StatusOK
+			hl.Benchmark, hl.Unit, hl.Value, hl.Status = bm.Name, unit, bm.Metrics[unit], report.StatusOK
 			out = append(out, hl)
 			continue
 		}
-		hl.Status, hl.Note = analysis.StatusMissing, "no result (not selected by --bench?)"
+		hl.Status, hl.Note = report.StatusMissing, "no result (not selected by --bench?)"
 		for _, n := range b.Notes {
 			if n.Package == h.pkg && (h.bench == "" || n.Benchmark == h.bench || n.Benchmark == topBenchmark(h.bench) || n.Benchmark == "") {
 				hl.Status, hl.Note = n.Status, n.Message
@@ -340,8 +341,8 @@ func topBenchmark(name string) string {
 // pickBenchmark returns the benchmark and unit that stand for h: the named
 // benchmark or sub-benchmark (or the first sub-benchmark of one), else the package's first
 // benchmark reporting a rate, else its first benchmark's ns/op.
-func pickBenchmark(bms []analysis.Benchmark, h headline) (analysis.Benchmark, string, bool) {
-	var cands []analysis.Benchmark
+func pickBenchmark(bms []report.Benchmark, h headline) (report.Benchmark, string, bool) {
+	var cands []report.Benchmark
 	for _, bm := range bms {
 		if bm.Package != h.pkg {
 			continue
@@ -359,7 +360,7 @@ func pickBenchmark(bms []analysis.Benchmark, h headline) (analysis.Benchmark, st
 	}
 	for _, bm := range cands {
 		for _, u := range sortedUnits(bm.Metrics) {
-			if analysis.UnitBetter(u) == analysis.Higher {
+			if report.UnitBetter(u) == analysis.Higher {
 				return bm, u, true
 			}
 		}
@@ -369,7 +370,7 @@ func pickBenchmark(bms []analysis.Benchmark, h headline) (analysis.Benchmark, st
 			return bm, "ns/op", true
 		}
 	}
-	return analysis.Benchmark{}, "", false
+	return report.Benchmark{}, "", false
 }
 
 func sortedUnits(m map[string]float64) []string {
@@ -383,7 +384,7 @@ func sortedUnits(m map[string]float64) []string {
 
 // benchSuites times every experiment of the default suite (or specs) on
 // the simulation substrate, in process, writing nothing.
-func (a *app) benchSuites(ctx context.Context, b *analysis.Bench, specs []string, log io.Writer) error {
+func (a *app) benchSuites(ctx context.Context, b *report.Bench, specs []string, log io.Writer) error {
 	list, err := a.loadSpecs(specs)
 	if err != nil {
 		return err
@@ -397,13 +398,13 @@ func (a *app) benchSuites(ctx context.Context, b *analysis.Bench, specs []string
 		start := time.Now()
 		res, err := experiments.Execute(ctx, s, exp, experiments.Options{Parallel: runtime.GOMAXPROCS(0), Version: version})
 		if err != nil {
-			b.Notes = append(b.Notes, analysis.BenchNote{Package: "suite", Benchmark: s.Name, Status: analysis.StatusFailed, Message: err.Error()})
+			b.Notes = append(b.Notes, report.BenchNote{Package: "suite", Benchmark: s.Name, Status: report.StatusFailed, Message: err.Error()})
 			continue
 		}
 		wall := time.Since(start).Seconds()
-		st := analysis.SuiteTime{Experiment: s.Name, Runs: len(res.Runs), WallS: wall, RunsPerS: float64(len(res.Runs)) / wall}
+		st := report.SuiteTime{Experiment: s.Name, Runs: len(res.Runs), WallS: wall, RunsPerS: float64(len(res.Runs)) / wall}
 		b.Suites = append(b.Suites, st)
-		b.Headline = append(b.Headline, analysis.Headline{What: "suite: " + s.Name, Package: "suite", Benchmark: s.Name, Unit: "wall_s", Value: wall, Status: analysis.StatusOK,
+		b.Headline = append(b.Headline, report.Headline{What: "suite: " + s.Name, Package: "suite", Benchmark: s.Name, Unit: "wall_s", Value: wall, Status: report.StatusOK,
 			Note: fmt.Sprintf("%d runs, %d at once", len(res.Runs), runtime.GOMAXPROCS(0))})
 		fmt.Fprintf(log, "bench: suite %s: %d runs in %.2fs\n", s.Name, len(res.Runs), wall)
 	}

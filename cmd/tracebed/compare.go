@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/analysis/report"
 )
 
 // defaultTolerance is the relative move the wrong way compare allows
@@ -53,13 +54,13 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
   tracebed compare --tolerance 20% ci/bench-baseline.json bench.json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := analysis.CompareOptions{Tolerance: defaultTolerance, PerMetric: map[string]float64{}}
+			opts := report.CompareOptions{Tolerance: defaultTolerance, PerMetric: map[string]float64{}}
 			for _, t := range tolerances {
 				name, val, per := strings.Cut(t, "=")
 				if !per {
 					val = name
 				}
-				v, err := analysis.ParseTolerance(val)
+				v, err := report.ParseTolerance(val)
 				if err != nil {
 					return badInput(fmt.Errorf("--tolerance: %w", err))
 				}
@@ -76,16 +77,16 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
 					}
 				}
 			}
-			base, err := analysis.ReadDataset(args[0])
+			base, err := report.ReadDataset(args[0])
 			if err != nil {
 				return badInput(err)
 			}
-			next, err := analysis.ReadDataset(args[1])
+			next, err := report.ReadDataset(args[1])
 			if err != nil {
 				return badInput(err)
 			}
-			c, err := analysis.Compare(base, next, opts)
-			if errors.Is(err, analysis.ErrNothingInCommon) {
+			c, err := report.Compare(base, next, opts)
+			if errors.Is(err, report.ErrNothingInCommon) {
 				return badInput(fmt.Errorf("%s and %s: %w (experiments %q and %q)", args[0], args[1], err, base.Name, next.Name))
 			}
 			if err != nil {
@@ -95,7 +96,7 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
 			switch {
 			case format.value == formatJSON:
 				err = writeJSON(a.stdout, comparisonJSON(c, args))
-			case format.value == formatTable && n[analysis.Same] == len(c.Diffs) && !all:
+			case format.value == formatTable && n[report.Same] == len(c.Diffs) && !all:
 				fmt.Fprintf(a.stdout, "%s: no differences: %d values compared, all the same.\n", c.Base.Name, len(c.Diffs))
 				for _, note := range c.Notes {
 					fmt.Fprintln(a.stdout, note)
@@ -112,7 +113,7 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
 			}
 			if strict {
 				for _, d := range c.Diffs {
-					if d.Status == analysis.Missing {
+					if d.Status == report.Missing {
 						lines = append(lines, fmt.Sprintf("%s of %s %s in %s %s is missing from %s (--strict)", d.Metric, c.Base.ItemName, d.Item, c.Base.GroupName, d.Group, args[1]))
 					}
 				}
@@ -133,7 +134,7 @@ Exit codes: 0 no regression, 1 a regression (each is named on stderr),
 }
 
 // comparisonJSON is the JSON form of a comparison (--format json).
-func comparisonJSON(c *analysis.Comparison, files []string) any {
+func comparisonJSON(c *report.Comparison, files []string) any {
 	type diff struct {
 		Group     string   `json:"group"`
 		Item      string   `json:"item"`

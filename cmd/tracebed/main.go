@@ -20,9 +20,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/yamlx"
-	"github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/p4/programs"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem"
 	"github.com/tracebed/tracebed/workloads/incast"
@@ -44,6 +46,14 @@ const (
 	exitBadInput = 2
 )
 
+// exitCode is an error that sets the process's exit code without a message
+// (the exit status of a command run by 'topo exec').
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func (e exitCode) ExitCode() int { return int(e) }
+
 // inputError marks errors caused by the user's input (exit code 2).
 type inputError struct{ err error }
 
@@ -61,6 +71,10 @@ type app struct {
 	// netnsRunPrefix starts the run ids of the netns testbeds of 'run'
 	// (tests set it to find their own runs); empty means random ids.
 	netnsRunPrefix string
+
+	// programs returns the data planes the switches of this binary run
+	// (the engine is handed them: it knows none).
+	programs func() (*dataplane.Registry, error)
 }
 
 // embeddedFS is a directory of files built into the binary, reachable by
@@ -74,6 +88,7 @@ func newApp(stdout, stderr io.Writer) *app {
 	return &app{
 		stdout: stdout, stderr: stderr,
 		embedded: []embeddedFS{{prefix: "traces/jobs/", fsys: jobtrace.Samples}, {prefix: "traces/mem/", fsys: memtrace.Files}},
+		programs: programs.Registry,
 		registry: experiments.NewRegistry(kinds()...),
 	}
 }

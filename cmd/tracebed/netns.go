@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package main
 
 import (
@@ -13,24 +15,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/netns/lab"
-	"github.com/tracebed/tracebed/topologies"
 )
-
-// readTopologyArg loads a topology named on the command line: a file, or a
-// topology built into the binary (star, leafspine, fattree-k4).
-func readTopologyArg(arg string) (*topologies.Topology, []byte, error) {
-	data, err := os.ReadFile(arg)
-	if err != nil {
-		if data, err = topologies.ReadyFile(arg); err != nil {
-			return nil, nil, badInput(fmt.Errorf("topology %s: no such file, and not one of the built-in topologies %v", arg, topologies.ReadyFiles()))
-		}
-	}
-	top, err := topologies.Parse(arg, data)
-	if err != nil {
-		return nil, nil, badInput(err)
-	}
-	return top, data, nil
-}
 
 // labErr turns the input errors of package lab into the command's (exit
 // code 2).
@@ -111,6 +96,9 @@ A run id in use is refused before anything is created.`,
 				if err := netns.ValidRunID(opts.Net.RunID); err != nil {
 					return badInput(fmt.Errorf("--run-id: %w", err))
 				}
+			}
+			if opts.Programs, err = a.programs(); err != nil {
+				return err
 			}
 			if err := requireRoot("topo up"); err != nil {
 				return err
@@ -240,14 +228,6 @@ exit status is the command's.`,
 	addRunFlag(cmd, &run)
 	return cmd
 }
-
-// exitCode is an error that sets the process's exit code without a message
-// (the exit status of a command run by 'topo exec').
-type exitCode int
-
-func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-func (e exitCode) ExitCode() int { return int(e) }
 
 func (a *app) topoCaptureCommand() *cobra.Command {
 	var run, out string

@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 	"github.com/tracebed/tracebed/workloads/incast"
 )
@@ -80,7 +83,8 @@ func (e pingExperiment) Run(ctx context.Context, r experiments.Run) (*analysis.R
 	if err != nil {
 		return nil, err
 	}
-	tb, err := r.NewTestbed(ctx, testbed.Config{Topology: top, Seed: uint64(r.Seed)})
+	prog := fwd.SwitchProgram()
+	tb, err := r.NewTestbed(ctx, testbed.Config{Topology: top, Program: &prog, Seed: uint64(r.Seed)})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/analysis/report"
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/experiments"
 )
@@ -175,7 +176,7 @@ func TestInterrupt(t *testing.T) {
 			if err != nil || !prov.Partial {
 				t.Errorf("provenance %+v, %v", prov, err)
 			}
-			if _, err := analysis.ReadDataset(filepath.Join(out, "interrupt")); err == nil || !strings.Contains(err.Error(), "partial results") {
+			if _, err := report.ReadDataset(filepath.Join(out, "interrupt")); err == nil || !strings.Contains(err.Error(), "partial results") {
 				t.Errorf("compare reads partial results: %v", err)
 			}
 		})

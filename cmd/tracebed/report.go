@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/analysis/report"
 	"github.com/tracebed/tracebed/experiments"
 )
 
@@ -86,14 +87,14 @@ Markdown image links are relative to the report file (--out).`,
 
 // buildReport gathers the results directories args name (as
 // resultsDirs expands them) into a report.
-func (a *app) buildReport(args []string, title string) (*analysis.Report, error) {
+func (a *app) buildReport(args []string, title string) (*report.Report, error) {
 	dirs, benchPath, err := resultsDirs(args)
 	if err != nil {
 		return nil, badInput(err)
 	}
-	rep := &analysis.Report{Title: title}
+	rep := &report.Report{Title: title}
 	if benchPath != "" {
-		if rep.Bench, err = analysis.ReadBench(benchPath); err != nil {
+		if rep.Bench, err = report.ReadBench(benchPath); err != nil {
 			return nil, badInput(err)
 		}
 		rep.BenchPath = benchPath
@@ -125,7 +126,7 @@ func resultsDirs(args []string) (dirs []string, bench string, err error) {
 			return nil, "", err
 		}
 		if !fi.IsDir() {
-			if _, err := analysis.ReadBench(arg); err == nil {
+			if _, err := report.ReadBench(arg); err == nil {
 				bench = arg
 				continue
 			}
@@ -164,12 +165,12 @@ const benchFile = "bench.json"
 
 // reportEntry loads one results directory for a report, drawing its
 // figures when figures.json is missing or does not match results.json.
-func (a *app) reportEntry(dir string) (*analysis.ReportEntry, error) {
+func (a *app) reportEntry(dir string) (*report.ReportEntry, error) {
 	res, err := analysis.Read(dir)
 	if err != nil {
 		return nil, badInput(err)
 	}
-	e := &analysis.ReportEntry{Dir: dir, Results: res}
+	e := &report.ReportEntry{Dir: dir, Results: res}
 	if p := res.Partial; p != nil {
 		e.Notes = append(e.Notes, fmt.Sprintf("Partial results: %s after %d of %d runs; the tables hold the runs that finished.", p.Reason, p.Done, p.Of))
 	}
@@ -178,9 +179,9 @@ func (a *app) reportEntry(dir string) (*analysis.ReportEntry, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		e.Notes = append(e.Notes, "provenance.json is unreadable: "+err.Error())
 	}
-	figs := analysis.Figures(res)
-	if idx, err := analysis.ReadFigures(dir); err != nil || !sameFigures(idx.Figures, figs) {
-		if _, err := analysis.WriteFigures(dir, figs); err != nil {
+	figs := report.Figures(res)
+	if idx, err := report.ReadFigures(dir); err != nil || !sameFigures(idx.Figures, figs) {
+		if _, err := report.WriteFigures(dir, figs); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(a.stderr, "%s: drew %d figures from %s\n", dir, len(figs), analysis.ResultsFile)
@@ -190,7 +191,7 @@ func (a *app) reportEntry(dir string) (*analysis.ReportEntry, error) {
 	return e, nil
 }
 
-func sameFigures(a, b []analysis.Figure) bool {
+func sameFigures(a, b []report.Figure) bool {
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)

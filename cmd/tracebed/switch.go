@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package main
 
 import (
@@ -9,7 +11,7 @@ import (
 // switchCommand is 'tracebed switch' (package switchcmd), with its
 // command-line errors mapped to exit code 2.
 func (a *app) switchCommand() *cobra.Command {
-	cmd := switchcmd.Command(a.stderr)
+	cmd := switchcmd.Command(a.stderr, a.programs)
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		err := run(cmd, args)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -115,4 +116,20 @@ func (a *app) topoShowCommand() *cobra.Command {
 
 func (a *app) loadTopology(path string, data []byte) (*topologies.Topology, error) {
 	return topologies.Parse(path, data)
+}
+
+// readTopologyArg loads a topology named on the command line: a file, or a
+// topology built into the binary (star, leafspine, fattree-k4).
+func readTopologyArg(arg string) (*topologies.Topology, []byte, error) {
+	data, err := os.ReadFile(arg)
+	if err != nil {
+		if data, err = topologies.ReadyFile(arg); err != nil {
+			return nil, nil, badInput(fmt.Errorf("topology %s: no such file, and not one of the built-in topologies %v", arg, topologies.ReadyFiles()))
+		}
+	}
+	top, err := topologies.Parse(arg, data)
+	if err != nil {
+		return nil, nil, badInput(err)
+	}
+	return top, data, nil
 }

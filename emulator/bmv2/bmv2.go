@@ -9,6 +9,9 @@
 // Neither tool ships with tracebed. FindTools says what is missing and how
 // to get it; docs/bmv2.md explains how to run on the P4 tutorials VM,
 // which has both.
+//
+// Starting the switches in network namespaces (Start) is Linux-only;
+// compiling a program and computing its initial entries work everywhere.
 package bmv2
 
 import (
@@ -26,7 +29,7 @@ import (
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/protobuf/encoding/prototext"
 
-	"github.com/tracebed/tracebed/p4"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 )
 
 // Tool names.
@@ -107,16 +110,15 @@ type Program struct {
 	Dir    string // where the compiler's outputs are kept
 }
 
-// Compile compiles program ("fwd", "ina", "farmem", "freeina": the sources of
-// package p4) with p4c-bm2-ss for the v1model architecture, or returns the
-// cached result of an earlier compilation of the same source by the same
-// compiler.
-func Compile(ctx context.Context, program string, opts Options) (*Program, error) {
-	tools, err := FindTools(opts)
-	if err != nil {
-		return nil, err
+// Compile compiles the P4-16 source (fwd, ina, farmem, freeina: package p4) of prog (its Source) with p4c-bm2-ss
+// for the v1model architecture, or returns the cached result of an earlier
+// compilation of the same source by the same compiler.
+func Compile(ctx context.Context, prog *dataplane.Program, opts Options) (*Program, error) {
+	program, src := prog.Name, prog.Source
+	if len(src) == 0 {
+		return nil, fmt.Errorf("bmv2: program %s has no P4 source to compile", program)
 	}
-	src, err := p4.Source(program)
+	tools, err := FindTools(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -8,22 +8,20 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
-	goswitch "github.com/tracebed/tracebed/emulator/switch"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
 // Configure installs on a freshly loaded bmv2 switch the entries the
 // program's Go twin starts with on switch sw: those of prog.Entries when
 // the program provides them (written by name against c's P4Info);
-// otherwise it builds the Go data plane
-// (prog over the forwarding pipeline with the topology's routes), reads
+// otherwise it builds the Go data plane (prog with the topology's routes), reads
 // its action-profile members and groups and its table entries, renames
 // every id from the Go twin's P4Info to the running pipeline's (c.P4Info(),
 // p4c's ids) by name, and writes them. The same controllers then program
 // both switches alike.
-func Configure(ctx context.Context, c p4rt.Client, topo *topologies.Topology, sw *topologies.Node, prog *goswitch.Program) error {
+func Configure(ctx context.Context, c p4rt.Client, topo *topologies.Topology, sw *topologies.Node, prog *dataplane.Program) error {
 	if prog.Entries != nil {
 		updates, err := prog.Entries(topo, sw, c)
 		if err != nil {
@@ -31,7 +29,7 @@ func Configure(ctx context.Context, c p4rt.Client, topo *topologies.Topology, sw
 		}
 		return write(ctx, c, prog.Name, updates)
 	}
-	dp, err := prog.New(sw, fwd.New(sw, topo.Routes()[sw.Name]))
+	dp, err := prog.New(sw, topo.Routes()[sw.Name])
 	if err != nil {
 		return fmt.Errorf("bmv2: Go twin of %s: %w", prog.Name, err)
 	}

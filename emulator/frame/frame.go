@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+
+	"github.com/tracebed/tracebed/internal/ether"
 )
 
 // Header sizes and constants.
@@ -50,12 +52,8 @@ const (
 	offUDP       = offIP + IPv4Len
 )
 
-// MAC is an Ethernet address.
-type MAC [6]byte
-
-func (m MAC) String() string {
-	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
-}
+// MAC is an Ethernet address (the type topologies use too).
+type MAC = ether.MAC
 
 // UDP holds the addressing of a UDP/IPv4 frame.
 type UDP struct {

@@ -1,31 +1,15 @@
-// Package netns brings a tracebed topology up on the real Linux network
-// stack, in the way Mininet and containerlab do: one network namespace per
-// host and per switch, one veth pair per link, addresses, routes and
-// neighbour entries derived from the topology, and link rates shaped with tc
-// HTB — all through netlink (vishvananda/netlink, vishvananda/netns and
-// containernetworking/plugins' pkg/ns), never by running ip or tc.
-//
-// The switches' namespaces only get their ports: forwarding is the job of the
-// Go switch (package emulator/switch, run as 'tracebed switch' inside the
-// namespace) or, for a loop-free topology, of a Linux bridge (BridgeSwitches),
-// which serves as the kernel baseline. Link propagation delay and injected
-// loss are applied by the Go switch too (this kernel has no netem).
-//
-// Every object Up creates is named with the run's prefix ("tb-" and the run
-// id), so Cleanup can find and remove what a killed run left behind.
+//go:build linux && !nonetns
+
 package netns
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 
@@ -35,10 +19,6 @@ import (
 
 	"github.com/tracebed/tracebed/topologies"
 )
-
-// Prefix starts the name of every namespace, root-namespace link and run
-// directory tracebed creates.
-const Prefix = "tb-"
 
 // NetnsDir is where named network namespaces are bind-mounted (as by
 // 'ip netns add'), so 'ip netns exec' reaches them too.
@@ -98,31 +78,6 @@ type Network struct {
 	bridged bool
 	l2Hosts bool
 }
-
-var runIDPattern = regexp.MustCompile(`^[a-z0-9]{1,6}$`)
-
-// NewRunID returns a random run id.
-func NewRunID() string {
-	var b [3]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	// The first character is a digit, so that a run id never starts with
-	// the letter prefix of a test suite's runs (TestRunID), whose cleanup
-	// removes the runs with its prefix.
-	id := []byte(hex.EncodeToString(b[:]))
-	id[0] = '0' + b[0]%10
-	return string(id)
-}
-
-// TestRunID returns a random run id that starts with prefix (one or two
-// characters, the first a letter): test suites that run concurrently give
-// their runs distinct prefixes, so each can check and clean up its own runs
-// only. Ids from NewRunID start with a digit and never match such a prefix.
-func TestRunID(prefix string) string { return (prefix + NewRunID())[:6] }
-
-// NamespaceName is the name of node's namespace in run id.
-func NamespaceName(runID, node string) string { return Prefix + runID + "-" + node }
 
 // Namespace returns the name of node's namespace (under /run/netns).
 func (n *Network) Namespace(node string) string { return NamespaceName(n.RunID, node) }
@@ -590,15 +545,6 @@ func Attach(runID string, topo *topologies.Topology) (*Network, error) {
 		}
 	}
 	return n, nil
-}
-
-// ValidRunID reports whether id is a valid run id: 1–6 lowercase letters or
-// digits.
-func ValidRunID(id string) error {
-	if !runIDPattern.MatchString(id) {
-		return fmt.Errorf("netns: run id %q: want 1–6 lowercase letters or digits", id)
-	}
-	return nil
 }
 
 // ErrRunInUse is wrapped by the error of Claim (and so of Up) when the

@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package netns
 
 import (

@@ -2,22 +2,16 @@ package roce_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/roce"
 	"github.com/tracebed/tracebed/emulator/roce/cm"
 	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/internal/cputime"
 	"github.com/tracebed/tracebed/internal/units"
 )
-
-// cpuTime returns the CPU time (user and system) the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkRCFlow runs one RC flow between two hosts of a star on sim at
 // 100 Gbps with a 4096-byte MTU: a stream of 4 MiB RDMA WRITEs, two
@@ -28,7 +22,8 @@ func cpuTime() time.Duration {
 func BenchmarkRCFlow(b *testing.B) {
 	const msg = 4 << 20
 	top := pair(b, impairment{name: "clean"}, 100*units.Gbps, time.Microsecond)
-	tb, err := testbed.NewSim(testbed.Config{Topology: top, Seed: 1})
+	prog := testplane.Program()
+	tb, err := testbed.NewSim(testbed.Config{Topology: top, Program: &prog, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +90,7 @@ func BenchmarkRCFlow(b *testing.B) {
 	pkts0, simt0, events0 := da.Counters().TxPackets, doneAt, tb.Sim.Fired()
 	b.ReportAllocs()
 	b.SetBytes(msg)
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	want = 1 + b.N
 	post()
@@ -106,7 +101,7 @@ func BenchmarkRCFlow(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Process() - cpu0
 	pkts := da.Counters().TxPackets - pkts0
 	b.ReportMetric(float64(pkts)/cpu.Seconds(), "pkts/cpu-s")
 	// Simulation events per data packet: the share of the work that is

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/roce"
 	"github.com/tracebed/tracebed/emulator/roce/cm"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -270,7 +271,8 @@ func runPair(t *testing.T, top *topologies.Topology, seed uint64, mtu, window, n
 	b.regions(t, r)
 	plan(a, b, r, n, mtu)
 	plan(b, a, r, n, mtu)
-	tb, err := testbed.NewSim(testbed.Config{Topology: top, Seed: seed})
+	prog := testplane.Program()
+	tb, err := testbed.NewSim(testbed.Config{Topology: top, Program: &prog, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/internal/units"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -28,10 +27,12 @@ type Options struct {
 	// Seed seeds every random source of the run: agents' Env.Rand and the
 	// links' loss, duplication and reordering.
 	Seed uint64
-	// Pipeline builds the data plane of each switch. It receives the
-	// switch, its routes and the plain forwarding pipeline built from them,
-	// which it may wrap or return unchanged. Nil means plain forwarding.
-	Pipeline func(sw *topologies.Node, fwd *fwd.Pipeline) (emulator.Pipeline, error)
+	// Pipeline builds the data plane of each switch from the switch and
+	// its shortest-path routes (topologies.Topology.Routes). The network
+	// knows no data plane of its own: a topology with switches needs one
+	// (plain IPv4 forwarding is p4/fwd's SimPipeline; a
+	// dataplane.Program's Pipeline method fits too).
+	Pipeline func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error)
 	// HostBuffer limits each host's NIC queue in bytes; 0 means unlimited,
 	// which models a sender that blocks on a full socket buffer instead of
 	// losing data.
@@ -142,15 +143,14 @@ func NewNetwork(s *Sim, topo *topologies.Topology, opts Options) (*Network, erro
 			p.owner = sw
 			sw.ports[tp.Num] = p
 		}
-		base := fwd.New(node, routes[node.Name])
-		sw.Pipeline = base
-		if opts.Pipeline != nil {
-			pl, err := opts.Pipeline(node, base)
-			if err != nil {
-				return nil, fmt.Errorf("switch %s: %w", node.Name, err)
-			}
-			sw.Pipeline = pl
+		if opts.Pipeline == nil {
+			return nil, fmt.Errorf("switch %s: no data plane: sim.Options.Pipeline is nil", node.Name)
 		}
+		pl, err := opts.Pipeline(node, routes[node.Name])
+		if err != nil {
+			return nil, fmt.Errorf("switch %s: %w", node.Name, err)
+		}
+		sw.Pipeline = pl
 		n.switches[node.Name] = sw
 	}
 	return n, nil

@@ -11,8 +11,8 @@ import (
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/internal/units"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -25,8 +25,13 @@ func mustTopo(t testing.TB, yaml string) *topologies.Topology {
 	return top
 }
 
+// mustNet builds top on a fresh simulation; switches run the test data
+// plane unless opts says otherwise.
 func mustNet(t testing.TB, top *topologies.Topology, opts Options) (*Sim, *Network) {
 	t.Helper()
+	if opts.Pipeline == nil {
+		opts.Pipeline = testplane.SimPipeline
+	}
 	s := New()
 	n, err := NewNetwork(s, top, opts)
 	if err != nil {
@@ -176,21 +181,12 @@ topology:
 	}
 }
 
-// prioByPort is a test pipeline: frames from UDP port 2 go to queue 1.
-type prioByPort struct{ *fwd.Pipeline }
-
-func (p prioByPort) Process(now time.Duration, in int, f []byte, out emulator.Emitter) {
-	h, _, err := frame.ParseUDP(f)
-	if err != nil {
-		return
+// prioByPort queues frames from UDP port 2 in queue 1, others in queue 0.
+func prioByPort(f []byte) int {
+	if h, _, err := frame.ParseUDP(f); err == nil && h.Src.Port() == 2 {
+		return 1
 	}
-	prio := 0
-	if h.Src.Port() == 2 {
-		prio = 1
-	}
-	ports := p.Route(h.Dst.Addr())
-	frame.DecTTL(f)
-	p.SendTo(ports[0], prio, f, out)
+	return 0
 }
 
 // TestStrictPriority: once both are queued, every high-priority frame leaves
@@ -204,8 +200,13 @@ topology:
     - {endpoints: [hi, s], rate: 100Gbps}
     - {endpoints: [s, r], rate: 1Gbps}
 `)
-	s, n := mustNet(t, top, Options{Pipeline: func(_ *topologies.Node, f *fwd.Pipeline) (emulator.Pipeline, error) {
-		return prioByPort{f}, nil
+	s, n := mustNet(t, top, Options{Pipeline: func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
+		p, err := testplane.New(sw, routes)
+		if err != nil {
+			return nil, err
+		}
+		p.Prio = prioByPort
+		return p, nil
 	}})
 	var order []uint16
 	n.Attach("r", 9, emulator.AgentFunc{OnRecv: func(from emulator.Addr, _ []byte) { order = append(order, from.Port()) }})
@@ -288,45 +289,15 @@ topology:
 	}
 }
 
-// TestECMP: flows from one leaf to another spread over both spines, and one
-// flow always takes the same path.
-func TestECMP(t *testing.T) {
-	top, err := topologies.Open("leafspine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, n := mustNet(t, top, Options{})
-	rx := &sink{}
-	n.Attach("h16", 80, rx)
-	dst := netip.AddrPortFrom(top.Node("h16").IP, 80)
-	const flows, perFlow = 200, 5
-	for port := uint16(1000); port < 1000+flows; port++ {
-		n.Attach("h1", port, burst{to: dst, n: perFlow, size: 100})
-	}
-	s.Run()
-	up1, _ := n.Stats("leaf1", 5)
-	up2, _ := n.Stats("leaf1", 6)
-	if up1.TxPackets+up2.TxPackets != flows*perFlow || len(rx.times) != flows*perFlow {
-		t.Fatalf("uplinks carried %d + %d, delivered %d", up1.TxPackets, up2.TxPackets, len(rx.times))
-	}
-	if up1.TxPackets%perFlow != 0 || up2.TxPackets%perFlow != 0 {
-		t.Errorf("a flow was split across paths: %d / %d", up1.TxPackets, up2.TxPackets)
-	}
-	share := float64(up1.TxPackets) / float64(flows*perFlow)
-	if share < 0.35 || share > 0.65 {
-		t.Errorf("uplink 1 carried %.0f%% of the flows", 100*share)
-	}
-}
-
 func TestDropsAreCounted(t *testing.T) {
 	top := mustTopo(t, chain)
 	s, n := mustNet(t, top, Options{})
 	n.Attach("h1", 1, burst{to: netip.MustParseAddrPort("10.9.9.9:1"), n: 3, size: 10})     // no route
 	n.Attach("h1", 2, burst{to: netip.AddrPortFrom(top.Node("h2").IP, 99), n: 2, size: 10}) // no listener
 	s.Run()
-	p := n.Switch("s1").Pipeline.(*fwd.Pipeline)
-	if p.Counters.Drops[fwd.DropNoRoute] != 3 {
-		t.Errorf("no_route drops %d, want 3", p.Counters.Drops[fwd.DropNoRoute])
+	p := n.Switch("s1").Pipeline.(*testplane.Plane)
+	if p.Drops[testplane.DropNoRoute] != 3 {
+		t.Errorf("no_route drops %d, want 3", p.Drops[testplane.DropNoRoute])
 	}
 	if hs := n.HostStats("h2"); hs.NoListener != 2 {
 		t.Errorf("h2 %+v, want 2 frames without listener", hs)
@@ -361,5 +332,13 @@ func TestHostBuffer(t *testing.T) {
 	st, _ := n.Stats("h1", 1)
 	if len(rx.times) != 3 || st.Drops != 7 {
 		t.Errorf("delivered %d, NIC drops %d; want 3 and 7", len(rx.times), st.Drops)
+	}
+}
+
+// TestNoPipeline: the network knows no data plane of its own, and says so.
+func TestNoPipeline(t *testing.T) {
+	_, err := NewNetwork(New(), mustTopo(t, chain), Options{})
+	if err == nil || !strings.Contains(err.Error(), "Options.Pipeline") {
+		t.Errorf("switches without a data plane: %v", err)
 	}
 }

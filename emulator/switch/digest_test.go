@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package goswitch
 
 import (
@@ -11,8 +13,9 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/dataplane"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -40,7 +43,7 @@ func learnerP4Info() *p4configv1.P4Info {
 	return info
 }
 
-func newLearner() (Dataplane, error) {
+func newLearner() (dataplane.Dataplane, error) {
 	t, err := p4rt.NewTarget(learnerP4Info())
 	if err != nil {
 		return nil, err
@@ -64,8 +67,8 @@ func (l *learner) Process(_ time.Duration, _ int, f []byte, _ emulator.Emitter) 
 // error.
 func TestDigests(t *testing.T) {
 	top := topo(t, topologies.Params{Generate: "star", Hosts: 3})
-	reg, err := NewRegistry(fwdProgram(), Program{Name: "learner", P4Info: learnerP4Info(),
-		New: func(*topologies.Node, *fwd.Pipeline) (Dataplane, error) { return newLearner() }})
+	reg, err := dataplane.NewRegistry(testplane.Program(), dataplane.Program{Name: "learner", P4Info: learnerP4Info(),
+		New: func(*topologies.Node, topologies.RouteTable) (dataplane.Dataplane, error) { return newLearner() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,16 +125,16 @@ func TestPacketInDrops(t *testing.T) {
 	s, _ := start(t, topo(t, topologies.Params{Generate: "star", Hosts: 3}), "tor")
 	ctx := context.Background()
 	NewServer(s)
-	if err := s.Inject(ctx, 1, []byte{1, 2, 3}); err != nil { // not IPv4: route_miss
+	if err := s.Inject(ctx, 1, []byte{1, 2, 3}); err != nil { // not IPv4: ingress.miss
 		t.Fatal(err)
 	}
-	// Make route_miss send to the CPU port, without a controller.
+	// Make ingress.miss send to the CPU port, without a controller.
 	var err error
 	s.Do(ctx, func() {
 		d := s.controlDevice()
 		n, _ := p4rt.NewNames(d.P4Info())
-		tid, _ := n.TableID(fwd.TableMissName)
-		aid, _ := n.ActionID(fwd.ActionToCPUName)
+		tid, _ := n.TableID(testplane.TableMiss)
+		aid, _ := n.ActionID(testplane.ActionToCPU)
 		err = d.Write([]*p4v1.Update{p4rt.Modify(p4rt.Table(&p4v1.TableEntry{TableId: tid, IsDefaultAction: true,
 			Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: aid}}}}))})
 	})

@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package goswitch
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 )
 
@@ -24,7 +27,7 @@ func SocketPath(n *netns.Network, name string) string {
 
 // FabricOptions configure StartFabric.
 type FabricOptions struct {
-	Program string // initial program of every switch (default "fwd")
+	Program string // initial program of every switch (empty: the registry's default)
 	Seed    uint64
 	Spin    time.Duration
 	Log     *slog.Logger
@@ -43,7 +46,7 @@ type Fabric struct {
 }
 
 // StartFabric starts the switches of n. On error it stops those it started.
-func StartFabric(n *netns.Network, programs *Registry, opts FabricOptions) (*Fabric, error) {
+func StartFabric(n *netns.Network, programs *dataplane.Registry, opts FabricOptions) (*Fabric, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fabric{Switches: map[string]*Switch{}, cancel: cancel}
 	for _, node := range n.Topology.Switches() {

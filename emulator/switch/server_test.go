@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package goswitch
 
 import (
@@ -16,15 +18,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/dataplane"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
 // serveRegistry starts switch tor of top (device id 1) with the programs
-// of reg, running program (empty: fwd), on fake ports, and its P4Runtime
+// of reg, running program (empty: reg's default), on fake ports, and its P4Runtime
 // server on a Unix socket; everything stops when the test ends.
-func serveRegistry(t *testing.T, top *topologies.Topology, reg *Registry, program string) (*Switch, *wires, string) {
+func serveRegistry(t *testing.T, top *topologies.Topology, reg *dataplane.Registry, program string) (*Switch, *wires, string) {
 	t.Helper()
 	w := &wires{}
 	s, err := New(Config{Topology: top, Name: "tor", Programs: reg, Program: program, Open: w.open, DeviceID: 1})
@@ -76,11 +79,23 @@ func dial(t *testing.T, path string, opts p4rt.DialOptions) *p4rt.GRPC {
 	return c
 }
 
-func member(id uint32, port byte) *p4v1.Update {
-	return &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{
-		ActionProfileId: fwd.ProfileECMP, MemberId: id,
-		Action: &p4v1.Action{ActionId: fwd.ActionForward, Params: []*p4v1.Action_Param{{ParamId: 1, Value: []byte{port}}}}}}}}
+// route is an INSERT of the test plane's route to 10.9.9.id out of port.
+func route(id uint32, port byte) *p4v1.Update {
+	return p4rt.Insert(p4rt.Table(&p4v1.TableEntry{TableId: routeTable,
+		Match: []*p4v1.FieldMatch{{FieldId: 1, FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{10, 9, 9, byte(id)}}}}},
+		Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: 0x01000001,
+			Params: []*p4v1.Action_Param{{ParamId: 1, Value: []byte{port}}}}}}}))
 }
+
+// routeTable is the id of the test plane's ingress.route.
+const routeTable = 0x02000001
+
+// routes reads every entry of the test plane's route table.
+var routes = p4rt.Table(&p4v1.TableEntry{TableId: routeTable})
+
+// topoRoutes is the number of routes the test plane of switch tor of
+// serve's star (3 hosts) starts with: one per host.
+const topoRoutes = 3
 
 func TestArbitration(t *testing.T) {
 	_, path := serve(t)
@@ -89,7 +104,7 @@ func TestArbitration(t *testing.T) {
 	if !primary.Primary() {
 		t.Fatal("first controller is not primary")
 	}
-	if err := primary.Write(ctx, member(1, 1)); err != nil {
+	if err := primary.Write(ctx, route(1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	// A lower election id is a backup and cannot write.
@@ -100,14 +115,14 @@ func TestArbitration(t *testing.T) {
 	if backup.Primary() {
 		t.Fatal("lower election id became primary")
 	}
-	if err := backup.Write(ctx, member(2, 2)); status.Code(err) != codes.PermissionDenied {
+	if err := backup.Write(ctx, route(2, 2)); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("backup write: %v, want PermissionDenied", err)
 	}
-	if err := backup.SetPipeline(ctx, fwd.P4Info(), nil, 1); status.Code(err) != codes.PermissionDenied {
+	if err := backup.SetPipeline(ctx, testplane.P4Info(), nil, 1); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("backup set pipeline: %v, want PermissionDenied", err)
 	}
 	// Anyone may read.
-	if es, err := backup.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{}}}); err != nil || len(es) != 1 {
+	if es, err := backup.Read(ctx, routes); err != nil || len(es) != topoRoutes+1 {
 		t.Errorf("backup read: %v, %v", es, err)
 	}
 	// The same election id as another controller is refused.
@@ -118,7 +133,7 @@ func TestArbitration(t *testing.T) {
 	// id at least as high as the highest seen.
 	primary.Close()
 	waitFor(t, func() bool { return !backup.Primary() })
-	if err := backup.Write(ctx, member(2, 2)); status.Code(err) != codes.PermissionDenied {
+	if err := backup.Write(ctx, route(2, 2)); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("write with no primary: %v", err)
 	}
 	if err := backup.Arbitrate(ctx, 11); err != nil {
@@ -127,12 +142,12 @@ func TestArbitration(t *testing.T) {
 	if !backup.Primary() {
 		t.Fatal("controller with a new highest id is not primary")
 	}
-	if err := backup.Write(ctx, member(2, 2)); err != nil {
+	if err := backup.Write(ctx, route(2, 2)); err != nil {
 		t.Errorf("new primary write: %v", err)
 	}
 	// A write with a stale election id (the old primary's) is refused.
 	raw := backup.Raw()
-	_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 1, ElectionId: &p4v1.Uint128{Low: 10}, Updates: []*p4v1.Update{member(3, 3)}})
+	_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 1, ElectionId: &p4v1.Uint128{Low: 10}, Updates: []*p4v1.Update{route(3, 3)}})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("stale election id: %v", err)
 	}
@@ -156,22 +171,22 @@ func TestPipelineAndErrors(t *testing.T) {
 	if v, err := c.Capabilities(ctx); err != nil || v != APIVersion {
 		t.Errorf("capabilities %q, %v", v, err)
 	}
-	// The served P4Info is fwd's plus the switch counters.
+	// The served P4Info is the program's plus the switch counters.
 	n, err := c.Names()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.TableID("ingress.ipv4_route"); err != nil {
+	if _, err := n.TableID(testplane.TableRoute); err != nil {
 		t.Error(err)
 	}
 	if _, err := n.CounterID("tracebed.port_rx"); err != nil {
 		t.Error(err)
 	}
-	if err := c.Write(ctx, member(1, 1)); err != nil {
+	if err := c.Write(ctx, route(1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	// Batch errors come back with the failing update's code.
-	err = c.Write(ctx, member(2, 2), member(1, 1), member(3, 3))
+	err = c.Write(ctx, route(2, 2), route(1, 1), route(3, 3))
 	if status.Code(err) != codes.AlreadyExists {
 		t.Errorf("batch with a duplicate: %v", err)
 	}
@@ -183,7 +198,7 @@ func TestPipelineAndErrors(t *testing.T) {
 		code codes.Code
 	}{
 		{"wrong device", func() error {
-			_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 9, ElectionId: id, Updates: []*p4v1.Update{member(5, 1)}})
+			_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 9, ElectionId: id, Updates: []*p4v1.Update{route(5, 1)}})
 			return err
 		}, codes.NotFound},
 		{"nil entity", func() error {
@@ -191,7 +206,7 @@ func TestPipelineAndErrors(t *testing.T) {
 			return p4rt.UpdateError(err)
 		}, codes.InvalidArgument},
 		{"atomic batch", func() error {
-			_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 1, ElectionId: id, Atomicity: p4v1.WriteRequest_DATAPLANE_ATOMIC, Updates: []*p4v1.Update{member(5, 1)}})
+			_, err := raw.Write(ctx, &p4v1.WriteRequest{DeviceId: 1, ElectionId: id, Atomicity: p4v1.WriteRequest_DATAPLANE_ATOMIC, Updates: []*p4v1.Update{route(5, 1)}})
 			return err
 		}, codes.Unimplemented},
 		{"switch counter write", func() error {
@@ -210,7 +225,7 @@ func TestPipelineAndErrors(t *testing.T) {
 			return err
 		}, codes.InvalidArgument},
 		{"unknown program", func() error {
-			info := fwd.P4Info()
+			info := testplane.P4Info()
 			info.PkgInfo.Name = "nope"
 			return c.SetPipeline(ctx, info, nil, 0)
 		}, codes.InvalidArgument},
@@ -232,9 +247,9 @@ func TestPipelineAndErrors(t *testing.T) {
 	if err := c.SetPipeline(ctx, c.P4Info(), nil, 7); err != nil {
 		t.Fatal(err)
 	}
-	es, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{}}})
-	if err != nil || len(es) != 0 {
-		t.Errorf("after reload: members %v, %v", es, err)
+	es, err := c.Read(ctx, routes)
+	if err != nil || len(es) != topoRoutes {
+		t.Errorf("after reload: routes %v, %v", es, err)
 	}
 	resp, err := raw.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: 1, ResponseType: p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY})
 	if err != nil || resp.GetConfig().GetCookie().GetCookie() != 7 {
@@ -288,7 +303,7 @@ func TestStreamMisuse(t *testing.T) {
 // FuzzServerWrite sends arbitrary WriteRequests as the primary: the server
 // answers every one with a status and keeps running.
 func FuzzServerWrite(f *testing.F) {
-	seed, _ := proto.Marshal(&p4v1.WriteRequest{DeviceId: 1, ElectionId: &p4v1.Uint128{Low: 1}, Updates: []*p4v1.Update{member(1, 1)}})
+	seed, _ := proto.Marshal(&p4v1.WriteRequest{DeviceId: 1, ElectionId: &p4v1.Uint128{Low: 1}, Updates: []*p4v1.Update{route(1, 1)}})
 	f.Add(seed)
 	top := topo(f, topologies.Params{Generate: "star", Hosts: 3})
 	s, _ := start(f, top, "tor")
@@ -360,8 +375,8 @@ func mirrorInfo() *p4configv1.P4Info {
 // frames then follow it.
 func TestSelectProgram(t *testing.T) {
 	top := topo(t, topologies.Params{Generate: "star", Hosts: 3})
-	reg, err := NewRegistry(fwdProgram(), Program{Name: "mirror", P4Info: mirrorInfo(),
-		New: func(*topologies.Node, *fwd.Pipeline) (Dataplane, error) { return &mirror{}, nil }})
+	reg, err := dataplane.NewRegistry(testplane.Program(), dataplane.Program{Name: "mirror", P4Info: mirrorInfo(),
+		New: func(*topologies.Node, topologies.RouteTable) (dataplane.Dataplane, error) { return &mirror{}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,12 +397,12 @@ func TestSelectProgram(t *testing.T) {
 	if err != nil || d.GetPacketCount() != 1 {
 		t.Errorf("mirrored = %v, %v", d, err)
 	}
-	// And back to fwd.
-	if err := c.SetPipeline(ctx, fwd.P4Info(), nil, 3); err != nil {
+	// And back to forwarding.
+	if err := c.SetPipeline(ctx, testplane.P4Info(), nil, 3); err != nil {
 		t.Fatal(err)
 	}
 	w.send(t, 2, udp(top, "h2", "h1", 10))
 	if _, ok := w.recv(t, 1, time.Second); !ok {
-		t.Fatal("fwd did not forward to port 1")
+		t.Fatal("the test plane did not forward to port 1")
 	}
 }

@@ -1,26 +1,5 @@
-// Package goswitch (directory emulator/switch) is the Go switch: the
-// software switch of tracebed's netns substrate, run as 'tracebed switch'
-// inside a switch's network namespace.
-//
-// It runs the same Go pipelines as the sim substrate (p4/fwd, and the
-// programs of p4/ that wrap it) over real ports:
-//
-//   - ports are AF_PACKET sockets on the namespace's veth interfaces, read
-//     with recvmmsg and written with sendmmsg, a batch per system call;
-//   - each egress port has strict-priority queues with a drop-tail limit of
-//     the link's buffer, paced at the link's rate: a frame leaves when the
-//     previous one has finished serializing, exactly as on sim;
-//   - link propagation delay, loss, duplication and reordering are applied
-//     by the switch (the kernel here has no netem): on egress for every
-//     port, and also on ingress for ports facing a host, so both directions
-//     of every link see them once;
-//   - counters per port and per pipeline;
-//   - a P4Runtime server (server.go) programs the pipeline.
-//
-// One goroutine, locked to an OS thread, runs the whole data plane: it
-// polls the ports, runs the pipeline, paces the queues and executes
-// control-plane calls between batches, so pipelines and devices need no
-// locks (the p4rt.Device concurrency rule).
+//go:build linux && !nonetns
+
 package goswitch
 
 import (
@@ -41,9 +20,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/internal/units"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -70,8 +49,8 @@ type Config struct {
 	Topology *topologies.Topology
 	Name     string
 	// Programs are the pipelines the switch can run; Program names the
-	// one it starts with (default "fwd").
-	Programs *Registry
+	// one it starts with (empty: the registry's default).
+	Programs *dataplane.Registry
 	Program  string
 	// Seed seeds the link impairments (loss, duplication, reordering).
 	Seed uint64
@@ -106,7 +85,7 @@ type Switch struct {
 	ports []*port // indexed by port number; ports[0] is nil
 
 	// Data-plane state, owned by the loop goroutine.
-	program  *Program
+	program  *dataplane.Program
 	pipeline emulator.Pipeline
 	device   p4rt.Device
 	pio      *p4rt.PacketIO           // the running program's controller headers
@@ -141,9 +120,6 @@ func New(cfg Config) (*Switch, error) {
 	if cfg.Programs == nil {
 		return nil, errors.New("switch: no programs registered")
 	}
-	if cfg.Program == "" {
-		cfg.Program = "fwd"
-	}
 	if cfg.Open == nil {
 		cfg.Open = func(p *topologies.Port) (PortIO, error) { return OpenAFPacket(p.Iface, Batch) }
 		if cfg.MaxFrame == 0 {
@@ -156,7 +132,10 @@ func New(cfg Config) (*Switch, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Switch{cfg: cfg, node: node, start: time.Now(), ctl: make(chan func(), 64), done: make(chan struct{}), log: log}
-	prog := cfg.Programs.Lookup(cfg.Program)
+	prog := cfg.Programs.Default()
+	if cfg.Program != "" {
+		prog = cfg.Programs.Lookup(cfg.Program)
+	}
 	if prog == nil {
 		return nil, fmt.Errorf("switch %s: no program %q (have %v)", cfg.Name, cfg.Program, cfg.Programs.Names())
 	}
@@ -183,15 +162,14 @@ func New(cfg Config) (*Switch, error) {
 
 // loaded is a program built for this switch.
 type loaded struct {
-	prog *Program
-	dp   Dataplane
+	prog *dataplane.Program
+	dp   dataplane.Dataplane
 }
 
-// build builds prog for this switch, with fresh state: the forwarding
-// pipeline with the topology's routes under the program.
-func (s *Switch) build(prog *Program) (*loaded, error) {
-	base := fwd.New(s.node, s.cfg.Topology.Routes()[s.node.Name])
-	dp, err := prog.New(s.node, base)
+// build builds prog for this switch, with fresh state and the topology's
+// routes.
+func (s *Switch) build(prog *dataplane.Program) (*loaded, error) {
+	dp, err := prog.New(s.node, s.cfg.Topology.Routes()[s.node.Name])
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: program %s: %w", s.cfg.Name, prog.Name, err)
 	}
@@ -206,7 +184,7 @@ func (s *Switch) build(prog *Program) (*loaded, error) {
 }
 
 // load builds prog for this switch and makes it the running pipeline.
-func (s *Switch) load(prog *Program) error {
+func (s *Switch) load(prog *dataplane.Program) error {
 	l, err := s.build(prog)
 	if err != nil {
 		return err

@@ -1,29 +1,27 @@
+//go:build linux && !nonetns
+
 package goswitch
 
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/internal/units"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
-// FwdProgram is the plain forwarding program, as the command registers it.
-func fwdProgram() Program {
-	return Program{Name: "fwd", P4Info: fwd.P4Info(), New: func(sw *topologies.Node, base *fwd.Pipeline) (Dataplane, error) {
-		return base, nil
-	}}
-}
-
-func registry(t testing.TB) *Registry {
+// registry holds the engine's test data plane alone.
+func registry(t testing.TB) *dataplane.Registry {
 	t.Helper()
-	r, err := NewRegistry(fwdProgram())
+	r, err := testplane.Registry()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +155,7 @@ func TestForwardAndCount(t *testing.T) {
 		t.Errorf("port counters %+v", st.Ports)
 	}
 	var malformed uint64
-	s.Do(context.Background(), func() { malformed = s.pipeline.(*fwd.Pipeline).Counters.Drops[fwd.DropMalformed] })
+	s.Do(context.Background(), func() { malformed = s.pipeline.(*testplane.Plane).Drops[testplane.DropMalformed] })
 	if malformed != 2 {
 		t.Errorf("malformed drops %d, want 2", malformed)
 	}
@@ -221,27 +219,36 @@ func TestQueueDrops(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	if _, err := NewRegistry(fwdProgram(), fwdProgram()); err == nil {
+	if _, err := dataplane.NewRegistry(testplane.Program(), testplane.Program()); err == nil {
 		t.Error("duplicate program accepted")
 	}
-	bad := fwdProgram()
+	bad := testplane.Program()
 	bad.Name = "other"
-	if _, err := NewRegistry(bad); err == nil {
+	if _, err := dataplane.NewRegistry(bad); err == nil {
 		t.Error("program whose name differs from its P4Info accepted")
 	}
-	r := registry(t)
-	if p, err := r.Match(fwd.P4Info()); err != nil || p.Name != "fwd" {
-		t.Errorf("Match(fwd) = %v, %v", p, err)
+	if _, err := dataplane.NewRegistry(); err == nil {
+		t.Error("empty registry accepted")
 	}
-	info := fwd.P4Info()
+	r := registry(t)
+	if p, err := r.Match(testplane.P4Info()); err != nil || p.Name != testplane.Name {
+		t.Errorf("Match(testplane) = %v, %v", p, err)
+	}
+	if r.Default().Name != testplane.Name {
+		t.Errorf("default program %s", r.Default().Name)
+	}
+	info := testplane.P4Info()
 	info.Tables[0].Preamble.Id++
 	if _, err := r.Match(info); err == nil {
 		t.Error("P4Info with a different table id matched")
 	}
-	info = fwd.P4Info()
+	info = testplane.P4Info()
 	info.PkgInfo.Name = "ina"
 	if _, err := r.Match(info); err == nil {
 		t.Error("unknown program matched")
+	}
+	if _, err := New(Config{Topology: topo(t, topologies.Params{Generate: "star", Hosts: 2}), Name: "tor", Programs: r, Program: "nosuch"}); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("unknown initial program: %v", err)
 	}
 }
 
@@ -271,21 +278,21 @@ func FuzzPacketPath(f *testing.F) {
 		}
 		s.receive(0, p, buf, n)
 		s.service(1 << 40)
-		fp := s.pipeline.(*fwd.Pipeline)
+		fp := s.pipeline.(*testplane.Plane)
 		var drops uint64
-		for _, d := range fp.Counters.Drops {
+		for _, d := range fp.Drops {
 			drops += d
 		}
 		st := s.stats()
-		if got := fp.Counters.Forwarded + drops + p.stats.RxOversize; got != 1 {
-			t.Fatalf("frame accounted %d times (forwarded %d, drops %v, oversize %d)", got, fp.Counters.Forwarded, fp.Counters.Drops, p.stats.RxOversize)
+		if got := fp.Forwarded + drops + p.stats.RxOversize; got != 1 {
+			t.Fatalf("frame accounted %d times (forwarded %d, drops %v, oversize %d)", got, fp.Forwarded, fp.Drops, p.stats.RxOversize)
 		}
 		var tx uint64
 		for _, ps := range st.Ports {
 			tx += ps.TxPackets + ps.TxErrors + ps.QueueDrops
 		}
-		if tx != fp.Counters.Forwarded {
-			t.Fatalf("forwarded %d, sent %d", fp.Counters.Forwarded, tx)
+		if tx != fp.Forwarded {
+			t.Fatalf("forwarded %d, sent %d", fp.Forwarded, tx)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -22,7 +23,8 @@ func TestHostLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := NewSim(Config{Topology: top, Seed: 1})
+	prog := testplane.Program()
+	raw, err := NewSim(Config{Topology: top, Program: &prog, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,14 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/sim"
-	goswitch "github.com/tracebed/tracebed/emulator/switch"
-	"github.com/tracebed/tracebed/p4/fwd"
-	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -20,28 +19,21 @@ import (
 type Sim struct {
 	Sim     *sim.Sim
 	Network *sim.Network
-	planes  map[string]goswitch.Dataplane
+	planes  map[string]dataplane.Dataplane
 	taps    map[portKey]bool // ports being captured (capture.go)
 }
 
 // NewSim builds cfg on a fresh simulation.
 func NewSim(cfg Config) (*Sim, error) {
-	reg, err := programs.Registry()
-	if err != nil {
-		return nil, err
+	prog := cfg.Program
+	if prog == nil && len(cfg.Topology.Switches()) > 0 {
+		return nil, errors.New("testbed: Config.Program is nil: the switches need a data plane")
 	}
-	name := cfg.Program
-	if name == "" {
-		name = "fwd"
-	}
-	prog := reg.Lookup(name)
-	if prog == nil {
-		return nil, fmt.Errorf("testbed: no program %q (have %v)", name, reg.Names())
-	}
-	t := &Sim{Sim: sim.New(), planes: map[string]goswitch.Dataplane{}}
+	t := &Sim{Sim: sim.New(), planes: map[string]dataplane.Dataplane{}}
+	var err error
 	t.Network, err = sim.NewNetwork(t.Sim, cfg.Topology, sim.Options{Seed: cfg.Seed,
-		Pipeline: func(sw *topologies.Node, base *fwd.Pipeline) (emulator.Pipeline, error) {
-			dp, err := prog.New(sw, base)
+		Pipeline: func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
+			dp, err := prog.New(sw, routes)
 			if err != nil {
 				return nil, err
 			}
@@ -71,7 +63,7 @@ func (t *Sim) Switch(name string) (p4rt.Client, error) {
 
 // Dataplane returns the pipeline of the named switch, for tests that
 // inspect its registers directly.
-func (t *Sim) Dataplane(name string) goswitch.Dataplane { return t.planes[name] }
+func (t *Sim) Dataplane(name string) dataplane.Dataplane { return t.planes[name] }
 
 // Attach implements Testbed.
 func (t *Sim) Attach(host string, udpPort uint16, agent emulator.Agent) (emulator.Env, error) {

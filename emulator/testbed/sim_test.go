@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -34,7 +36,8 @@ func TestSimTestbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := NewSim(Config{Topology: top, Program: "fwd", Seed: 1})
+	prog := testplane.Program()
+	tb, err := NewSim(Config{Topology: top, Program: &prog, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,7 @@ func TestSimTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(cl.P4Info().GetTables()) == 0 {
-		t.Error("fwd P4Info has no tables")
+		t.Error("the switch's P4Info has no tables")
 	}
 	if _, err := cl.Read(context.Background(), &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{}}}); err != nil {
 		t.Errorf("wildcard table read: %v", err)
@@ -78,7 +81,7 @@ func TestSimTestbed(t *testing.T) {
 	if _, err := tb.Switch("h1"); err == nil {
 		t.Error("a host has a P4Runtime client")
 	}
-	if _, err := NewSim(Config{Topology: top, Program: "nope"}); err == nil {
-		t.Error("unknown program accepted")
+	if _, err := NewSim(Config{Topology: top}); err == nil || !strings.Contains(err.Error(), "Config.Program") {
+		t.Errorf("switches without a program: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -32,7 +33,7 @@ type Testbed interface {
 	// Topology is the network the testbed runs.
 	Topology() *topologies.Topology
 	// Switch returns the P4Runtime client of the named switch. The switch
-	// runs the program of Config.Program, freshly loaded.
+	// runs Config.Program, freshly loaded.
 	Switch(name string) (p4rt.Client, error)
 	// Attach binds agent to udpPort on the named host and starts it.
 	Attach(host string, udpPort uint16, agent emulator.Agent) (emulator.Env, error)
@@ -54,9 +55,10 @@ type Testbed interface {
 // Config describes the testbed to build.
 type Config struct {
 	Topology *topologies.Topology
-	// Program is the data plane every switch runs: a name of
-	// programs.Registry ("fwd", "ina", "farmem", "freeina"); empty means "fwd".
-	Program string
+	// Program is the data plane every switch runs (one of p4/'s
+	// programs: the experiment that builds the testbed knows which it
+	// needs). It is required when the topology has switches.
+	Program *dataplane.Program
 	// Seed seeds every random source: agents', links' impairments.
 	Seed uint64
 }

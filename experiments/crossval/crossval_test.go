@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package crossval
 
 import (
@@ -15,6 +17,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/workloads/farmem"
 	"github.com/tracebed/tracebed/workloads/training"
 )
@@ -23,7 +26,7 @@ import (
 var prefix = "xv" + netns.NewRunID()[:1]
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the runs are this binary
+	switchcmd.Main(programs.Registry) // the Go switches of the runs are this binary
 	os.Exit(netns.RunTests(m, prefix))
 }
 

@@ -13,8 +13,7 @@ import (
 )
 
 // ProgramName is the program's name: its P4Info's pkg_info.name, and its
-// name in the registry of data planes (p4/programs) that switches and
-// testbeds load.
+// name in the registry of data planes (p4/programs) that switches load.
 const ProgramName = "farmem"
 
 // Names of the far-memory objects of farmem.p4, as in its P4Info.

@@ -680,8 +680,8 @@ func (p *Pipeline) Self() netip.Addr { return netip.AddrFrom4(p.self) }
 // pipeline with k values per packet on every switch, sized by the switch's
 // aggregators in the topology. Get a switch's pipeline back with
 // net.Switch(name).Pipeline.(*ina.Pipeline).
-func SimPipeline(k int) func(sw *topologies.Node, f *fwd.Pipeline) (emulator.Pipeline, error) {
-	return func(sw *topologies.Node, f *fwd.Pipeline) (emulator.Pipeline, error) {
-		return New(Config{K: k, Aggregators: sw.Aggregators}, f)
+func SimPipeline(k int) func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
+	return func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
+		return New(Config{K: k, Aggregators: sw.Aggregators}, fwd.New(sw, routes))
 	}
 }

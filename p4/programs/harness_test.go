@@ -3,7 +3,6 @@ package programs_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,14 +12,12 @@ import (
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/p4rt"
-	goswitch "github.com/tracebed/tracebed/emulator/switch"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -36,7 +33,7 @@ type target struct {
 	fix              *fixture
 	top              *topologies.Topology
 	node             *topologies.Node
-	reg              *goswitch.Registry
+	reg              *dataplane.Registry
 
 	// gRPC targets.
 	sock      string
@@ -90,51 +87,22 @@ func targets(t *testing.T) (out []*target, skip string) {
 			t.Fatalf("program %s has no conformance fixture (p4/programs/fixtures_test.go)", name)
 		}
 		out = append(out, &target{name: name + "/local", prog: name, kind: "local", fix: fix, top: top, node: node, reg: reg})
-		out = append(out, startGoSwitch(t, top, node, reg, name, fix))
+		out = append(out, goSwitchTargets(t, top, node, reg, name, fix)...)
 	}
 	b, skip := bmv2Targets(t, top, node, reg)
 	return append(out, b...), skip
 }
 
-// startGoSwitch starts a Go switch with device id 0 running prog, its
-// ports socket pairs and its P4Runtime server on a Unix socket.
-func startGoSwitch(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *goswitch.Registry, prog string, fix *fixture) *target {
-	w := &wires{}
-	sw, err := goswitch.New(goswitch.Config{Topology: top, Name: node.Name, Programs: reg, Program: prog, DeviceID: 0, Open: w.open})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sw.Run(ctx) }()
-	sock := filepath.Join(t.TempDir(), prog+".sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := goswitch.NewGRPCServer()
-	goswitch.NewServer(sw).Register(g)
-	go g.Serve(lis)
-	t.Cleanup(func() {
-		g.Stop()
-		cancel()
-		<-done
-		w.close()
-	})
-	return &target{name: prog + "/goswitch", prog: prog, kind: "goswitch", fix: fix, top: top, node: node, reg: reg,
-		sock: sock, deviceID: 0, info: reg.Lookup(prog).P4Info, wires: w, election: 10}
-}
-
 // bmv2Targets starts simple_switch_grpc (no ports: P4Runtime only) for
 // each program p4c-bm2-ss compiles, when both are installed.
-func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *goswitch.Registry) (out []*target, skip string) {
+func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, reg *dataplane.Registry) (out []*target, skip string) {
 	tools, err := bmv2.FindTools(bmv2.Options{})
 	if err != nil {
 		return nil, "simple_switch_grpc and p4c-bm2-ss are not both installed: " + strings.SplitN(err.Error(), "\n", 2)[0]
 	}
 	for _, name := range reg.Names() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		prog, err := bmv2.Compile(ctx, name, bmv2.Options{})
+		prog, err := bmv2.Compile(ctx, reg.Lookup(name), bmv2.Options{})
 		cancel()
 		if err != nil {
 			t.Errorf("bmv2: compile %s: %v", name, err)
@@ -168,7 +136,7 @@ func (tg *target) open(t *testing.T) *harness {
 	t.Cleanup(cancel)
 	h := &harness{t: t, tg: tg, ctx: ctx}
 	if tg.kind == "local" {
-		dp, err := tg.reg.Lookup(tg.prog).New(tg.node, fwd.New(tg.node, tg.top.Routes()[tg.node.Name]))
+		dp, err := tg.reg.Lookup(tg.prog).New(tg.node, tg.top.Routes()[tg.node.Name])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,61 +209,4 @@ func batchOf(t *testing.T, err error) *p4rt.BatchError {
 		t.Fatalf("want a batch error, got %v", err)
 	}
 	return be
-}
-
-// wires are a Go switch's ports as Unix datagram socket pairs: the test
-// writes and reads frames at the far ends.
-type wires struct{ far []int }
-
-func (w *wires) open(p *topologies.Port) (goswitch.PortIO, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	for len(w.far) <= p.Num {
-		w.far = append(w.far, -1)
-	}
-	w.far[p.Num] = fds[1]
-	return goswitch.NewSocketIO(fds[0], goswitch.Batch), nil
-}
-
-func (w *wires) close() {
-	for _, fd := range w.far {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
-}
-
-func (w *wires) send(t *testing.T, port int, f []byte) {
-	t.Helper()
-	if _, err := unix.Write(w.far[port], f); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// recv returns the next frame that left port, or false after d.
-func (w *wires) recv(port int, d time.Duration) ([]byte, bool) {
-	deadline := time.Now().Add(d)
-	buf := make([]byte, 9216)
-	for time.Now().Before(deadline) {
-		n, err := unix.Read(w.far[port], buf)
-		if err == nil {
-			return buf[:n], true
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return nil, false
-}
-
-// drain discards the frames waiting on every port.
-func (w *wires) drain() {
-	buf := make([]byte, 9216)
-	for _, fd := range w.far {
-		for fd >= 0 {
-			if _, err := unix.Read(fd, buf); err != nil {
-				break
-			}
-		}
-	}
 }

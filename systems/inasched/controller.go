@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
 // Binder carries bindings to the switches: on the INA data plane, a
@@ -66,11 +68,13 @@ func (c *Controller) Begin(now time.Duration, id int) (Binding, error) {
 	if c.b != nil {
 		// The same range on every switch of the job's tree.
 		var err error
+		ctx, cancel := p4rt.CallContext()
 		if b.INA() {
-			err = c.b.Bind(context.Background(), e.job, b, e.workers)
+			err = c.b.Bind(ctx, e.job, b, e.workers)
 		} else if e.bound {
-			err = c.b.Unbind(context.Background(), e.job)
+			err = c.b.Unbind(ctx, e.job)
 		}
+		cancel()
 		if err != nil {
 			return RingBinding, fmt.Errorf("controller: job %d on %v: %w", id, e.job.Switches(), err)
 		}
@@ -135,7 +139,9 @@ func (c *Controller) Depart(now time.Duration, id int) error {
 	c.s.Depart(now, id)
 	if e.bound && c.b != nil {
 		c.writes++
-		if err := c.b.Unbind(context.Background(), e.job); err != nil {
+		ctx, cancel := p4rt.CallContext()
+		defer cancel()
+		if err := c.b.Unbind(ctx, e.job); err != nil {
 			return fmt.Errorf("controller: job %d on %v: %w", id, e.job.Switches(), err)
 		}
 	}

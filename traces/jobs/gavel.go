@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/internal/problems"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // Gavel's trace format (stanford-futuredata/gavel, scheduler/traces/):
@@ -45,7 +45,7 @@ type GavelFamily struct {
 	// What Gavel trains, and our estimate of its parameters.
 	Workload string
 	Params   float64
-	// Model is the tracebed profile (workloads/models) of the nearest
+	// Model is the tracebed profile (traces/models) of the nearest
 	// gradient size.
 	Model string
 }

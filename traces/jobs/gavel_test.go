@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // sharedPhilly finds ../shared/traces/philly above the working directory,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // Choice is one option of a weighted random choice.

@@ -14,7 +14,7 @@
 //
 // An arrival is a number of seconds ("12.5") or a Go duration ("1m30s").
 // Every error names the file, the line and the field, and says what would be
-// accepted. Model names are checked against workloads/models.
+// accepted. Model names are checked against traces/models.
 //
 // Parse reports every problem of a file (up to MaxProblems), each with its
 // line and field. Compress shortens a trace in time; ParseCompressed reads
@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/internal/problems"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // Samples holds the traces shipped with tracebed, by file name
@@ -48,7 +48,7 @@ var Samples embed.FS
 type Job struct {
 	ID         int
 	Arrival    time.Duration // since the start of the trace
-	Model      string        // a workloads/models profile name
+	Model      string        // a traces/models profile name
 	Workers    int           // one worker per host
 	Iterations int
 	Line       int // line of the trace it came from (0 if generated)

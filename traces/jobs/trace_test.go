@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 func TestSamplesAgree(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tracebed/tracebed/internal/cputime"
 )
 
 // readIn drains src with reads of n accesses at a time.
@@ -254,7 +256,7 @@ func BenchmarkLackeyImport(b *testing.B) {
 	var accesses, lines uint64
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for range b.N {
 		l, err := NewLackeyReader("bench.lackey", bytes.NewReader(data), DefaultLackeyOptions())
 		if err != nil {
@@ -275,7 +277,7 @@ func BenchmarkLackeyImport(b *testing.B) {
 	s := b.Elapsed().Seconds()
 	b.ReportMetric(float64(accesses)/s/1e6, "M_accesses/s")
 	b.ReportMetric(float64(lines)/s/1e6, "M_lines/s")
-	if cpu := (cpuTime() - cpu0).Seconds(); cpu > 0 {
+	if cpu := (cputime.Process() - cpu0).Seconds(); cpu > 0 {
 		b.ReportMetric(float64(accesses)/cpu/1e6, "M_accesses/cpu-s")
 	}
 }
@@ -290,7 +292,7 @@ func BenchmarkLackeyConvert(b *testing.B) {
 	var accesses uint64
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for range b.N {
 		res, err := Convert(io.Discard, "bench.lackey", bytes.NewReader(data), DefaultLackeyOptions())
 		if err != nil {
@@ -299,7 +301,7 @@ func BenchmarkLackeyConvert(b *testing.B) {
 		accesses += res.DataAccesses
 	}
 	b.ReportMetric(float64(accesses)/b.Elapsed().Seconds()/1e6, "M_accesses/s")
-	if cpu := (cpuTime() - cpu0).Seconds(); cpu > 0 {
+	if cpu := (cputime.Process() - cpu0).Seconds(); cpu > 0 {
 		b.ReportMetric(float64(accesses)/cpu/1e6, "M_accesses/cpu-s")
 	}
 }

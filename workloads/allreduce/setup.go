@@ -1,7 +1,6 @@
 package allreduce
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -213,7 +212,10 @@ func bindTree(net Network, spec JobSpec, b ina.Binding, addrs []emulator.Addr) (
 	if err != nil {
 		return nil, b, fmt.Errorf("job %d: %w", spec.ID, err)
 	}
-	ctx := context.Background()
+	// One deadline for the whole tree's writes: bindTree runs inside
+	// an agent callback on both substrates.
+	ctx, cancel := p4rt.CallContext()
+	defer cancel()
 	var ctls []*ina.Controller
 	topBinding := b
 	for i, ts := range tree {

@@ -12,7 +12,9 @@ import (
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/p4/programs"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -22,7 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the netns testbeds are this binary
+	switchcmd.Main(programs.Registry) // the Go switches of the netns testbeds are this binary
 	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
@@ -35,8 +37,8 @@ func testbeds(t testing.TB) map[string]func(context.Context, testbed.Config) (te
 	tbs := map[string]func(context.Context, testbed.Config) (testbed.Testbed, error){
 		"sim": experiments.SimTestbed,
 	}
-	if os.Geteuid() != 0 {
-		t.Log("netns: skipped, it needs root (network namespaces, veth links, raw sockets)")
+	if err := netnstb.Check(netnstb.Options{}); err != nil {
+		t.Logf("netns: skipped: %v", err)
 	} else if testing.Short() {
 		t.Log("netns: skipped in -short mode")
 	} else {
@@ -109,7 +111,7 @@ func openTestbed(t *testing.T, newTB func(context.Context, testbed.Config) (test
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: inaProgram(t), Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func BenchmarkResultSpread(b *testing.B) {
 func resultSpread(b *testing.B, newTB func(context.Context, testbed.Config) (testbed.Testbed, error)) []float64 {
 	top := starTopo(b, netParams{hosts: 4, rate: 10 * units.Mbps, delay: time.Microsecond, aggregators: 64, buffer: 64 << 10})
 	ctx := context.Background()
-	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: "ina", Seed: 1})
+	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: inaProgram(b), Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -263,4 +265,14 @@ func resultSpread(b *testing.B, newTB func(context.Context, testbed.Config) (tes
 		spreads = append(spreads, float64(hi-lo)/1e3)
 	}
 	return spreads
+}
+
+// inaProgram is the INA data plane as the testbeds load it.
+func inaProgram(t testing.TB) *dataplane.Program {
+	t.Helper()
+	prog, err := ina.SwitchProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &prog
 }

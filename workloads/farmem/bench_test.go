@@ -3,18 +3,12 @@ package farmem
 import (
 	"context"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/cputime"
 )
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
-}
 
 // BenchmarkGlitterSuite runs the whole default Glitter experiment
 // (experiments/glitter-100g.yaml: 21 scenarios × 4 policies) with two runs
@@ -34,7 +28,7 @@ func BenchmarkGlitterSuite(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), cputime.Process()
 	runs := 0
 	for range b.N {
 		res, err := experiments.Execute(context.Background(), spec, exp, experiments.Options{Parallel: 2})
@@ -43,7 +37,7 @@ func BenchmarkGlitterSuite(b *testing.B) {
 		}
 		runs += len(res.Runs)
 	}
-	wall, cpu := time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds()
+	wall, cpu := time.Since(start).Seconds(), (cputime.Process() - cpu0).Seconds()
 	b.ReportMetric(wall/float64(b.N), "s/suite")
 	b.ReportMetric(cpu/float64(b.N), "cpu-s/suite")
 	b.ReportMetric(cpu/2/float64(b.N), "s/suite-on-2-idle-cores")

@@ -9,6 +9,7 @@ import (
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -36,7 +37,7 @@ func TestBulkLoad(t *testing.T) {
 	const horizon = 200 * time.Millisecond
 	offered := func(late time.Duration) float64 {
 		s := sim.New()
-		n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+		n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestBulkLoadSpreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sim.New()
-	n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+	n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestBulkBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sim.New()
-	n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+	n, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 	if err != nil {
 		t.Fatal(err)
 	}

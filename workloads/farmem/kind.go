@@ -708,7 +708,8 @@ type Outcome struct {
 // that order; the run ends when every host has replayed its trace and seen
 // every write-back acknowledged. The same code runs on every substrate.
 func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64)) (_ *Outcome, err error) {
-	tb, err := newTestbed(ctx, testbed.Config{Topology: sc.top, Program: pfarmem.ProgramName, Seed: uint64(seed)})
+	prog := pfarmem.SwitchProgram()
+	tb, err := newTestbed(ctx, testbed.Config{Topology: sc.top, Program: &prog, Seed: uint64(seed)})
 	if err != nil {
 		return nil, err
 	}

@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package farmem
 
 import (
@@ -15,10 +17,11 @@ import (
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/p4/programs"
 )
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the netns runs are this binary
+	switchcmd.Main(programs.Registry) // the Go switches of the netns runs are this binary
 	os.Exit(withTraceCache(func() int { return netns.RunTests(m, netnsPrefix) }))
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/tracebed/tracebed/internal/units"
 	sysfree "github.com/tracebed/tracebed/systems/freeina"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
 

@@ -27,7 +27,7 @@ import (
 	sysfree "github.com/tracebed/tracebed/systems/freeina"
 	"github.com/tracebed/tracebed/systems/inasched"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/flow"
 )

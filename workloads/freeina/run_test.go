@@ -12,7 +12,7 @@ import (
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/packet"
 )
@@ -48,7 +48,11 @@ func testbedOf(t testing.TB, hosts, aggregators, ps int, rate units.Rate, loss, 
 	for _, l := range sc.Top.Links {
 		l.Loss, l.Duplicate, l.Reorder = loss, dup, reorder
 	}
-	tb, err := testbed.NewSim(testbed.Config{Topology: sc.Top, Program: dp.ProgramName, Seed: seed})
+	prog, err := dp.SwitchProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := testbed.NewSim(testbed.Config{Topology: sc.Top, Program: &prog, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -191,7 +192,7 @@ func Simulate(ctx context.Context, p Params, pol Policy, seed uint64, progress f
 		return nil, err
 	}
 	s := sim.New()
-	net, err := sim.NewNetwork(s, top, sim.Options{Seed: seed})
+	net, err := sim.NewNetwork(s, top, sim.Options{Seed: seed, Pipeline: fwd.SimPipeline})
 	if err != nil {
 		return nil, err
 	}

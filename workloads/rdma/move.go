@@ -13,6 +13,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/roce/cm"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/p4/fwd"
 )
 
 // Service is the connection manager's service id of the demo.
@@ -106,7 +107,8 @@ func Move(ctx context.Context, newTB experiments.TestbedFactory, p Params, verb 
 	if err != nil {
 		return nil, err
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: top, Seed: seed})
+	fwdProg := fwd.SwitchProgram()
+	tb, err := newTB(ctx, testbed.Config{Topology: top, Program: &fwdProg, Seed: seed})
 	if err != nil {
 		return nil, err
 	}

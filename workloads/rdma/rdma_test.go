@@ -20,10 +20,11 @@ import (
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/units"
+	"github.com/tracebed/tracebed/p4/programs"
 )
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the netns testbeds are this binary
+	switchcmd.Main(programs.Registry) // the Go switches of the netns testbeds are this binary
 	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
@@ -203,8 +204,8 @@ func TestCaptureTshark(t *testing.T) {
 // as Linux's UDP stack built them) must satisfy tshark and the ICRC check:
 // the IPv4 header fields the ICRC covers are the ones the devices assume.
 func TestNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("netns: needs root (network namespaces, veth links, raw sockets)")
+	if err := netnstb.Check(netnstb.Options{}); err != nil {
+		t.Skipf("netns: skipped: %v", err)
 	}
 	if testing.Short() {
 		t.Skip("netns: skipped in -short mode")

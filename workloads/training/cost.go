@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/tracebed/tracebed/experiments"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // Cost implements experiments.Coster: an estimate of a run's work from its

@@ -12,8 +12,8 @@ import (
 	"github.com/tracebed/tracebed/internal/units"
 	dp "github.com/tracebed/tracebed/p4/freeina"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/traces/models"
 	freepkt "github.com/tracebed/tracebed/workloads/freeina"
-	"github.com/tracebed/tracebed/workloads/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/flow"
 	"github.com/tracebed/tracebed/workloads/training/packet"
@@ -111,7 +111,11 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 		newTB = experiments.SimTestbed
 	}
 	scaled := sc.scaled
-	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: dp.ProgramName, Seed: uint64(r.Seed)})
+	prog, err := dp.SwitchProgram()
+	if err != nil {
+		return nil, err
+	}
+	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: &prog, Seed: uint64(r.Seed)})
 	if err != nil {
 		return nil, err
 	}

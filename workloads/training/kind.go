@@ -26,7 +26,7 @@ import (
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/flow"
 	"github.com/tracebed/tracebed/workloads/training/packet"
@@ -869,7 +869,11 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	if err != nil {
 		return nil, err
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: "ina", Seed: uint64(r.Seed)})
+	prog, err := ina.SwitchProgram()
+	if err != nil {
+		return nil, err
+	}
+	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: &prog, Seed: uint64(r.Seed)})
 	if err != nil {
 		return nil, err
 	}

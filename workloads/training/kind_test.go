@@ -2,23 +2,23 @@ package training
 
 import (
 	"context"
-	"github.com/tracebed/tracebed/workloads/training/fabric"
-	"github.com/tracebed/tracebed/workloads/training/flow"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/internal/cputime"
 	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/systems/inasched"
-	"github.com/tracebed/tracebed/traces/jobs"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
+	"github.com/tracebed/tracebed/workloads/training/flow"
 )
 
 // embedded serves traces/jobs/… from the files built into the binary, as
@@ -397,7 +397,7 @@ func benchSpecs(b *testing.B, names []string, unit string) {
 	}
 	b.ResetTimer()
 	start := time.Now()
-	cpu0 := cpuSeconds()
+	cpu0 := cputime.Process().Seconds()
 	runs := 0
 	for range b.N {
 		for _, c := range cs {
@@ -412,7 +412,7 @@ func benchSpecs(b *testing.B, names []string, unit string) {
 	b.ReportMetric(wall, "s/"+unit)
 	// CPU time is what the suite costs when other processes share the
 	// cores; on 2 idle cores the wall time is about half of it.
-	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/"+unit)
+	b.ReportMetric((cputime.Process().Seconds()-cpu0)/float64(b.N), "cpu-s/"+unit)
 	b.ReportMetric(float64(runs/b.N), "runs/"+unit)
 }
 
@@ -441,16 +441,6 @@ func BenchmarkFlowRun(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	_ = analysis.Schema
-}
-
-// cpuSeconds is the process's user and system CPU time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
 }
 
 // mustFactory builds a spec policy's scheduler factory for a scenario.

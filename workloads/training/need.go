@@ -5,7 +5,7 @@ import (
 
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/p4/ina"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // Memory of an INA run, per item:

@@ -3,7 +3,6 @@ package training
 import (
 	"cmp"
 	"context"
-	"github.com/tracebed/tracebed/workloads/training/packet"
 	"math"
 	"os"
 	"slices"
@@ -11,18 +10,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/p4/ina"
+	"github.com/tracebed/tracebed/p4/programs"
+	"github.com/tracebed/tracebed/workloads/training/packet"
+
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
+	dp "github.com/tracebed/tracebed/p4/freeina"
+	"github.com/tracebed/tracebed/traces/models"
 	freepkt "github.com/tracebed/tracebed/workloads/freeina"
-	"github.com/tracebed/tracebed/workloads/models"
 )
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the netns runs are this binary
+	switchcmd.Main(programs.Registry) // the Go switches of the netns runs are this binary
 	os.Exit(netns.RunTests(m, netnsPrefix))
 }
 
@@ -55,7 +60,7 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	} else {
 		defer realtime(t)()
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: sc.scaled.Top, Program: "ina", Seed: uint64(seed)})
+	tb, err := newTB(ctx, testbed.Config{Topology: sc.scaled.Top, Program: inaProgram(t), Seed: uint64(seed)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +119,8 @@ func TestCompareSubstrates(t *testing.T) {
 
 func needNetns(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: the netns substrate needs root (network namespaces, veth links, raw sockets); CI runs as root")
+	if err := netnstb.Check(netnstb.Options{}); err != nil {
+		t.Skipf("skipping: %v; CI runs as root", err)
 	}
 	if testing.Short() {
 		t.Skip("skipping in -short mode: the netns runs take about a minute of real time")
@@ -320,7 +325,12 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		stop := realtime(t)
-		tb, err := netnsTestbeds(ctx, testbed.Config{Topology: sc.scaled.Top, Program: "freeina", Seed: 1})
+		prog, err := dp.SwitchProgram()
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		tb, err := netnsTestbeds(ctx, testbed.Config{Topology: sc.scaled.Top, Program: &prog, Seed: 1})
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -345,4 +355,14 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 			t.Errorf("%.0f%%: no retransmission: the impairments were not exercised", 100*p)
 		}
 	}
+}
+
+// inaProgram is the INA data plane as the testbeds load it.
+func inaProgram(t testing.TB) *dataplane.Program {
+	t.Helper()
+	prog, err := ina.SwitchProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &prog
 }

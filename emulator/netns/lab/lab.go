@@ -1,19 +1,5 @@
-// Package lab runs topologies for hands-on work, as Mininet does for its
-// users: Up brings a topology up on network namespaces with a switch
-// process per topology switch (the Go switch, bmv2's simple_switch_grpc or
-// Linux bridges) and records the run in its directory; Attach finds a run
-// that another process brought up ('tracebed topo up', 'tracebed mininet',
-// or a Mininet script exported by 'tracebed topo export --format mininet');
-// a Run then runs commands in nodes (Exec), checks all-pairs reachability
-// (PingAll), takes links down and up (Link), captures a port (Capture),
-// reads a switch's counters over P4Runtime (Counters), watches its switch
-// processes (Status, Watch) and tears it down (Down). Shell is the
-// interactive command interpreter of 'tracebed topo cli' on top of it.
-//
-// A run id in use is never touched by another run: Up claims it before it
-// creates anything (netns.Claim). A switch process that dies is reported —
-// by Watch as it happens and by Status — and its log is kept in KeptLogDir
-// when the run goes down.
+//go:build linux && !nonetns
+
 package lab
 
 import (
@@ -31,10 +17,10 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
-	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -132,8 +118,11 @@ type Options struct {
 	// Switch is SwitchGo (default) or SwitchBMv2; Net.Bridge puts Linux
 	// bridges in place of switch processes.
 	Switch string
-	// Program is the data plane the switches run (default "fwd").
-	Program string
+	// Programs are the data planes the switches can run, assembled by
+	// the command (the engine knows none); Program names the one they run
+	// (default: the registry's default). Bridges need neither.
+	Programs *dataplane.Registry
+	Program  string
 	// Seed seeds the Go switches' injected loss, duplication and
 	// reordering; Spin is their busy-poll horizon.
 	Seed uint64
@@ -171,22 +160,18 @@ func badInput(format string, args ...any) error { return InputError{fmt.Errorf(f
 // run's directory, starts the switches and records the run. On error
 // everything it created is removed; a run id in use is left alone.
 func Up(ctx context.Context, topo *topologies.Topology, topoData []byte, opts Options) (_ *Run, err error) {
-	if opts.Program == "" {
-		opts.Program = "fwd"
-	}
 	if opts.Switch == "" {
 		opts.Switch = SwitchGo
 	}
 	if opts.Net.Bridge {
 		opts.Switch = SwitchBridge
 	}
-	reg, err := programs.Registry()
-	if err != nil {
-		return nil, err
-	}
-	prog := reg.Lookup(opts.Program)
-	if prog == nil {
-		return nil, badInput("program %q: the switches run %v", opts.Program, reg.Names())
+	var prog *dataplane.Program
+	if opts.Switch != SwitchBridge {
+		if prog, err = Lookup(opts.Programs, opts.Program); err != nil {
+			return nil, err
+		}
+		opts.Program = prog.Name
 	}
 	switch opts.Switch {
 	case SwitchGo, SwitchBridge:
@@ -241,7 +226,7 @@ func Up(ctx context.Context, topo *topologies.Topology, topoData []byte, opts Op
 		for _, p := range r.Procs.Procs {
 			sockets[p.Name] = p.Socket
 		}
-		if err := LoadBMv2(ctx, topo, sockets, opts.Program, opts.BMv2); err != nil {
+		if err := LoadBMv2(ctx, topo, sockets, prog, opts.BMv2); err != nil {
 			return nil, err
 		}
 	}
@@ -257,20 +242,28 @@ func Up(ctx context.Context, topo *topologies.Topology, topoData []byte, opts Op
 	return r, nil
 }
 
-// LoadBMv2 compiles program for bmv2 and loads it on every switch of topo,
+// Lookup returns the program of reg called name, or reg's default when
+// name is empty. An unknown name is an InputError.
+func Lookup(reg *dataplane.Registry, name string) (*dataplane.Program, error) {
+	if reg == nil {
+		return nil, errors.New("lab: no data planes were handed in (Options.Programs)")
+	}
+	if name == "" {
+		return reg.Default(), nil
+	}
+	prog := reg.Lookup(name)
+	if prog == nil {
+		return nil, badInput("program %q: the switches run %v", name, reg.Names())
+	}
+	return prog, nil
+}
+
+// LoadBMv2 compiles prog for bmv2 and loads it on every switch of topo,
 // whose P4Runtime servers listen on sockets (by switch name): pipeline
 // (SetForwardingPipelineConfig) and the entries its Go twin starts with
 // (bmv2.Configure), as the netns testbed does.
-func LoadBMv2(ctx context.Context, topo *topologies.Topology, sockets map[string]string, program string, opts bmv2.Options) error {
-	reg, err := programs.Registry()
-	if err != nil {
-		return err
-	}
-	prog := reg.Lookup(program)
-	if prog == nil {
-		return badInput("program %q: the switches run %v", program, reg.Names())
-	}
-	compiled, err := bmv2.Compile(ctx, program, opts)
+func LoadBMv2(ctx context.Context, topo *topologies.Topology, sockets map[string]string, prog *dataplane.Program, opts bmv2.Options) error {
+	compiled, err := bmv2.Compile(ctx, prog, opts)
 	if err != nil {
 		return err
 	}

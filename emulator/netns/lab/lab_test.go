@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package lab
 
 import (
@@ -12,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/dataplane"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/internal/units"
@@ -23,8 +26,18 @@ import (
 var testPrefix = "lb" + netns.NewRunID()[:1]
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // the Go switches of the runs are this binary
+	switchcmd.Main(testplane.Registry) // the Go switches of the runs are this binary
 	os.Exit(netns.RunTests(m, testPrefix))
+}
+
+// programs are the data planes of the test runs' Go switches.
+func programs(t *testing.T) *dataplane.Registry {
+	t.Helper()
+	reg, err := testplane.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
 
 func needRoot(t *testing.T) {
@@ -67,7 +80,7 @@ func TestRunLifecycle(t *testing.T) {
 	id := netns.TestRunID(testPrefix)
 	defer removeKeptLogs(id)
 	defer Remove(id)
-	r, err := Up(ctx, star(t, 3), nil, Options{Net: netns.Options{RunID: id}})
+	r, err := Up(ctx, star(t, 3), nil, Options{Net: netns.Options{RunID: id}, Programs: programs(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +88,7 @@ func TestRunLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.State.Switch != SwitchGo || a.State.Program != "fwd" || a.State.Switches["tor"].PID != r.Procs.Procs[0].Cmd.Process.Pid {
+	if a.State.Switch != SwitchGo || a.State.Program != testplane.Name || a.State.Switches["tor"].PID != r.Procs.Procs[0].Cmd.Process.Pid {
 		t.Errorf("attached state %+v", a.State)
 	}
 	res := a.PingAll(ctx, 2*time.Second)
@@ -166,7 +179,7 @@ func TestRunIDInUse(t *testing.T) {
 	ctx := context.Background()
 	id := netns.TestRunID(testPrefix)
 	defer Remove(id)
-	if _, err := Up(ctx, star(t, 2), nil, Options{Net: netns.Options{RunID: id}}); err != nil {
+	if _, err := Up(ctx, star(t, 2), nil, Options{Net: netns.Options{RunID: id}, Programs: programs(t)}); err != nil {
 		t.Fatal(err)
 	}
 	// Another topology (other node names) under the same id.
@@ -175,7 +188,7 @@ func TestRunIDInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Up(ctx, ls, nil, Options{Net: netns.Options{RunID: id}}); !errors.Is(err, netns.ErrRunInUse) {
+	if _, err := Up(ctx, ls, nil, Options{Net: netns.Options{RunID: id}, Programs: programs(t)}); !errors.Is(err, netns.ErrRunInUse) {
 		t.Fatalf("second Up with the same id: %v", err)
 	}
 	a, err := Attach(id)
@@ -192,32 +205,6 @@ func TestRunIDInUse(t *testing.T) {
 		}
 	}
 	if _, err := a.Down(); err != nil {
-		t.Error(err)
-	}
-}
-
-// TestUpBMv2 brings a star up with bmv2 switches loaded over P4Runtime
-// (where bmv2 is installed) and pings all pairs.
-func TestUpBMv2(t *testing.T) {
-	needRoot(t)
-	if _, err := bmv2.FindTools(bmv2.Options{}); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	id := netns.TestRunID(testPrefix)
-	defer Remove(id)
-	r, err := Up(ctx, star(t, 3), nil, Options{Net: netns.Options{RunID: id}, Switch: SwitchBMv2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := r.PingAll(ctx, 2*time.Second).Received(); got != 6 {
-		t.Errorf("pingall through bmv2: %d of 6 answered", got)
-	}
-	if cs, err := r.Counters(ctx, "tor"); err != nil || len(cs) == 0 {
-		t.Errorf("counters of bmv2: %v, %v", cs, err)
-	}
-	if _, err := r.Down(); err != nil {
 		t.Error(err)
 	}
 }

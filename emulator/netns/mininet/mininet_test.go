@@ -1,9 +1,10 @@
+//go:build linux && !nonetns
+
 package mininet
 
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/netns/lab"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
@@ -23,91 +25,12 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
 // testPrefix starts the run ids of this test binary (see netns.RunTests).
 var testPrefix = "mn" + netns.NewRunID()[:1]
 
 func TestMain(m *testing.M) {
-	switchcmd.Main() // TracebedSwitch starts this binary as 'switch'
+	switchcmd.Main(testplane.Registry) // TracebedSwitch starts this binary as 'switch'
 	os.Exit(netns.RunTests(m, testPrefix))
-}
-
-// TestExportGolden pins the scripts of the ready topologies.
-func TestExportGolden(t *testing.T) {
-	for _, name := range []string{"star", "leafspine"} {
-		t.Run(name, func(t *testing.T) {
-			top, err := topologies.Open(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := Export(top)
-			golden := filepath.Join("testdata", name+".py")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("the script of %s differs from %s (go test -update rewrites it):\n%s", name, golden, got)
-			}
-		})
-	}
-}
-
-// TestExportCarriesTheTopology: the topology embedded in a script parses
-// back to the same network, and every link, host and switch of it appears.
-func TestExportCarriesTheTopology(t *testing.T) {
-	top, err := topologies.Open("fattree-k4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(Export(top))
-	i := strings.Index(s, "TOPOLOGY = '''\\\n")
-	j := strings.LastIndex(s, "'''")
-	if i < 0 || j < i {
-		t.Fatal("no topology in the script")
-	}
-	back, err := topologies.Parse("embedded", []byte(s[i+len("TOPOLOGY = '''\\\n"):j]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.Summary() != top.Summary() || len(back.Links) != len(top.Links) {
-		t.Errorf("embedded topology: %s, want %s", back.Summary(), top.Summary())
-	}
-	if k := strings.Count(s, "self.addLink("); k != len(top.Links) {
-		t.Errorf("%d links in the script, want %d", k, len(top.Links))
-	}
-	if k := strings.Count(s, "self.addHost("); k != len(top.Hosts()) {
-		t.Errorf("%d hosts in the script, want %d", k, len(top.Hosts()))
-	}
-	if k := strings.Count(s, "self.addSwitch("); k != len(top.Switches()) {
-		t.Errorf("%d switches in the script, want %d", k, len(top.Switches()))
-	}
-}
-
-func TestPyIdent(t *testing.T) {
-	for _, tc := range []struct{ name, mod, class string }{
-		{"star", "star", "Star"},
-		{"fattree-k4", "fattree_k4", "FattreeK4"},
-		{"8hosts", "t8hosts", "T8hosts"},
-		{"--", "topology", "topology"},
-	} {
-		if got := pyIdent(tc.name, false); got != tc.mod {
-			t.Errorf("module name of %q: %q, want %q", tc.name, got, tc.mod)
-		}
-		if got := pyIdent(tc.name, true); got != tc.class {
-			t.Errorf("class name of %q: %q, want %q", tc.name, got, tc.class)
-		}
-	}
-	if got := pyString("a'''b\\c"); got != "'''\\\na\\'\\'\\'b\\\\c'''" {
-		t.Errorf("pyString: %s", got)
-	}
 }
 
 func needMininet(t *testing.T) string {
@@ -250,7 +173,7 @@ func TestPingAllOnMininet(t *testing.T) {
 			var out bytes.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			p, err := Start(ctx, top, Options{RunID: netns.TestRunID(testPrefix), Test: "pingall", Stdout: &out, Stderr: &out,
+			p, err := Start(ctx, top, Options{RunID: netns.TestRunID(testPrefix), Program: testplane.Name, Test: "pingall", Stdout: &out, Stderr: &out,
 				Env: []string{switchcmd.ChildEnv + "=1"}})
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
@@ -283,7 +206,7 @@ func TestMininetRunIsATracebedRun(t *testing.T) {
 	defer cancel()
 	id := netns.TestRunID(testPrefix)
 	// A second run may not take the id, even while the first is starting.
-	p, err := Start(ctx, top, Options{RunID: id, Wait: true, Stdout: &out, Stderr: &out, Env: []string{switchcmd.ChildEnv + "=1"}})
+	p, err := Start(ctx, top, Options{RunID: id, Program: testplane.Name, Wait: true, Stdout: &out, Stderr: &out, Env: []string{switchcmd.ChildEnv + "=1"}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -331,50 +254,5 @@ func TestMininetRunIsATracebedRun(t *testing.T) {
 		t.Error(err)
 	}
 	p.Stop()
-	checkNothingLeft(t, p, top, before)
-}
-
-// TestBMv2OnMininet brings a star up on Mininet with BMv2Switch, loads fwd
-// over P4Runtime from Go and runs Mininet's pingall: where bmv2 is
-// installed.
-func TestBMv2OnMininet(t *testing.T) {
-	needRoot(t)
-	needMininet(t)
-	tools, err := bmv2.FindTools(bmv2.Options{})
-	if err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	top := star3(t)
-	before := rootLinks(t)
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	p, err := Start(ctx, top, Options{RunID: netns.TestRunID(testPrefix), Switch: SwitchBMv2, SimpleSwitch: tools.Switch,
-		Test: "pingall", Stdout: &out, Stderr: &out})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	defer p.Stop()
-	r, err := lab.Attach(p.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sockets := map[string]string{}
-	for name, s := range r.State.Switches {
-		sockets[name] = s.Socket
-	}
-	if r.State.Switch != "bmv2" || len(sockets) != 1 {
-		t.Fatalf("state %+v", r.State)
-	}
-	if err := lab.LoadBMv2(ctx, top, sockets, "fwd", bmv2.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Continue(); err != nil {
-		t.Fatal(err)
-	}
-	werr := p.Wait()
-	if o := out.String(); werr != nil || !strings.Contains(o, "*** Results: 0% dropped (6/6 received)") {
-		t.Errorf("pingall through bmv2 on Mininet (%v):\n%s", werr, o)
-	}
 	checkNothingLeft(t, p, top, before)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/roce"
 	"github.com/tracebed/tracebed/emulator/roce/cm"
 	"github.com/tracebed/tracebed/emulator/testbed"
@@ -28,7 +29,8 @@ func star(t *testing.T, loss float64) (*testbed.Sim, []*topologies.Node) {
 	for _, l := range top.Links {
 		l.Loss = loss
 	}
-	tb, err := testbed.NewSim(testbed.Config{Topology: top, Seed: 3})
+	prog := testplane.Program()
+	tb, err := testbed.NewSim(testbed.Config{Topology: top, Program: &prog, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,5 @@
-// Package switchcmd is the Go switch as a process: the 'tracebed switch'
-// command, which runs one switch of a topology inside that switch's network
-// namespace with a P4Runtime server, and Start, which starts one such
-// process per switch of a network brought up by package emulator/netns
-// ('tracebed topo up' and the netns testbed both use it).
-//
-// The processes are started from the running executable with the
-// arguments of the 'switch' command and ChildEnv set. The tracebed binary
-// runs the command as any other; a test binary that starts switches (it
-// brings a testbed up) calls Main first thing in its TestMain, so that it
-// acts as the switch when started as one.
+//go:build linux && !nonetns
+
 package switchcmd
 
 import (
@@ -28,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	goswitch "github.com/tracebed/tracebed/emulator/switch"
-	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -47,9 +37,10 @@ func IsInputError(err error) bool {
 
 func badInput(err error) error { return InputError{err} }
 
-// Command returns the 'switch' command; stderr receives its log and the
-// counters it prints when it stops.
-func Command(stderr io.Writer) *cobra.Command {
+// Command returns the 'switch' command, whose switch runs the programs of
+// programs; stderr receives its log and the counters it prints when it
+// stops.
+func Command(stderr io.Writer, programs Registry) *cobra.Command {
 	var cfg goswitch.Config
 	var topoArg, listen, spin string
 	cmd := &cobra.Command{
@@ -84,8 +75,11 @@ stops on SIGINT or SIGTERM and prints its counters.`,
 			if err != nil {
 				return badInput(err)
 			}
-			if cfg.Programs, err = programs.Registry(); err != nil {
+			if cfg.Programs, err = programs(); err != nil {
 				return err
+			}
+			if cfg.Program != "" && cfg.Programs.Lookup(cfg.Program) == nil {
+				return badInput(fmt.Errorf("--program %s: the switch runs %v", cfg.Program, cfg.Programs.Names()))
 			}
 			cfg.Topology = top
 			cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
@@ -96,7 +90,7 @@ stops on SIGINT or SIGTERM and prints its counters.`,
 	fl.StringVar(&topoArg, "topology", "", "topology file (or built-in name)")
 	fl.StringVar(&cfg.Name, "name", "", "which switch of the topology this is")
 	fl.StringVar(&listen, "grpc", "", "P4Runtime address: a Unix socket path, or 127.0.0.1:PORT")
-	fl.StringVar(&cfg.Program, "program", "fwd", "data plane to start with")
+	fl.StringVar(&cfg.Program, "program", "", "data plane to start with (default: the first registered, plain forwarding)")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of injected loss, duplication and reordering")
 	fl.Uint64Var(&cfg.DeviceID, "device-id", goswitch.DefaultDeviceID, "P4Runtime device id (0 is valid, as in the P4 tutorials)")
 	fl.StringVar(&spin, "spin", "", "busy-poll for timed events this close (e.g. 200us)")
@@ -179,22 +173,22 @@ const ChildEnv = "TRACEBED_SWITCH_PROCESS"
 
 // Main makes a test binary act as a switch process: when this process was
 // started by Start (ChildEnv is set and the first argument is "switch") it
-// runs the switch command with the process's arguments and exits;
-// otherwise it returns at once. Call it first thing in the TestMain of a
-// package whose tests start switches (bring up a netns testbed):
+// runs the switch command over programs with the process's arguments and
+// exits; otherwise it returns at once. Call it first thing in the TestMain
+// of a package whose tests start switches (bring up a netns testbed):
 //
 //	func TestMain(m *testing.M) {
-//		switchcmd.Main()
+//		switchcmd.Main(programs.Registry)
 //		os.Exit(m.Run())
 //	}
 //
 // The tracebed binary needs no call: it has the switch command.
-func Main() {
+func Main(programs Registry) {
 	if os.Getenv(ChildEnv) == "" || len(os.Args) < 2 || os.Args[1] != "switch" {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	cmd := Command(os.Stderr)
+	cmd := Command(os.Stderr, programs)
 	cmd.SetArgs(os.Args[2:])
 	cmd.SilenceUsage = true
 	err := cmd.ExecuteContext(ctx)

@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package switchcmd
 
 import (
@@ -25,7 +27,8 @@ type Options struct {
 	// topology.yaml in the run's directory, written by Start from
 	// n.Topology.
 	TopologyFile string
-	// Program is the data plane every switch starts with (default "fwd").
+	// Program is the data plane every switch starts with; empty means
+	// the default of the switch command's registry.
 	Program string
 	// Seed seeds the switches' link impairments.
 	Seed uint64
@@ -98,15 +101,14 @@ func Start(n *netns.Network, opts Options) (*Set, error) {
 			return nil, fmt.Errorf("switchcmd: %w", err)
 		}
 	}
-	program := opts.Program
-	if program == "" {
-		program = "fwd"
-	}
 	var procs []*Process
 	for _, sw := range n.Topology.Switches() {
 		p := &Process{Name: sw.Name, Socket: goswitch.SocketPath(n, sw.Name), Log: filepath.Join(n.Dir(), sw.Name+".log")}
 		args := []string{"switch", "--topology", topo, "--name", sw.Name, "--grpc", p.Socket,
-			"--program", program, "--seed", strconv.FormatUint(opts.Seed, 10)}
+			"--seed", strconv.FormatUint(opts.Seed, 10)}
+		if opts.Program != "" {
+			args = append(args, "--program", opts.Program)
+		}
 		if opts.Spin > 0 {
 			args = append(args, "--spin", opts.Spin.String())
 		}

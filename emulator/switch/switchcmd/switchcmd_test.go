@@ -1,9 +1,12 @@
+//go:build linux && !nonetns
+
 package switchcmd
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 )
 
@@ -24,8 +27,9 @@ func TestCommandErrors(t *testing.T) {
 		{"--topology", "star", "--name", "tor", "--grpc", "0.0.0.0:9559"},
 		{"--topology", "nosuch.yaml", "--name", "tor", "--grpc", "/tmp/x.sock"},
 		{"--topology", "star", "--name", "tor", "--grpc", "/tmp/x.sock", "--spin", "fast"},
+		{"--topology", "star", "--name", "tor", "--grpc", "/tmp/x.sock", "--program", "nosuch"},
 	} {
-		cmd := Command(&strings.Builder{})
+		cmd := Command(&strings.Builder{}, testplane.Registry)
 		cmd.SetArgs(args)
 		cmd.SilenceErrors, cmd.SilenceUsage = true, true
 		if err := cmd.Execute(); !IsInputError(err) {

@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package netnstb
 
 import (
@@ -30,7 +32,7 @@ func BenchmarkNewClose(b *testing.B) {
 			var up, down time.Duration
 			for range b.N {
 				start := time.Now()
-				tb, err := New(context.Background(), testbed.Config{Topology: top}, Options{RunIDPrefix: prefix})
+				tb, err := New(context.Background(), testbed.Config{Topology: top, Program: &plane}, Options{RunIDPrefix: prefix})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -96,7 +98,7 @@ func BenchmarkEchoRate(b *testing.B) {
 	}
 	for _, size := range []int{256, 4120} {
 		b.Run(fmt.Sprintf("payload=%d", size), func(b *testing.B) {
-			tb, err := New(context.Background(), testbed.Config{Topology: top}, Options{RunIDPrefix: prefix, NoShaping: true})
+			tb, err := New(context.Background(), testbed.Config{Topology: top, Program: &plane}, Options{RunIDPrefix: prefix, NoShaping: true})
 			if err != nil {
 				b.Fatal(err)
 			}

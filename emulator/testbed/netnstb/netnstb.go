@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 // Package netnstb is the testbed of the netns substrate: a topology brought
 // up on the real Linux network stack (package emulator/netns), one switch
 // process per topology switch — the Go switch ('tracebed switch', package
@@ -46,27 +48,8 @@ import (
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
-	"github.com/tracebed/tracebed/p4/programs"
 	"github.com/tracebed/tracebed/topologies"
 )
-
-// Switch kinds of Options.Switch.
-const (
-	SwitchGo   = "go"
-	SwitchBMv2 = "bmv2"
-)
-
-// Switches lists the values Options.Switch accepts.
-var Switches = []string{SwitchGo, SwitchBMv2}
-
-// Networks: who builds the namespaces and links (Options.Network).
-const (
-	NetworkNetns   = "netns"   // tracebed itself (package emulator/netns)
-	NetworkMininet = "mininet" // Mininet, with tracebed's classes (package emulator/netns/mininet)
-)
-
-// Networks lists the values Options.Network accepts.
-var Networks = []string{NetworkNetns, NetworkMininet}
 
 // DefaultMTU is the links' MTU unless Options.MTU says otherwise: jumbo
 // frames, so that one datagram of a far-memory page (4162-byte frames) or
@@ -78,41 +61,6 @@ const DefaultMTU = netns.MaxMTU
 // (set past the sysctl limits): a window of a few thousand datagrams fits
 // before the kernel drops.
 const SocketBuffer = 4 << 20
-
-// Options configure New.
-type Options struct {
-	// Switch is "go" (default: the Go switch) or "bmv2"
-	// (simple_switch_grpc with the program compiled by p4c-bm2-ss).
-	Switch string
-	// Network is who builds the namespaces, links, addresses, routes and
-	// shaping: NetworkNetns (default) or NetworkMininet — Mininet builds
-	// them (TracebedHost, PortsSwitch, TracebedLink's HTB) and the
-	// switches and agents run in Mininet's namespaces as they do in
-	// tracebed's own.
-	Network string
-	// MTU of every link; 0 means DefaultMTU.
-	MTU int
-	// RunID names the run's namespaces (see netns.Options); empty picks
-	// a random one, starting with RunIDPrefix if set (test suites give
-	// their runs a prefix of their own and check with netns.CheckClean
-	// that none is left; see netns.TestRunID).
-	RunID       string
-	RunIDPrefix string
-	// NoShaping leaves host links unshaped.
-	NoShaping bool
-	// L2Hosts gives hosts every other host's MAC (netns.Options.L2Hosts),
-	// as bmv2 needs (it is on for bmv2 whatever this says); the Go
-	// switch works with both addressings.
-	L2Hosts bool
-	// Spin is the Go switches' busy-poll horizon (goswitch.Config.Spin):
-	// µs timing at the cost of a busy core per switch.
-	Spin time.Duration
-	// Executable runs the Go switch command; empty means this
-	// executable (see switchcmd.Options).
-	Executable string
-	// BMv2 configures the bmv2 switches.
-	BMv2 bmv2.Options
-}
 
 // Testbed is a topology running on network namespaces. It implements
 // testbed.Testbed. Its methods may be called from one driver goroutine;
@@ -218,6 +166,10 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	if cfg.Topology == nil {
 		return nil, errors.New("netnstb: no topology")
 	}
+	prog := cfg.Program
+	if prog == nil {
+		return nil, errors.New("netnstb: Config.Program is nil: the switches need a data plane")
+	}
 	if err := Check(opts); err != nil {
 		return nil, err
 	}
@@ -229,17 +181,6 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	}
 	if opts.RunID == "" && opts.RunIDPrefix != "" {
 		opts.RunID = netns.TestRunID(opts.RunIDPrefix)
-	}
-	if cfg.Program == "" {
-		cfg.Program = "fwd"
-	}
-	reg, err := programs.Registry()
-	if err != nil {
-		return nil, err
-	}
-	prog := reg.Lookup(cfg.Program)
-	if prog == nil {
-		return nil, fmt.Errorf("netnstb: no program %q (have %v)", cfg.Program, reg.Names())
 	}
 	t := &Testbed{cfg: cfg, opts: opts, clients: map[string]*p4rt.GRPC{}, bound: map[emulator.Addr]bool{},
 		closing: make(chan struct{}), closed: make(chan struct{})}
@@ -274,7 +215,7 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	var deviceID uint64
 	switch opts.Switch {
 	case SwitchGo:
-		t.switches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Seed: cfg.Seed, Spin: opts.Spin})
+		t.switches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Program: prog.Name, Seed: cfg.Seed, Spin: opts.Spin})
 		if err != nil {
 			return nil, err
 		}
@@ -283,7 +224,7 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 		}
 		info, deviceID = prog.P4Info, 1
 	case SwitchBMv2:
-		compiled, err := bmv2.Compile(ctx, cfg.Program, opts.BMv2)
+		compiled, err := bmv2.Compile(ctx, prog, opts.BMv2)
 		if err != nil {
 			return nil, err
 		}

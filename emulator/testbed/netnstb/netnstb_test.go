@@ -1,3 +1,5 @@
+//go:build linux && !nonetns
+
 package netnstb
 
 import (
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
@@ -21,13 +24,16 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
+// plane is the data plane of every testbed of these tests.
+var plane = testplane.Program()
+
 // prefix starts the run ids of this test binary (see netns.TestRunID).
 var prefix = "t" + netns.NewRunID()[:2]
 
 // TestMain lets this binary act as the Go switch processes the testbeds
 // start, and checks after the suite that nothing of its runs is left.
 func TestMain(m *testing.M) {
-	switchcmd.Main()
+	switchcmd.Main(testplane.Registry)
 	os.Exit(netns.RunTests(m, prefix))
 }
 
@@ -147,7 +153,7 @@ func counter(t *testing.T, c p4rt.Client, name string, index int64) uint64 {
 }
 
 // TestEchoAcrossLeafSpine: an echo pair across a leaf-spine of Go switch
-// processes running fwd; jumbo datagrams (one frame each, as far-memory
+// processes running the test data plane; jumbo datagrams (one frame each, as far-memory
 // pages) cross it intact; every frame the switch's injected loss took is
 // counted, and the counters read over P4Runtime account for every missing
 // answer; nothing is left afterwards.
@@ -160,7 +166,7 @@ func TestEchoAcrossLeafSpine(t *testing.T) {
 	id := netns.TestRunID(prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tb, err := New(ctx, testbed.Config{Topology: top, Program: "fwd", Seed: 7}, Options{RunID: id})
+	tb, err := New(ctx, testbed.Config{Topology: top, Program: &plane, Seed: 7}, Options{RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +277,7 @@ func TestCancelledRun(t *testing.T) {
 	}
 	id := netns.TestRunID(prefix)
 	ctx, cancel := context.WithCancel(context.Background())
-	tb, err := New(ctx, testbed.Config{Topology: star}, Options{RunID: id})
+	tb, err := New(ctx, testbed.Config{Topology: star, Program: &plane}, Options{RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +315,7 @@ func TestCancelledRun(t *testing.T) {
 
 	// A switch that cannot start: the error says why, nothing is left.
 	id2 := netns.TestRunID(prefix)
-	_, err = New(context.Background(), testbed.Config{Topology: star}, Options{RunID: id2, Executable: "/bin/false"})
+	_, err = New(context.Background(), testbed.Config{Topology: star, Program: &plane}, Options{RunID: id2, Executable: "/bin/false"})
 	if err == nil || !strings.Contains(err.Error(), "exited during start-up") {
 		t.Errorf("New with a broken switch: %v", err)
 	}
@@ -325,7 +331,7 @@ func TestLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := New(context.Background(), testbed.Config{Topology: star}, Options{RunID: netns.TestRunID(prefix)})
+	tb, err := New(context.Background(), testbed.Config{Topology: star, Program: &plane}, Options{RunID: netns.TestRunID(prefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,75 +347,30 @@ func TestOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(context.Background(), testbed.Config{Topology: star}, Options{Switch: "tofino"}); err == nil {
+	if _, err := New(context.Background(), testbed.Config{Topology: star, Program: &plane}, Options{Switch: "tofino"}); err == nil {
 		t.Error("switch tofino accepted")
 	}
 	if os.Geteuid() != 0 {
-		_, err := New(context.Background(), testbed.Config{Topology: star}, Options{})
+		_, err := New(context.Background(), testbed.Config{Topology: star, Program: &plane}, Options{})
 		if err == nil || !strings.Contains(err.Error(), "needs root") {
 			t.Errorf("New as a user: %v", err)
 		}
 		return
 	}
-	if _, err := New(context.Background(), testbed.Config{Topology: star, Program: "nosuch"}, Options{}); err == nil || !strings.Contains(err.Error(), "nosuch") {
+	if _, err := New(context.Background(), testbed.Config{Topology: star}, Options{}); err == nil || !strings.Contains(err.Error(), "Config.Program") {
+		t.Errorf("no program: %v", err)
+	}
+	nosuch := testplane.Program()
+	nosuch.Name = "nosuch"
+	if _, err := New(context.Background(), testbed.Config{Topology: star, Program: &nosuch}, Options{RunIDPrefix: prefix}); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("program nosuch: %v", err)
 	}
 	id := netns.TestRunID(prefix)
-	if _, err := New(context.Background(), testbed.Config{Topology: star}, Options{RunID: id, MTU: 100}); err == nil || !strings.Contains(err.Error(), "MTU 100") {
+	if _, err := New(context.Background(), testbed.Config{Topology: star, Program: &plane}, Options{RunID: id, MTU: 100}); err == nil || !strings.Contains(err.Error(), "MTU 100") {
 		t.Errorf("MTU 100: %v", err)
 	}
 	if err := netns.CheckClean(id); err != nil {
 		t.Error(err)
-	}
-}
-
-// TestBMv2: the same echo across a star of simple_switch_grpc running
-// fwd.p4, programmed over P4Runtime (where bmv2 and p4c are installed).
-func TestBMv2(t *testing.T) {
-	needRoot(t)
-	if err := Check(Options{Switch: SwitchBMv2}); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	top, err := topologies.Parse("ls.yaml", []byte(leafSpine))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := netns.TestRunID(prefix)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tb, err := New(ctx, testbed.Config{Topology: top, Program: "fwd"}, Options{RunID: id, Switch: SwitchBMv2, MTU: 1500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tb.Close()
-	srv, err := tb.Attach("h2", 7, &echo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := &pinger{to: srv.Local(), n: 100, size: 1000, gap: time.Millisecond}
-	env, err := tb.Attach("h1", 7, cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := func() bool {
-		var fin bool
-		tb.Inspect(env, func() { fin = cli.sent == cli.n && tb.Now() > cli.lastAt+time.Second })
-		return fin
-	}
-	if err := tb.Run(ctx, 20*time.Millisecond, time.Minute, done); err != nil {
-		t.Fatal(err)
-	}
-	var got int
-	tb.Inspect(env, func() { got = len(cli.got) })
-	// bmv2 does not apply the topology's link loss (the Go switch does).
-	if got != cli.n {
-		t.Errorf("%d of %d answered through bmv2", got, cli.n)
-	}
-	if err := tb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := netns.CheckClean(id); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -422,7 +383,7 @@ func TestL2Hosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := New(context.Background(), testbed.Config{Topology: top}, Options{RunIDPrefix: prefix, L2Hosts: true})
+	tb, err := New(context.Background(), testbed.Config{Topology: top, Program: &plane}, Options{RunIDPrefix: prefix, L2Hosts: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +435,7 @@ func TestSwitchDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := New(context.Background(), testbed.Config{Topology: star}, Options{RunIDPrefix: prefix})
+	tb, err := New(context.Background(), testbed.Config{Topology: star, Program: &plane}, Options{RunIDPrefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/cputime"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem/apps"
@@ -41,7 +42,7 @@ func replay(b *testing.B, data []byte, ws int, local float64) (uint64, *Stats) {
 		b.Fatal(err)
 	}
 	s := sim.New()
-	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+	net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 	if err != nil {
 		b.Fatal(err)
 	}

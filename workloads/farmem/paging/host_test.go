@@ -12,6 +12,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/sim"
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/systems/evict"
 	"github.com/tracebed/tracebed/topologies"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
@@ -104,7 +105,7 @@ func newRig(t testing.TB, kind string, loss float64, nservers int, seed uint64, 
 	t.Helper()
 	top := mustTopo(t, topo(t, kind, loss))
 	s := sim.New()
-	opts := sim.Options{Seed: seed}
+	opts := sim.Options{Seed: seed, Pipeline: fwd.SimPipeline}
 	n, err := sim.NewNetwork(s, top, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +489,7 @@ func TestLateTimersDoNotAccumulate(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := sim.New()
-		net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1})
+		net, err := sim.NewNetwork(s, top, sim.Options{Seed: 1, Pipeline: fwd.SimPipeline})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/systems/dynaina"
 	"github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
 

@@ -2,16 +2,17 @@ package flow
 
 import (
 	"fmt"
-	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // fabric generates a leaf-spine whose racks' uplinks are oversubscribed

@@ -3,12 +3,13 @@ package flow
 import (
 	"context"
 	"fmt"
-	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/internal/units"
@@ -18,8 +19,8 @@ import (
 	"github.com/tracebed/tracebed/systems/noina"
 	"github.com/tracebed/tracebed/systems/switchml"
 	"github.com/tracebed/tracebed/topologies"
-	"github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 func star(t testing.TB, hosts, aggregators int, rate units.Rate) *topologies.Topology {

@@ -3,10 +3,11 @@ package flow
 import (
 	"context"
 	"fmt"
-	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/sim"
@@ -17,9 +18,9 @@ import (
 	"github.com/tracebed/tracebed/systems/noina"
 	"github.com/tracebed/tracebed/systems/switchml"
 	"github.com/tracebed/tracebed/topologies"
-	"github.com/tracebed/tracebed/traces/jobs"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/allreduce"
-	"github.com/tracebed/tracebed/workloads/models"
 )
 
 // valCase is one small case run at packet level (p4/ina pipeline,

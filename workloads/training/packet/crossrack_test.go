@@ -13,8 +13,8 @@ import (
 	"github.com/tracebed/tracebed/systems/noina"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/allreduce"
-	"github.com/tracebed/tracebed/workloads/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/flow"
 )

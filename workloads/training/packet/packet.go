@@ -25,8 +25,8 @@ import (
 	"github.com/tracebed/tracebed/systems/inasched"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/allreduce"
-	"github.com/tracebed/tracebed/workloads/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"github.com/tracebed/tracebed/workloads/training/flow"
 )
@@ -509,7 +509,10 @@ func (c *controller) begin(p *prun) {
 	if p.b.INA() {
 		// A move made at an earlier boundary leaves the old binding for
 		// the rounds before it; every worker has now finished those.
-		if _, err := c.binder.Retire(context.Background(), p.r.est.Job); err != nil {
+		ctx, cancel := p4rt.CallContext()
+		_, err := c.binder.Retire(ctx, p.r.est.Job)
+		cancel()
+		if err != nil {
 			c.fail(fmt.Errorf("job %d: %w", p.r.spec.ID, err))
 			return
 		}
@@ -797,7 +800,9 @@ func (c *controller) heldCells(sw string, ranges [][2]int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ents, err := c.clients[sw].Read(context.Background(), q)
+	ctx, cancel := p4rt.CallContext()
+	defer cancel()
+	ents, err := c.clients[sw].Read(ctx, q)
 	if err != nil {
 		return 0, err
 	}

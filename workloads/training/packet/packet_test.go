@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
@@ -96,7 +97,8 @@ func TestComputeDrawsMatchFlow(t *testing.T) {
 func TestPacketSetupChecks(t *testing.T) {
 	f, _ := topologies.Generate(topologies.Params{Generate: "star", Hosts: 2, Aggregators: 8})
 	top, _ := f.Build("t")
-	tb, _ := testbed.NewSim(testbed.Config{Topology: top, Program: "ina"})
+	prog, _ := ina.SwitchProgram()
+	tb, _ := testbed.NewSim(testbed.Config{Topology: top, Program: &prog})
 	ok := Setup{Testbed: tb, Workers: []string{"h1"}, Controller: "h2", Net: fabric.DefaultNet.DataPlaneATP(),
 		Jobs: []jobtrace.Job{{Model: "vgg16", Workers: 1, Iterations: 1}}, Lookup: nil, Timeout: time.Millisecond, RingTimeout: time.Millisecond, RingWindow: 1}
 	for name, mod := range map[string]func(*Setup){

@@ -2,14 +2,15 @@ package packet
 
 import (
 	"fmt"
-	"github.com/tracebed/tracebed/workloads/training/fabric"
 	"math"
 	"net/netip"
 
+	"github.com/tracebed/tracebed/workloads/training/fabric"
+
 	"github.com/tracebed/tracebed/internal/units"
 	"github.com/tracebed/tracebed/topologies"
-	"github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/workloads/models"
+	jobtrace "github.com/tracebed/tracebed/traces/jobs"
+	"github.com/tracebed/tracebed/traces/models"
 )
 
 // Scaled is a scenario prepared for a packet-level run: the topology with

@@ -1,4 +1,11 @@
-package analysis
+// Package report turns results into what people read and compare: the
+// figures of an experiment (built from the data, rendered to PNG and SVG
+// with gonum/plot, their data kept in figures.json), the Markdown report of
+// several experiments, benchmark files (bench.json, from Go's benchmark
+// format with golang.org/x/perf) and regression comparisons of results or
+// benchmarks. The command uses it; experiments and workloads write only the
+// results schema (package analysis) and never import it.
+package report
 
 import (
 	"bytes"
@@ -10,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
 // Report gathers several results directories into one document for a
@@ -27,12 +36,12 @@ type Report struct {
 
 // ReportEntry is one experiment of a report.
 type ReportEntry struct {
-	Dir        string      `json:"dir"` // the results directory
-	Results    *Results    `json:"-"`
-	Tables     []Table     `json:"tables"`
-	Figures    []Figure    `json:"-"`
-	Provenance *Provenance `json:"provenance,omitempty"` // nil when the directory has no provenance.json
-	Notes      []string    `json:"notes,omitempty"`
+	Dir        string               `json:"dir"` // the results directory
+	Results    *analysis.Results    `json:"-"`
+	Tables     []analysis.Table     `json:"tables"`
+	Figures    []Figure             `json:"-"`
+	Provenance *analysis.Provenance `json:"provenance,omitempty"` // nil when the directory has no provenance.json
+	Notes      []string             `json:"notes,omitempty"`
 }
 
 // Reproduce returns a command that reruns the entry's experiment with the
@@ -50,7 +59,7 @@ func (e *ReportEntry) Reproduce() string {
 	if len(r.Seeds) == 1 {
 		args = append(args, "--seed", strconv.FormatInt(r.Seeds[0], 10))
 	}
-	return ShellQuote(args)
+	return analysis.ShellQuote(args)
 }
 
 // images lists the image files of the entry's figures that exist on disk
@@ -97,13 +106,13 @@ func (rep *Report) WriteMarkdown(w io.Writer, base string) error {
 			row("machine", p.Machine.String())
 			row("started", fmt.Sprintf("%s; %d runs in %.1f s wall time, %d at once", p.Started, p.Runs, p.WallS, p.Parallel))
 			if len(p.Shards) > 0 {
-				row("shards", p.shardSummary())
+				row("shards", p.ShardSummary())
 			}
 		} else {
 			row("command", "not recorded (no provenance.json)")
 			row("machine", "not recorded")
 		}
-		row("results", "`"+filepath.ToSlash(rel(base, filepath.Join(e.Dir, ResultsFile)))+"`")
+		row("results", "`"+filepath.ToSlash(rel(base, filepath.Join(e.Dir, analysis.ResultsFile)))+"`")
 		fmt.Fprintf(&b, "\nTo reproduce:\n\n```sh\n%s\n```\n\n", e.Reproduce())
 		for _, n := range e.Notes {
 			fmt.Fprintf(&b, "> %s\n\n", n)
@@ -146,7 +155,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if p := e.Provenance; p != nil {
 			fmt.Fprintf(w, "  command:   %s\n  machine:   %s\n  started:   %s (%.1f s)\n", p.Command, p.Machine, p.Started, p.WallS)
 			if len(p.Shards) > 0 {
-				fmt.Fprintf(w, "  shards:    %s\n", p.shardSummary())
+				fmt.Fprintf(w, "  shards:    %s\n", p.ShardSummary())
 			}
 		}
 		fmt.Fprintf(w, "  reproduce: %s\n", e.Reproduce())
@@ -216,20 +225,20 @@ func (rep *Report) JSON() ([]byte, error) {
 		SVG     string `json:"svg"`
 	}
 	type entry struct {
-		Experiment string      `json:"experiment"`
-		Kind       string      `json:"kind"`
-		Substrate  string      `json:"substrate"`
-		Spec       string      `json:"spec"`
-		SpecHash   string      `json:"spec_hash"`
-		Seeds      []int64     `json:"seeds"`
-		Version    string      `json:"tracebed_version"`
-		Commit     string      `json:"commit,omitempty"`
-		Reproduce  string      `json:"reproduce"`
-		Dir        string      `json:"dir"`
-		Provenance *Provenance `json:"provenance,omitempty"`
-		Tables     []Table     `json:"tables"`
-		Figures    []fig       `json:"figures"`
-		Notes      []string    `json:"notes,omitempty"`
+		Experiment string               `json:"experiment"`
+		Kind       string               `json:"kind"`
+		Substrate  string               `json:"substrate"`
+		Spec       string               `json:"spec"`
+		SpecHash   string               `json:"spec_hash"`
+		Seeds      []int64              `json:"seeds"`
+		Version    string               `json:"tracebed_version"`
+		Commit     string               `json:"commit,omitempty"`
+		Reproduce  string               `json:"reproduce"`
+		Dir        string               `json:"dir"`
+		Provenance *analysis.Provenance `json:"provenance,omitempty"`
+		Tables     []analysis.Table     `json:"tables"`
+		Figures    []fig                `json:"figures"`
+		Notes      []string             `json:"notes,omitempty"`
 	}
 	out := struct {
 		Title       string  `json:"title"`

@@ -1,6 +1,14 @@
-package goswitch
+// Package dataplane is the contract between tracebed's substrates and the
+// data planes they run. The engine (packages emulator/...) knows no data
+// plane: the simulation, the Go switch, bmv2 and the testbeds are handed a
+// Program — a name, a P4Info, a constructor and, for bmv2, the P4-16
+// source — or a Registry of them, which the command assembles (cmd/tracebed
+// from p4/programs), in the way gVisor's link/nested wraps a
+// stack.LinkEndpoint interface rather than a concrete endpoint.
+package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -9,18 +17,18 @@ import (
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/p4rt"
-	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/topologies"
 )
 
-// Dataplane is a pipeline the switch can run and program: the packet path
-// and its P4Runtime view. The switch calls both from one goroutine.
+// Dataplane is a pipeline a switch can run and a controller can program:
+// the packet path and its P4Runtime view. A substrate calls both from one
+// goroutine.
 type Dataplane interface {
 	emulator.Pipeline
 	p4rt.Device
 }
 
-// Program is a data plane the Go switch can host: one of p4/'s pipelines.
+// Program is a data plane a switch can host: one of p4/'s pipelines.
 type Program struct {
 	// Name selects the program on the command line; it equals the
 	// P4Info's pkg_info.name, by which SetForwardingPipelineConfig finds
@@ -28,11 +36,16 @@ type Program struct {
 	Name string
 	// P4Info describes the program's tables, actions and counters.
 	P4Info *p4configv1.P4Info
-	// New builds the program for switch sw on top of base, the plain
-	// forwarding pipeline with the topology's routes (the same hook as
-	// sim.Options.Pipeline). It is called again, for fresh state, each
-	// time a controller loads the program.
-	New func(sw *topologies.Node, base *fwd.Pipeline) (Dataplane, error)
+	// New builds the program for switch sw with fresh state; routes are
+	// the switch's shortest-path routes in its topology
+	// (topologies.Topology.Routes), which it installs as it starts. It is
+	// called once per switch when a network comes up, and again each time
+	// a controller loads the program.
+	New func(sw *topologies.Node, routes topologies.RouteTable) (Dataplane, error)
+	// Source is the program's P4-16 source for the v1model architecture,
+	// which bmv2 compiles with p4c (package emulator/bmv2); nil when the
+	// program has no P4 twin.
+	Source []byte
 	// Entries, if set, returns the updates that make a target which
 	// starts with empty tables (bmv2 running the program's P4 source)
 	// forward as the Go twin does from its constructor — typically the
@@ -41,13 +54,23 @@ type Program struct {
 	Entries func(top *topologies.Topology, sw *topologies.Node, c p4rt.Client) ([]*p4v1.Update, error)
 }
 
+// Pipeline adapts p.New to the constructor the simulation takes
+// (sim.Options.Pipeline).
+func (p *Program) Pipeline(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
+	return p.New(sw, routes)
+}
+
 // Registry holds the programs a switch can run. The command that starts
-// the switch builds it; there is no global registry.
+// the switch builds it; there is no global registry. The first program is
+// the default: the one a switch runs until a controller loads another.
 type Registry struct{ programs []*Program }
 
 // NewRegistry returns a registry of programs. Names must be unique and
 // match the P4Info package names.
 func NewRegistry(programs ...Program) (*Registry, error) {
+	if len(programs) == 0 {
+		return nil, errors.New("switch programs: none given")
+	}
 	r := &Registry{}
 	for i := range programs {
 		p := programs[i]
@@ -64,6 +87,10 @@ func NewRegistry(programs ...Program) (*Registry, error) {
 	}
 	return r, nil
 }
+
+// Default returns the program a switch starts with: the first one
+// registered.
+func (r *Registry) Default() *Program { return r.programs[0] }
 
 // Lookup returns the program called name, or nil.
 func (r *Registry) Lookup(name string) *Program {

@@ -1,4 +1,4 @@
-package analysis
+package report
 
 import (
 	"bytes"
@@ -21,6 +21,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
 // Image formats Render writes.
@@ -111,7 +113,7 @@ func (f *Figure) draw(dc draw.Canvas) error {
 	legend.Padding = vg.Points(2)
 
 	for li, l := range f.Lines {
-		if !finite(l.Points) {
+		if !analysis.Finite(l.Points) {
 			return fmt.Errorf("figure %s: line %s has a value that is not a finite number", f.Name, l.Label)
 		}
 		xys := make(plotter.XYs, len(l.Points))
@@ -317,9 +319,6 @@ type FiguresIndex struct {
 	Figures []Figure `json:"figures"`
 }
 
-// FiguresSchema identifies figures.json.
-const FiguresSchema = "tracebed.figures/v1"
-
 // WriteFigures renders figs as PNG and SVG into dir and writes figures.json
 // (the figures' data). Images listed by a previous figures.json in dir that
 // are no longer produced are removed, so dir holds exactly the figures of
@@ -375,7 +374,7 @@ func WriteFigures(dir string, figs []Figure) ([]string, error) {
 			}
 		}
 	}
-	idx := FiguresIndex{Schema: FiguresSchema, Formats: formats, Figures: figs}
+	idx := FiguresIndex{Schema: analysis.FiguresSchema, Formats: formats, Figures: figs}
 	if idx.Figures == nil {
 		idx.Figures = []Figure{}
 	}
@@ -400,8 +399,8 @@ func ReadFigures(dir string) (*FiguresIndex, error) {
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	if idx.Schema != FiguresSchema {
-		return nil, fmt.Errorf("%s: schema %q, want %q", path, idx.Schema, FiguresSchema)
+	if idx.Schema != analysis.FiguresSchema {
+		return nil, fmt.Errorf("%s: schema %q, want %q", path, idx.Schema, analysis.FiguresSchema)
 	}
 	if slices.ContainsFunc(idx.Formats, func(s string) bool { return s != PNG && s != SVG }) {
 		return nil, errors.New(path + ": unknown image format")

@@ -1,4 +1,4 @@
-package analysis
+package report
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
 // TestFiguresGolden checks the data every figure plots (not its pixels)
@@ -17,7 +19,7 @@ import (
 func TestFiguresGolden(t *testing.T) {
 	for _, name := range []string{"ina", "farmem", "incast"} {
 		t.Run(name, func(t *testing.T) {
-			r, err := Read(filepath.Join("testdata", name+".results.json"))
+			r, err := analysis.Read(filepath.Join(sharedData, name+".results.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -26,7 +28,7 @@ func TestFiguresGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "figures-"+name+".golden.json", append(js, '\n'))
+			checkGolden(t, "figures-"+name+".golden.json", append(js, '\n'))
 		})
 	}
 }
@@ -43,7 +45,7 @@ func TestFiguresRequired(t *testing.T) {
 		{"farmem", []string{"throughput_ops-vs-local_memory_ratio", "blocking-local-0.5", "blocking_count-local-0.5", "fault_latency_cdf-local-0.75"}, 4},
 	}
 	for _, tt := range tests {
-		r, err := Read(filepath.Join("testdata", tt.file+".results.json"))
+		r, err := analysis.Read(filepath.Join(sharedData, tt.file+".results.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,10 +85,10 @@ func TestFiguresRequired(t *testing.T) {
 }
 
 func TestReductionValues(t *testing.T) {
-	r := &Results{
-		Schema: Schema, Experiment: "x", Policies: []string{"dynaina", "noina"}, Scenarios: []string{"a", "b"}, Seeds: []int64{1},
-		Metrics: []MetricInfo{{Name: "avg_jct_s", Better: Lower}},
-		Runs: []Run{
+	r := &analysis.Results{
+		Schema: analysis.Schema, Experiment: "x", Policies: []string{"dynaina", "noina"}, Scenarios: []string{"a", "b"}, Seeds: []int64{1},
+		Metrics: []analysis.MetricInfo{{Name: "avg_jct_s", Better: analysis.Lower}},
+		Runs: []analysis.Run{
 			{Policy: "dynaina", Scenario: "a", Seed: 1, Metrics: map[string]float64{"avg_jct_s": 50}, Params: map[string]float64{"aggregators": 2048}},
 			{Policy: "noina", Scenario: "a", Seed: 1, Metrics: map[string]float64{"avg_jct_s": 100}, Params: map[string]float64{"aggregators": 2048}},
 			{Policy: "dynaina", Scenario: "b", Seed: 1, Metrics: map[string]float64{"avg_jct_s": 75}, Params: map[string]float64{"aggregators": 1024}},
@@ -95,7 +97,7 @@ func TestReductionValues(t *testing.T) {
 	}
 	for _, f := range Figures(r) {
 		if f.Name == "jct-reduction-vs-aggregators" {
-			want := []Point{{1024, 25}, {2048, 50}}
+			want := []analysis.Point{{X: 1024, Y: 25}, {X: 2048, Y: 50}}
 			if len(f.Lines) != 1 || !slices.Equal(f.Lines[0].Points, want) {
 				t.Fatalf("reduction lines %+v, want dynaina %v", f.Lines, want)
 			}
@@ -108,13 +110,13 @@ func TestReductionValues(t *testing.T) {
 func TestMixCDF(t *testing.T) {
 	tests := []struct {
 		name string
-		in   [][]Point
-		want []Point
+		in   [][]analysis.Point
+		want []analysis.Point
 	}{
-		{"one", [][]Point{{{1, 0.5}, {2, 1}}}, []Point{{1, 0.5}, {2, 1}}},
+		{"one", [][]analysis.Point{{{X: 1, Y: 0.5}, {X: 2, Y: 1}}}, []analysis.Point{{X: 1, Y: 0.5}, {X: 2, Y: 1}}},
 		// Samples {1,3} and {2,4}: pooled {1,2,3,4}.
-		{"two", [][]Point{{{1, 0.5}, {3, 1}}, {{2, 0.5}, {4, 1}}}, []Point{{1, 0.25}, {2, 0.5}, {3, 0.75}, {4, 1}}},
-		{"shared x", [][]Point{{{1, 1}}, {{1, 0.5}, {2, 1}}}, []Point{{1, 0.75}, {2, 1}}},
+		{"two", [][]analysis.Point{{{X: 1, Y: 0.5}, {X: 3, Y: 1}}, {{X: 2, Y: 0.5}, {X: 4, Y: 1}}}, []analysis.Point{{X: 1, Y: 0.25}, {X: 2, Y: 0.5}, {X: 3, Y: 0.75}, {X: 4, Y: 1}}},
+		{"shared x", [][]analysis.Point{{{X: 1, Y: 1}}, {{X: 1, Y: 0.5}, {X: 2, Y: 1}}}, []analysis.Point{{X: 1, Y: 0.75}, {X: 2, Y: 1}}},
 	}
 	for _, tt := range tests {
 		if got := MixCDF(tt.in); !slices.Equal(got, tt.want) {
@@ -124,9 +126,9 @@ func TestMixCDF(t *testing.T) {
 }
 
 func TestThin(t *testing.T) {
-	pts := make([]Point, 10)
+	pts := make([]analysis.Point, 10)
 	for i := range pts {
-		pts[i] = Point{float64(i), 0}
+		pts[i] = analysis.Point{X: float64(i), Y: 0}
 	}
 	got := Thin(pts, 4)
 	if len(got) != 4 || got[0].X != 0 || got[3].X != 9 {
@@ -140,7 +142,7 @@ func TestThin(t *testing.T) {
 // TestRenderDeterministic: images depend only on the figure, so rendering
 // twice gives the same bytes, in both formats.
 func TestRenderDeterministic(t *testing.T) {
-	r, err := Read(filepath.Join("testdata", "farmem.results.json"))
+	r, err := analysis.Read(filepath.Join(sharedData, "farmem.results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +167,8 @@ func TestRenderDeterministic(t *testing.T) {
 func TestWriteFigures(t *testing.T) {
 	dir := t.TempDir()
 	figs := []Figure{
-		{Name: "a", Title: "a", XLabel: "x (s)", YLabel: "y", Style: StyleLine, Lines: []Line{{Label: "p", Points: []Point{{0, 1}, {1, 2}}}}},
-		{Name: "b", Title: "b", XLabel: "x (s)", YLabel: "y", Style: StyleScatter, Lines: []Line{{Label: "p", Points: []Point{{0, 1}}}}},
+		{Name: "a", Title: "a", XLabel: "x (s)", YLabel: "y", Style: StyleLine, Lines: []Line{{Label: "p", Points: []analysis.Point{{X: 0, Y: 1}, {X: 1, Y: 2}}}}},
+		{Name: "b", Title: "b", XLabel: "x (s)", YLabel: "y", Style: StyleScatter, Lines: []Line{{Label: "p", Points: []analysis.Point{{X: 0, Y: 1}}}}},
 	}
 	if _, err := WriteFigures(dir, figs); err != nil {
 		t.Fatal(err)
@@ -188,7 +190,7 @@ func TestWriteFigures(t *testing.T) {
 		t.Fatalf("ReadFigures: %v, %+v", err, idx)
 	}
 	// Empty figures and non-finite values.
-	bad := Figure{Name: "nan", Lines: []Line{{Label: "p", Points: []Point{{0, nan()}}}}}
+	bad := Figure{Name: "nan", Lines: []Line{{Label: "p", Points: []analysis.Point{{X: 0, Y: nan()}}}}}
 	if _, err := bad.Render(PNG); err == nil || !strings.Contains(err.Error(), "finite") {
 		t.Errorf("NaN point: %v", err)
 	}
@@ -204,13 +206,13 @@ func nan() float64 { return math.NaN() }
 // against the first parameter for at most MaxSweepGroups values of the
 // second.
 func TestSweepGroupsBounded(t *testing.T) {
-	r := &Results{Schema: Schema, Experiment: "grid", Policies: []string{"p"}, Seeds: []int64{1},
-		Metrics: []MetricInfo{{Name: "m", Better: Lower}}}
+	r := &analysis.Results{Schema: analysis.Schema, Experiment: "grid", Policies: []string{"p"}, Seeds: []int64{1},
+		Metrics: []analysis.MetricInfo{{Name: "m", Better: analysis.Lower}}}
 	for a := range 4 {
 		for b := range 10 {
 			sc := fmt.Sprintf("a%d-b%d", a, b)
 			r.Scenarios = append(r.Scenarios, sc)
-			r.Runs = append(r.Runs, Run{Policy: "p", Scenario: sc, Seed: 1, Metrics: map[string]float64{"m": float64(a + b)},
+			r.Runs = append(r.Runs, analysis.Run{Policy: "p", Scenario: sc, Seed: 1, Metrics: map[string]float64{"m": float64(a + b)},
 				Params: map[string]float64{"a": float64(a), "b": float64(b)}})
 		}
 	}

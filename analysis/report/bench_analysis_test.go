@@ -1,14 +1,16 @@
-package analysis
+package report
 
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
 // BenchmarkFigures measures building the figures' data of the synthetic
 // INA sweep (series, sweeps, reductions), per results file.
 func BenchmarkFigures(b *testing.B) {
-	r, err := Read(filepath.Join("testdata", "ina.results.json"))
+	r, err := analysis.Read(filepath.Join(sharedData, "ina.results.json"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -22,7 +24,7 @@ func BenchmarkFigures(b *testing.B) {
 // BenchmarkRender measures drawing one CDF figure (four policies) as PNG
 // and as SVG: what each figure of a run costs.
 func BenchmarkRender(b *testing.B) {
-	r, err := Read(filepath.Join("testdata", "ina.results.json"))
+	r, err := analysis.Read(filepath.Join(sharedData, "ina.results.json"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,11 +43,11 @@ func BenchmarkRender(b *testing.B) {
 
 // BenchmarkCompare measures comparing two results files of 48 runs.
 func BenchmarkCompare(b *testing.B) {
-	r, err := Read(filepath.Join("testdata", "ina.results.json"))
+	r, err := analysis.Read(filepath.Join(sharedData, "ina.results.json"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	base, next := r.Dataset(), r.Dataset()
+	base, next := ResultsDataset(r), ResultsDataset(r)
 	values := 0
 	for b.Loop() {
 		c, err := Compare(base, next, CompareOptions{Tolerance: 0.05})

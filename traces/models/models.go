@@ -6,6 +6,10 @@
 // Each iteration of a job is compute (forward and backward pass) followed by
 // an all-reduce of the whole gradient (DESIGN.md §5); the profiles give both
 // halves, the network decides how long the second takes.
+//
+// The profiles are data, beside the traces that name them: job traces
+// (traces/jobs) check their model names here, and the training workloads
+// read the sizes and times.
 package models
 
 import (

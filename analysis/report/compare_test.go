@@ -1,4 +1,4 @@
-package analysis
+package report
 
 import (
 	"math"
@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
-func mustRead(t *testing.T, name string) *Results {
+func mustRead(t *testing.T, name string) *analysis.Results {
 	t.Helper()
-	r, err := Read(filepath.Join("testdata", name))
+	r, err := analysis.Read(filepath.Join(sharedData, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +20,7 @@ func mustRead(t *testing.T, name string) *Results {
 }
 
 // setMetric changes a metric of every run of policy in scenario.
-func setMetric(r *Results, scenario, policy, metric string, f func(float64) float64) {
+func setMetric(r *analysis.Results, scenario, policy, metric string, f func(float64) float64) {
 	for i := range r.Runs {
 		if r.Runs[i].Scenario == scenario && r.Runs[i].Policy == policy {
 			r.Runs[i].Metrics[metric] = f(r.Runs[i].Metrics[metric])
@@ -29,7 +31,7 @@ func setMetric(r *Results, scenario, policy, metric string, f func(float64) floa
 func TestCompareIdentical(t *testing.T) {
 	for _, name := range []string{"ina.results.json", "farmem.results.json", "incast.results.json"} {
 		r := mustRead(t, name)
-		c, err := Compare(r.Dataset(), mustRead(t, name).Dataset(), CompareOptions{Tolerance: 0})
+		c, err := Compare(ResultsDataset(r), ResultsDataset(mustRead(t, name)), CompareOptions{Tolerance: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +62,7 @@ func TestCompareDirections(t *testing.T) {
 			base := mustRead(t, "farmem.results.json")
 			new := mustRead(t, "farmem.results.json")
 			setMetric(new, "local-0.75", "glitter", tt.metric, func(v float64) float64 { return v * tt.factor })
-			c, err := Compare(base.Dataset(), new.Dataset(), CompareOptions{Tolerance: tt.tol})
+			c, err := Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{Tolerance: tt.tol})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +89,7 @@ func TestCompareZeroBaseline(t *testing.T) {
 	base := mustRead(t, "farmem.results.json")
 	new := mustRead(t, "farmem.results.json")
 	setMetric(new, "local-0.5", "fastswap", "integrity_errors", func(float64) float64 { return 1 })
-	c, err := Compare(base.Dataset(), new.Dataset(), CompareOptions{Tolerance: 0.5})
+	c, err := Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{Tolerance: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func TestCompareOptions(t *testing.T) {
 	setMetric(new, "agg4096-load0.5", "dynaina", "makespan_s", func(v float64) float64 { return v * 1.5 })
 
 	// --metric restricts: only avg_jct_s is looked at.
-	c, err := Compare(base.Dataset(), new.Dataset(), CompareOptions{Tolerance: 0.05, Metrics: []string{"avg_jct_s"}})
+	c, err := Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{Tolerance: 0.05, Metrics: []string{"avg_jct_s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,23 +114,23 @@ func TestCompareOptions(t *testing.T) {
 		t.Errorf("with --metric avg_jct_s: %+v", regs)
 	}
 	// A per-metric tolerance loosens one metric.
-	c, err = Compare(base.Dataset(), new.Dataset(), CompareOptions{Tolerance: 0.05, PerMetric: map[string]float64{"avg_jct_s": 0.1}})
+	c, err = Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{Tolerance: 0.05, PerMetric: map[string]float64{"avg_jct_s": 0.1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if regs := c.Regressions(); len(regs) != 1 || regs[0].Metric != "makespan_s" {
 		t.Errorf("with avg_jct_s=10%%: %+v", regs)
 	}
-	if _, err := Compare(base.Dataset(), new.Dataset(), CompareOptions{Metrics: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "avg_jct_s") {
+	if _, err := Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{Metrics: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "avg_jct_s") {
 		t.Errorf("unknown metric: %v", err)
 	}
-	if _, err := Compare(base.Dataset(), new.Dataset(), CompareOptions{PerMetric: map[string]float64{"nope": 1}}); err == nil {
+	if _, err := Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{PerMetric: map[string]float64{"nope": 1}}); err == nil {
 		t.Error("unknown per-metric tolerance accepted")
 	}
-	if _, err := Compare(base.Dataset(), (&Bench{}).Dataset(), CompareOptions{}); err == nil {
+	if _, err := Compare(ResultsDataset(base), (&Bench{}).Dataset(), CompareOptions{}); err == nil {
 		t.Error("results compared with bench")
 	}
-	if _, err := Compare(base.Dataset(), mustRead(t, "farmem.results.json").Dataset(), CompareOptions{}); err != ErrNothingInCommon {
+	if _, err := Compare(ResultsDataset(base), ResultsDataset(mustRead(t, "farmem.results.json")), CompareOptions{}); err != ErrNothingInCommon {
 		t.Errorf("unrelated experiments: %v", err)
 	}
 }
@@ -137,7 +139,7 @@ func TestCompareMissingAndNew(t *testing.T) {
 	base := mustRead(t, "farmem.results.json")
 	new := mustRead(t, "farmem.results.json")
 	// Drop glitter-net-only from the new file; add a policy.
-	var runs []Run
+	var runs []analysis.Run
 	for _, r := range new.Runs {
 		if r.Policy != "glitter-net-only" {
 			runs = append(runs, r)
@@ -147,7 +149,7 @@ func TestCompareMissingAndNew(t *testing.T) {
 	extra.Policy = "glitter-v2"
 	new.Runs = append(runs, extra)
 	new.Policies = append(new.Policies, "glitter-v2")
-	c, err := Compare(base.Dataset(), new.Dataset(), CompareOptions{Tolerance: 0.05})
+	c, err := Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{Tolerance: 0.05})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +168,7 @@ func TestCompareNotes(t *testing.T) {
 	new := mustRead(t, "farmem.results.json")
 	new.SpecHash = "ffff"
 	new.Seeds = []int64{7, 8}
-	c, err := Compare(base.Dataset(), new.Dataset(), CompareOptions{})
+	c, err := Compare(ResultsDataset(base), ResultsDataset(new), CompareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +215,12 @@ func TestBenchDataset(t *testing.T) {
 }
 
 func TestUnitBetter(t *testing.T) {
-	for unit, want := range map[string]Better{
-		"ns/op": Lower, "B/op": Lower, "allocs/op": Lower, "ns/pkt": Lower,
-		"events/s": Higher, "pkts/s": Higher, "MB/s": Higher, "Mpps": Higher, "Gbps": Higher,
-		"events/cpu-s": Higher, "M_accesses/cpu-s": Higher, "speedup_vs_ns3": Higher, "x_bridge": Higher,
-		"allocs/frame": Lower, "B/frame": Lower, "cpu-s/op": Lower,
-		"frames": Either, "hops": Either,
+	for unit, want := range map[string]analysis.Better{
+		"ns/op": analysis.Lower, "B/op": analysis.Lower, "allocs/op": analysis.Lower, "ns/pkt": analysis.Lower,
+		"events/s": analysis.Higher, "pkts/s": analysis.Higher, "MB/s": analysis.Higher, "Mpps": analysis.Higher, "Gbps": analysis.Higher,
+		"events/cpu-s": analysis.Higher, "M_accesses/cpu-s": analysis.Higher, "speedup_vs_ns3": analysis.Higher, "x_bridge": analysis.Higher,
+		"allocs/frame": analysis.Lower, "B/frame": analysis.Lower, "cpu-s/op": analysis.Lower,
+		"frames": analysis.Either, "hops": analysis.Either,
 	} {
 		if got := UnitBetter(unit); got != want {
 			t.Errorf("UnitBetter(%q) = %q, want %q", unit, got, want)
@@ -229,7 +231,7 @@ func TestUnitBetter(t *testing.T) {
 // TestReadRejects: files of another schema or version, and broken files,
 // are rejected with a message that says what they are.
 func TestReadRejects(t *testing.T) {
-	good, err := os.ReadFile(filepath.Join("testdata", "farmem.results.json"))
+	good, err := os.ReadFile(filepath.Join(sharedData, "farmem.results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestReadRejects(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Read(path)
+			_, err := analysis.Read(path)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), path) {
 				t.Errorf("Read: %v\nwant an error naming the file and containing %q", err, tt.want)
 			}
@@ -271,12 +273,12 @@ func TestReadRejects(t *testing.T) {
 		})
 	}
 	// A directory reads its results.json.
-	if _, err := Read(filepath.Join("testdata")); err == nil {
+	if _, err := analysis.Read(filepath.Join("testdata")); err == nil {
 		t.Error("testdata has no results.json but Read succeeded")
 	}
 	rd := t.TempDir()
-	os.WriteFile(filepath.Join(rd, ResultsFile), good, 0o644)
-	if _, err := Read(rd); err != nil {
+	os.WriteFile(filepath.Join(rd, analysis.ResultsFile), good, 0o644)
+	if _, err := analysis.Read(rd); err != nil {
 		t.Errorf("Read(dir): %v", err)
 	}
 	if d, err := ReadDataset(rd); err != nil || d.Kind != "results" {
@@ -296,14 +298,14 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"schema":"tracebed.results/v1","runs":[{"policy":"a","metrics":{"x":1}}]}`))
 	f.Add([]byte(`{"schema":"tracebed.bench/v1","benchmarks":[{"name":""}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := Parse("r.json", data)
+		r, err := analysis.Parse("r.json", data)
 		if err == nil {
 			// What Parse accepts, the writer writes back and Parse accepts again.
 			out, err := r.Marshal()
 			if err != nil {
 				t.Fatalf("accepted file does not marshal: %v", err)
 			}
-			if _, err := Parse("r.json", out); err != nil {
+			if _, err := analysis.Parse("r.json", out); err != nil {
 				t.Fatalf("round trip: %v", err)
 			}
 			Figures(r) // must not panic

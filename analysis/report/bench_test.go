@@ -1,10 +1,12 @@
-package analysis
+package report
 
 import (
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
 // goTestOutput is what go test -bench prints for three packages: one with
@@ -65,7 +67,7 @@ func TestParseGoBench(t *testing.T) {
 }
 
 func TestBenchRoundTrip(t *testing.T) {
-	b := &Bench{Version: "v", Date: "2026-01-01T00:00:00Z", Benchtime: "1s", Machine: CurrentMachine(),
+	b := &Bench{Version: "v", Date: "2026-01-01T00:00:00Z", Benchtime: "1s", Machine: analysis.CurrentMachine(),
 		Benchmarks: []Benchmark{{Package: "emulator/sim", Name: "BenchmarkEventCore", Runs: 1, Metrics: map[string]float64{"events/s": 1e7}}},
 		Headline:   []Headline{{What: "simulation event rate", Package: "emulator/sim", Status: StatusOK, Unit: "events/s", Value: 1e7}},
 	}
@@ -80,13 +82,13 @@ func TestBenchRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, b) {
 		t.Errorf("round trip\n got %+v\nwant %+v", got, b)
 	}
-	if len(got.Units) != 1 || got.Units[0].Better != Higher {
+	if len(got.Units) != 1 || got.Units[0].Better != analysis.Higher {
 		t.Errorf("units %+v", got.Units)
 	}
 	if _, err := ParseBench("r.json", []byte(`{"schema":"tracebed.results/v1"}`)); err == nil || !strings.Contains(err.Error(), "this is a results file") {
 		t.Errorf("results file read as bench: %v", err)
 	}
-	if _, err := ReadBench(filepath.Join("testdata", "farmem.results.json")); err == nil {
+	if _, err := ReadBench(filepath.Join(sharedData, "farmem.results.json")); err == nil {
 		t.Error("ReadBench accepted a results file")
 	}
 }

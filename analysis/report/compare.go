@@ -1,4 +1,4 @@
-package analysis
+package report
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
 // Dataset is what Compare compares: values by (group, item, metric), where
@@ -19,7 +21,7 @@ type Dataset struct {
 	Name      string // the experiment, or "bench"
 	GroupName string // "scenario" or "package"
 	ItemName  string // "policy" or "benchmark"
-	Metrics   []MetricInfo
+	Metrics   []analysis.MetricInfo
 	Rows      []DataRow
 	// Identity is what should match for a comparison to be meaningful
 	// (spec hash, seeds, substrate, machine); Compare notes differences.
@@ -29,12 +31,12 @@ type Dataset struct {
 // DataRow holds one item's metrics.
 type DataRow struct {
 	Group, Item string
-	Values      map[string]Summary
+	Values      map[string]analysis.Summary
 }
 
-// Dataset returns the results as comparable values: the mean of every
+// ResultsDataset returns r as comparable values: the mean of every
 // metric over seeds, per scenario and policy.
-func (r *Results) Dataset() Dataset {
+func ResultsDataset(r *analysis.Results) Dataset {
 	d := Dataset{
 		Kind: "results", Name: r.Experiment, GroupName: "scenario", ItemName: "policy", Metrics: r.Metrics,
 		Identity: map[string]string{
@@ -61,22 +63,22 @@ func (b *Bench) Dataset() Dataset {
 	}
 	units := map[string]bool{}
 	for _, bm := range b.Benchmarks {
-		row := DataRow{Group: bm.Package, Item: bm.Name, Values: map[string]Summary{}}
+		row := DataRow{Group: bm.Package, Item: bm.Name, Values: map[string]analysis.Summary{}}
 		for u, v := range bm.Metrics {
-			row.Values[u] = Summary{Mean: v, N: bm.Runs}
+			row.Values[u] = analysis.Summary{Mean: v, N: bm.Runs}
 			units[u] = true
 		}
 		d.Rows = append(d.Rows, row)
 	}
 	for _, u := range sortedKeys(units) {
-		d.Metrics = append(d.Metrics, MetricInfo{Name: u, Better: UnitBetter(u)})
+		d.Metrics = append(d.Metrics, analysis.MetricInfo{Name: u, Better: UnitBetter(u)})
 	}
 	if len(b.Suites) > 0 {
 		d.Metrics = append(d.Metrics,
-			MetricInfo{Name: "wall_s", Unit: "s", Better: Lower, Description: "wall-clock time of the experiment"},
-			MetricInfo{Name: "runs_per_s", Unit: "runs/s", Better: Higher})
+			analysis.MetricInfo{Name: "wall_s", Unit: "s", Better: analysis.Lower, Description: "wall-clock time of the experiment"},
+			analysis.MetricInfo{Name: "runs_per_s", Unit: "runs/s", Better: analysis.Higher})
 		for _, s := range b.Suites {
-			d.Rows = append(d.Rows, DataRow{Group: "suite", Item: s.Experiment, Values: map[string]Summary{
+			d.Rows = append(d.Rows, DataRow{Group: "suite", Item: s.Experiment, Values: map[string]analysis.Summary{
 				"wall_s": {Mean: s.WallS, N: 1}, "runs_per_s": {Mean: s.RunsPerS, N: 1},
 			}})
 		}
@@ -89,14 +91,14 @@ func (b *Bench) Dataset() Dataset {
 // what it is and what would be accepted.
 func ReadDataset(path string) (Dataset, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		r, err := Read(path)
+		r, err := analysis.Read(path)
 		if err != nil {
 			return Dataset{}, err
 		}
-		if err := r.complete(path); err != nil {
+		if err := r.Complete(path); err != nil {
 			return Dataset{}, err
 		}
-		return r.Dataset(), nil
+		return ResultsDataset(r), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -109,32 +111,32 @@ func ReadDataset(path string) (Dataset, error) {
 // every error.
 func ParseDataset(name string, data []byte) (Dataset, error) {
 	path := name
-	schema, version, err := probeSchema(path, data)
+	schema, version, err := analysis.ProbeSchema(path, data)
 	if err != nil {
 		return Dataset{}, err
 	}
 	switch schema {
-	case Schema:
-		r, err := Parse(path, data)
+	case analysis.Schema:
+		r, err := analysis.Parse(path, data)
 		if err != nil {
 			return Dataset{}, err
 		}
-		if err := r.complete(path); err != nil {
+		if err := r.Complete(path); err != nil {
 			return Dataset{}, err
 		}
-		return r.Dataset(), nil
-	case BenchSchema:
+		return ResultsDataset(r), nil
+	case analysis.BenchSchema:
 		b, err := ParseBench(path, data)
 		if err != nil {
 			return Dataset{}, err
 		}
 		return b.Dataset(), nil
 	}
-	why := schemaMismatch(schema, version, Schema, "results")
+	why := analysis.SchemaMismatch(schema, version, analysis.Schema, "results")
 	if strings.HasPrefix(schema, "tracebed.bench/") {
-		why = schemaMismatch(schema, version, BenchSchema, "benchmark")
+		why = analysis.SchemaMismatch(schema, version, analysis.BenchSchema, "benchmark")
 	}
-	return Dataset{}, fmt.Errorf("%s: %s; tracebed compare reads results.json (%s) and bench.json (%s)", path, why, Schema, BenchSchema)
+	return Dataset{}, fmt.Errorf("%s: %s; tracebed compare reads results.json (%s) and bench.json (%s)", path, why, analysis.Schema, analysis.BenchSchema)
 }
 
 // CompareOptions tune Compare.
@@ -163,8 +165,8 @@ const (
 type Diff struct {
 	Group, Item, Metric string
 	Unit                string
-	Better              Better
-	Old, New            Summary
+	Better              analysis.Better
+	Old, New            analysis.Summary
 	HasOld, HasNew      bool
 	// Change is (new − old) / |old|; ±Inf when old is 0 and new is not.
 	Change    float64
@@ -214,7 +216,7 @@ func Compare(base, new Dataset, opts CompareOptions) (*Comparison, error) {
 	if base.Kind != new.Kind {
 		return nil, fmt.Errorf("cannot compare a %s file with a %s file", base.Kind, new.Kind)
 	}
-	info := map[string]MetricInfo{}
+	info := map[string]analysis.MetricInfo{}
 	var names []string
 	for _, d := range []Dataset{base, new} {
 		for _, m := range d.Metrics {
@@ -259,7 +261,7 @@ func Compare(base, new Dataset, opts CompareOptions) (*Comparison, error) {
 		nr, inNew := newRows[k]
 		for _, m := range names {
 			ov, hasOld := br.Values[m]
-			var nv Summary
+			var nv analysis.Summary
 			hasNew := false
 			if inNew {
 				nv, hasNew = nr.Values[m]
@@ -280,7 +282,7 @@ func Compare(base, new Dataset, opts CompareOptions) (*Comparison, error) {
 		}
 		for _, m := range names {
 			if nv, ok := nr.Values[m]; ok {
-				c.Diffs = append(c.Diffs, diff(info[m], nr.Group, nr.Item, Summary{}, nv, false, true, tolerance(opts, m)))
+				c.Diffs = append(c.Diffs, diff(info[m], nr.Group, nr.Item, analysis.Summary{}, nv, false, true, tolerance(opts, m)))
 			}
 		}
 	}
@@ -297,7 +299,7 @@ func tolerance(opts CompareOptions, metric string) float64 {
 	return opts.Tolerance
 }
 
-func diff(m MetricInfo, group, item string, ov, nv Summary, hasOld, hasNew bool, tol float64) Diff {
+func diff(m analysis.MetricInfo, group, item string, ov, nv analysis.Summary, hasOld, hasNew bool, tol float64) Diff {
 	d := Diff{Group: group, Item: item, Metric: m.Name, Unit: m.Unit, Better: m.Better, Old: ov, New: nv, HasOld: hasOld, HasNew: hasNew, Tolerance: tol}
 	switch {
 	case !hasNew:
@@ -322,9 +324,9 @@ func diff(m MetricInfo, group, item string, ov, nv Summary, hasOld, hasNew bool,
 	}
 	var wrong bool
 	switch m.Better {
-	case Lower:
+	case analysis.Lower:
 		wrong = delta > 0
-	case Higher:
+	case analysis.Higher:
 		wrong = delta < 0
 	default:
 		d.Status = Changed
@@ -368,7 +370,7 @@ func (d Diff) Describe(groupName, itemName string) string {
 	}
 	return fmt.Sprintf("%s of %s %s in %s %s %s %s: %s → %s (%s is better; tolerance %s)",
 		d.Metric, itemName, d.Item, groupName, d.Group, verb, change,
-		DisplayFor(d.Unit, d.Old.Mean, d.New.Mean).With(d.Old.Mean), DisplayFor(d.Unit, d.Old.Mean, d.New.Mean).With(d.New.Mean), d.Better, formatTolerance(d.Tolerance))
+		analysis.DisplayFor(d.Unit, d.Old.Mean, d.New.Mean).With(d.Old.Mean), analysis.DisplayFor(d.Unit, d.Old.Mean, d.New.Mean).With(d.New.Mean), d.Better, formatTolerance(d.Tolerance))
 }
 
 func formatTolerance(t float64) string {
@@ -377,8 +379,8 @@ func formatTolerance(t float64) string {
 
 // Table renders the comparison. Unless all is set, values that did not
 // change are left out (and counted in a note).
-func (c *Comparison) Table(all bool) Table {
-	t := Table{
+func (c *Comparison) Table(all bool) analysis.Table {
+	t := analysis.Table{
 		Title:  fmt.Sprintf("%s: baseline vs. new", c.Base.Name),
 		Header: []string{c.Base.GroupName, c.Base.ItemName, "metric", "better", "baseline", "new", "change", "status"},
 		// The CSV form: exact values in the metric's own unit.
@@ -400,12 +402,12 @@ func (c *Comparison) Table(all bool) Table {
 		}
 		old, new, change := "–", "–", "–"
 		exactOld, exactNew := "", ""
-		disp := DisplayFor(d.Unit, d.Old.Mean, d.New.Mean)
+		disp := analysis.DisplayFor(d.Unit, d.Old.Mean, d.New.Mean)
 		if d.HasOld {
-			old, exactOld = formatSummary(disp, d.Old), exactNumber(d.Old.Mean)
+			old, exactOld = formatSummary(disp, d.Old), analysis.ExactNumber(d.Old.Mean)
 		}
 		if d.HasNew {
-			new, exactNew = formatSummary(disp, d.New), exactNumber(d.New.Mean)
+			new, exactNew = formatSummary(disp, d.New), analysis.ExactNumber(d.New.Mean)
 		}
 		if d.HasOld && d.HasNew {
 			change = FormatChange(d.Change)
@@ -443,7 +445,7 @@ func statusRank(s string) int {
 }
 
 // formatSummary shows a mean (± its standard deviation) with its unit.
-func formatSummary(d Display, s Summary) string {
+func formatSummary(d analysis.Display, s analysis.Summary) string {
 	if s.N > 1 && s.Std > 0 {
 		return d.Format(s.Mean) + " ± " + d.With(s.Std)
 	}

@@ -1,4 +1,4 @@
-package analysis
+package report
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tracebed/tracebed/analysis"
 )
 
 // Figure is a plot described by its data: the lines it draws, their labels
@@ -54,10 +56,10 @@ const (
 // and dash pattern, fixed per policy so a policy looks the same in every
 // figure of an experiment.
 type Line struct {
-	Label  string    `json:"label"`
-	Color  int       `json:"color"`
-	Points []Point   `json:"points"`
-	Err    []float64 `json:"err,omitempty"` // ± per point (sample std over seeds); nil when one seed
+	Label  string           `json:"label"`
+	Color  int              `json:"color"`
+	Points []analysis.Point `json:"points"`
+	Err    []float64        `json:"err,omitempty"` // ± per point (sample std over seeds); nil when one seed
 }
 
 // MaxPoints bounds the points one line of a figure holds; longer series are
@@ -69,14 +71,14 @@ const MaxPoints = 1000
 // SeriesInfo and adds the style series kinds do not imply. The names are the
 // conventions of the INA and far-memory experiments (docs/analysis.md).
 var seriesDefaults = map[string]struct {
-	info  SeriesInfo
+	info  analysis.SeriesInfo
 	style Style
 	what  string
 }{
-	"jct_cdf":           {SeriesInfo{Name: "jct_cdf", Kind: "cdf", XLabel: "job completion time (s)", YLabel: "fraction of jobs"}, StyleStep, "CDF of job completion time"},
-	"mem_util":          {SeriesInfo{Name: "mem_util", Kind: "time", XLabel: "time (s)", YLabel: "switch aggregator memory in use (fraction)"}, StyleLine, "switch memory utilization over time"},
-	"fault_latency_cdf": {SeriesInfo{Name: "fault_latency_cdf", Kind: "cdf", XLabel: "page fault latency (µs)", YLabel: "fraction of faults"}, StyleStep, "CDF of page fault latency"},
-	"blocking":          {SeriesInfo{Name: "blocking", Kind: "time", XLabel: "time (s)", YLabel: "blocking duration (ms)"}, StyleScatter, "blocking events over time (one mark per event)"},
+	"jct_cdf":           {analysis.SeriesInfo{Name: "jct_cdf", Kind: "cdf", XLabel: "job completion time (s)", YLabel: "fraction of jobs"}, StyleStep, "CDF of job completion time"},
+	"mem_util":          {analysis.SeriesInfo{Name: "mem_util", Kind: "time", XLabel: "time (s)", YLabel: "switch aggregator memory in use (fraction)"}, StyleLine, "switch memory utilization over time"},
+	"fault_latency_cdf": {analysis.SeriesInfo{Name: "fault_latency_cdf", Kind: "cdf", XLabel: "page fault latency (µs)", YLabel: "fraction of faults"}, StyleStep, "CDF of page fault latency"},
+	"blocking":          {analysis.SeriesInfo{Name: "blocking", Kind: "time", XLabel: "time (s)", YLabel: "blocking duration (ms)"}, StyleScatter, "blocking events over time (one mark per event)"},
 }
 
 // tableScatters are the figures drawn from per-entity tables (a mark per
@@ -129,13 +131,13 @@ var reductions = []struct {
 //     per policy.
 //
 // The result depends only on r, so equal results give equal figures.
-func Figures(r *Results) []Figure {
+func Figures(r *analysis.Results) []Figure {
 	figs := []Figure{}
 	figs = append(figs, seriesFigures(r)...)
 	figs = append(figs, tableFigures(r)...)
 	figs = append(figs, reductionFigures(r)...)
 	figs = append(figs, sweepFigures(r)...)
-	if len(r.sweeps()) == 0 {
+	if len(sweeps(r)) == 0 {
 		figs = append(figs, barFigures(r)...)
 	}
 	// Names are unique: a clash (a series named like a sweep) gets a suffix.
@@ -152,7 +154,7 @@ func Figures(r *Results) []Figure {
 }
 
 // color returns the colour index of a policy: its position in the spec.
-func (r *Results) color(policy string) int {
+func policyColor(r *analysis.Results, policy string) int {
 	if i := slices.Index(r.Policies, policy); i >= 0 {
 		return i
 	}
@@ -161,8 +163,8 @@ func (r *Results) color(policy string) int {
 
 // seriesInfos returns the described series then any other recorded series,
 // with defaults filled in.
-func (r *Results) seriesInfos() []SeriesInfo {
-	var infos []SeriesInfo
+func seriesInfos(r *analysis.Results) []analysis.SeriesInfo {
+	var infos []analysis.SeriesInfo
 	seen := map[string]bool{}
 	for _, si := range r.SeriesInfo {
 		if !seen[si.Name] {
@@ -181,7 +183,7 @@ func (r *Results) seriesInfos() []SeriesInfo {
 	}
 	slices.Sort(rest)
 	for _, name := range rest {
-		si := SeriesInfo{Name: name, Kind: "xy", XLabel: "x", YLabel: name}
+		si := analysis.SeriesInfo{Name: name, Kind: "xy", XLabel: "x", YLabel: name}
 		if d, ok := seriesDefaults[name]; ok {
 			si = d.info
 		}
@@ -205,7 +207,7 @@ func (r *Results) seriesInfos() []SeriesInfo {
 	return infos
 }
 
-func seriesStyle(si SeriesInfo) Style {
+func seriesStyle(si analysis.SeriesInfo) Style {
 	if d, ok := seriesDefaults[si.Name]; ok {
 		return d.style
 	}
@@ -218,7 +220,7 @@ func seriesStyle(si SeriesInfo) Style {
 	return StyleLinePoints
 }
 
-func seriesWhat(si SeriesInfo) string {
+func seriesWhat(si analysis.SeriesInfo) string {
 	if d, ok := seriesDefaults[si.Name]; ok {
 		return d.what
 	}
@@ -228,9 +230,9 @@ func seriesWhat(si SeriesInfo) string {
 	return si.YLabel + " against " + si.XLabel
 }
 
-func seriesFigures(r *Results) []Figure {
+func seriesFigures(r *analysis.Results) []Figure {
 	var figs []Figure
-	for _, si := range r.seriesInfos() {
+	for _, si := range seriesInfos(r) {
 		for _, sc := range r.Scenarios {
 			f := Figure{
 				Name:   fileName(si.Name + "-" + sc),
@@ -247,7 +249,7 @@ func seriesFigures(r *Results) []Figure {
 			}
 			seeds := 0
 			for _, p := range r.Policies {
-				var per [][]Point
+				var per [][]analysis.Point
 				for _, run := range r.Runs {
 					if run.Scenario != sc || run.Policy != p {
 						continue
@@ -264,9 +266,9 @@ func seriesFigures(r *Results) []Figure {
 				if si.Kind == "cdf" && len(per) > 1 {
 					pts = MixCDF(per)
 				}
-				f.Lines = append(f.Lines, Line{Label: p, Color: r.color(p), Points: Thin(pts, MaxPoints)})
+				f.Lines = append(f.Lines, Line{Label: p, Color: policyColor(r, p), Points: Thin(pts, MaxPoints)})
 				if count.Name != "" {
-					count.Lines = append(count.Lines, Line{Label: p, Color: r.color(p), Points: Thin(cumulativeCount(per[0]), MaxPoints)})
+					count.Lines = append(count.Lines, Line{Label: p, Color: policyColor(r, p), Points: Thin(cumulativeCount(per[0]), MaxPoints)})
 				}
 			}
 			if len(f.Lines) == 0 {
@@ -284,7 +286,7 @@ func seriesFigures(r *Results) []Figure {
 	return figs
 }
 
-func tableFigures(r *Results) []Figure {
+func tableFigures(r *analysis.Results) []Figure {
 	var figs []Figure
 	for _, ts := range tableScatters {
 		for _, sc := range r.Scenarios {
@@ -295,7 +297,7 @@ func tableFigures(r *Results) []Figure {
 			}
 			seeds := 0
 			for _, p := range r.Policies {
-				var first *Run
+				var first *analysis.Run
 				n := 0
 				for i := range r.Runs {
 					run := &r.Runs[i]
@@ -311,19 +313,19 @@ func tableFigures(r *Results) []Figure {
 					continue
 				}
 				seeds = max(seeds, n)
-				var pts []Point
+				var pts []analysis.Point
 				for _, row := range first.Table(ts.table).Rows {
 					x, okx := row.Values[ts.x]
 					y, oky := row.Values[ts.y]
 					if okx && oky {
-						pts = append(pts, Point{x, y})
+						pts = append(pts, analysis.Point{X: x, Y: y})
 					}
 				}
 				if len(pts) == 0 {
 					continue
 				}
-				slices.SortStableFunc(pts, func(a, b Point) int { return cmp.Compare(a.X, b.X) })
-				f.Lines = append(f.Lines, Line{Label: p, Color: r.color(p), Points: Thin(pts, MaxPoints)})
+				slices.SortStableFunc(pts, func(a, b analysis.Point) int { return cmp.Compare(a.X, b.X) })
+				f.Lines = append(f.Lines, Line{Label: p, Color: policyColor(r, p), Points: Thin(pts, MaxPoints)})
 			}
 			if len(f.Lines) == 0 {
 				continue
@@ -336,18 +338,18 @@ func tableFigures(r *Results) []Figure {
 	return figs
 }
 
-func captionFor(what, sc string, r *Results, seeds int, pooled bool) string {
+func captionFor(what, sc string, r *analysis.Results, seeds int, pooled bool) string {
 	s := fmt.Sprintf("%s per policy, scenario %s (%s)", upperFirst(what), sc, r.Substrate)
 	switch {
 	case seeds > 1 && pooled:
 		s += fmt.Sprintf(", pooled over %d seeds", seeds)
 	case seeds > 1 || len(r.Seeds) > 1:
-		s += fmt.Sprintf(", seed %d", r.firstSeed())
+		s += fmt.Sprintf(", seed %d", firstSeed(r))
 	}
 	return s + "."
 }
 
-func (r *Results) firstSeed() int64 {
+func firstSeed(r *analysis.Results) int64 {
 	if len(r.Runs) > 0 {
 		s := r.Runs[0].Seed
 		for _, run := range r.Runs {
@@ -370,16 +372,16 @@ func upperFirst(s string) string {
 
 // cumulativeCount turns events (X = start time) into the number of events
 // started by each time.
-func cumulativeCount(events []Point) []Point {
+func cumulativeCount(events []analysis.Point) []analysis.Point {
 	xs := make([]float64, len(events))
 	for i, e := range events {
 		xs[i] = e.X
 	}
 	slices.Sort(xs)
-	out := make([]Point, 0, len(xs)+1)
-	out = append(out, Point{0, 0})
+	out := make([]analysis.Point, 0, len(xs)+1)
+	out = append(out, analysis.Point{X: 0, Y: 0})
 	for i, x := range xs {
-		out = append(out, Point{x, float64(i + 1)})
+		out = append(out, analysis.Point{X: x, Y: float64(i + 1)})
 	}
 	return out
 }
@@ -388,7 +390,7 @@ func cumulativeCount(events []Point) []Point {
 // step points (X ascending, Y the cumulative fraction at X): at each X of
 // any input, the mean over inputs of their value there. For inputs with
 // equal sample counts it is the CDF of the pooled samples.
-func MixCDF(cdfs [][]Point) []Point {
+func MixCDF(cdfs [][]analysis.Point) []analysis.Point {
 	var xs []float64
 	for _, c := range cdfs {
 		for _, p := range c {
@@ -397,7 +399,7 @@ func MixCDF(cdfs [][]Point) []Point {
 	}
 	slices.Sort(xs)
 	xs = slices.Compact(xs)
-	out := make([]Point, len(xs))
+	out := make([]analysis.Point, len(xs))
 	idx := make([]int, len(cdfs)) // next point of each input not yet ≤ x
 	for i, x := range xs {
 		var sum float64
@@ -409,18 +411,18 @@ func MixCDF(cdfs [][]Point) []Point {
 				sum += c[idx[j]-1].Y
 			}
 		}
-		out[i] = Point{x, sum / float64(len(cdfs))}
+		out[i] = analysis.Point{X: x, Y: sum / float64(len(cdfs))}
 	}
 	return out
 }
 
 // Thin returns at most n points of pts, evenly spaced by index, always
 // keeping the first and the last.
-func Thin(pts []Point, n int) []Point {
+func Thin(pts []analysis.Point, n int) []analysis.Point {
 	if len(pts) <= n || n < 2 {
 		return pts
 	}
-	out := make([]Point, 0, n)
+	out := make([]analysis.Point, 0, n)
 	for i := range n - 1 {
 		out = append(out, pts[i*(len(pts)-1)/(n-1)])
 	}
@@ -444,8 +446,8 @@ type sweepGroup struct {
 
 // sweeps returns, for each parameter with two or more values across
 // scenarios, the groups of scenarios that sweep it.
-func (r *Results) sweeps() []sweepGroup {
-	params := r.scenarioParams()
+func sweeps(r *analysis.Results) []sweepGroup {
+	params := scenarioParams(r)
 	keys := map[string]map[float64]bool{}
 	for _, ps := range params {
 		for k, v := range ps {
@@ -517,7 +519,7 @@ func (r *Results) sweeps() []sweepGroup {
 
 // scenarioParams returns each scenario's parameters (from its first run
 // that records any).
-func (r *Results) scenarioParams() map[string]map[string]float64 {
+func scenarioParams(r *analysis.Results) map[string]map[string]float64 {
 	out := map[string]map[string]float64{}
 	for _, run := range r.Runs {
 		if _, ok := out[run.Scenario]; !ok && len(run.Params) > 0 {
@@ -534,17 +536,17 @@ func paramLabel(key string) string {
 	return key
 }
 
-func metricLabel(m MetricInfo) string {
+func metricLabel(m analysis.MetricInfo) string {
 	if m.Unit != "" {
 		return fmt.Sprintf("%s (%s)", m.Name, m.Unit)
 	}
 	return m.Name
 }
 
-func sweepFigures(r *Results) []Figure {
-	params := r.scenarioParams()
+func sweepFigures(r *analysis.Results) []Figure {
+	params := scenarioParams(r)
 	var figs []Figure
-	for _, g := range r.sweeps() {
+	for _, g := range sweeps(r) {
 		for _, m := range r.Metrics {
 			f := Figure{
 				Name:   fileName(joinNonEmpty("-", m.Name, "vs", g.key, g.suffix)),
@@ -552,7 +554,7 @@ func sweepFigures(r *Results) []Figure {
 				XLabel: paramLabel(g.key), YLabel: metricLabel(m), Style: StyleLinePoints,
 			}
 			var seeds int
-			f.Lines, seeds = r.policyLines(m.Name, g.scens, func(_ int, sc string) float64 { return params[sc][g.key] })
+			f.Lines, seeds = policyLines(r, m.Name, g.scens, func(_ int, sc string) float64 { return params[sc][g.key] })
 			if len(f.Lines) == 0 {
 				continue
 			}
@@ -568,9 +570,9 @@ func sweepFigures(r *Results) []Figure {
 // mean of metric over seeds at x(i, scenario), with the standard deviation
 // as error bars, sorted by x; and the largest number of seeds behind a
 // point. Policies without the metric get no line.
-func (r *Results) policyLines(metric string, scens []string, x func(i int, sc string) float64) (lines []Line, seeds int) {
+func policyLines(r *analysis.Results, metric string, scens []string, x func(i int, sc string) float64) (lines []Line, seeds int) {
 	for _, p := range r.Policies {
-		l := Line{Label: p, Color: r.color(p)}
+		l := Line{Label: p, Color: policyColor(r, p)}
 		var errs []float64
 		for i, sc := range scens {
 			s, ok := r.Aggregate(sc, p)[metric]
@@ -578,7 +580,7 @@ func (r *Results) policyLines(metric string, scens []string, x func(i int, sc st
 				continue
 			}
 			seeds = max(seeds, s.N)
-			l.Points = append(l.Points, Point{x(i, sc), s.Mean})
+			l.Points = append(l.Points, analysis.Point{X: x(i, sc), Y: s.Mean})
 			errs = append(errs, s.Std)
 		}
 		if len(l.Points) == 0 {
@@ -598,7 +600,7 @@ func sortLine(l *Line, errs []float64) {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(l.Points[a].X, l.Points[b].X) })
-	pts := make([]Point, len(idx))
+	pts := make([]analysis.Point, len(idx))
 	es := make([]float64, len(idx))
 	any := false
 	for i, j := range idx {
@@ -612,7 +614,7 @@ func sortLine(l *Line, errs []float64) {
 	}
 }
 
-func sweepCaption(what string, g sweepGroup, r *Results, seeds int, desc string) string {
+func sweepCaption(what string, g sweepGroup, r *analysis.Results, seeds int, desc string) string {
 	s := upperFirst(what) + " per policy"
 	if g.fixed != "" {
 		s += " (" + g.fixed + ")"
@@ -627,10 +629,10 @@ func sweepCaption(what string, g sweepGroup, r *Results, seeds int, desc string)
 	return s
 }
 
-func barFigures(r *Results) []Figure {
+func barFigures(r *analysis.Results) []Figure {
 	var figs []Figure
 	for _, m := range r.Metrics {
-		if m.Better == Either {
+		if m.Better == analysis.Either {
 			continue
 		}
 		f := Figure{
@@ -638,7 +640,7 @@ func barFigures(r *Results) []Figure {
 			XLabel: "scenario", YLabel: metricLabel(m), Style: StyleBars, YFrom0: true, Categories: r.Scenarios,
 		}
 		var seeds int
-		f.Lines, seeds = r.policyLines(m.Name, r.Scenarios, func(i int, _ string) float64 { return float64(i) })
+		f.Lines, seeds = policyLines(r, m.Name, r.Scenarios, func(i int, _ string) float64 { return float64(i) })
 		if len(f.Lines) == 0 {
 			continue
 		}
@@ -655,14 +657,14 @@ func barFigures(r *Results) []Figure {
 	return figs
 }
 
-func reductionFigures(r *Results) []Figure {
-	params := r.scenarioParams()
+func reductionFigures(r *analysis.Results) []Figure {
+	params := scenarioParams(r)
 	var figs []Figure
 	for _, red := range reductions {
-		if !slices.Contains(r.Policies, red.baseline) || !slices.ContainsFunc(r.Metrics, func(m MetricInfo) bool { return m.Name == red.metric }) {
+		if !slices.Contains(r.Policies, red.baseline) || !slices.ContainsFunc(r.Metrics, func(m analysis.MetricInfo) bool { return m.Name == red.metric }) {
 			continue
 		}
-		for _, g := range r.sweeps() {
+		for _, g := range sweeps(r) {
 			if g.key != red.param {
 				continue
 			}
@@ -675,7 +677,7 @@ func reductionFigures(r *Results) []Figure {
 				if p == red.baseline {
 					continue
 				}
-				l := Line{Label: p, Color: r.color(p)}
+				l := Line{Label: p, Color: policyColor(r, p)}
 				var errs []float64
 				for _, sc := range g.scens {
 					base, ok1 := r.Aggregate(sc, red.baseline)[red.metric]
@@ -683,7 +685,7 @@ func reductionFigures(r *Results) []Figure {
 					if !ok1 || !ok2 || base.Mean == 0 {
 						continue
 					}
-					l.Points = append(l.Points, Point{params[sc][g.key], 100 * (1 - v.Mean/base.Mean)})
+					l.Points = append(l.Points, analysis.Point{X: params[sc][g.key], Y: 100 * (1 - v.Mean/base.Mean)})
 					errs = append(errs, 0)
 				}
 				if len(l.Points) == 0 {
@@ -750,14 +752,4 @@ func fileName(s string) string {
 		}
 	}
 	return string(b)
-}
-
-// finite reports whether every value of pts is a finite number.
-func finite(pts []Point) bool {
-	for _, p := range pts {
-		if math.IsNaN(p.X) || math.IsInf(p.X, 0) || math.IsNaN(p.Y) || math.IsInf(p.Y, 0) {
-			return false
-		}
-	}
-	return true
 }

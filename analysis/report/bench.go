@@ -1,4 +1,4 @@
-package analysis
+package report
 
 import (
 	"bufio"
@@ -12,30 +12,29 @@ import (
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
-)
 
-// BenchSchema identifies bench.json, the output of tracebed bench.
-const BenchSchema = "tracebed.bench/v1"
+	"github.com/tracebed/tracebed/analysis"
+)
 
 // Bench is the content of bench.json: the performance benchmarks of one
 // tracebed build on one machine. Unlike results.json it holds wall-clock
 // measurements and is not reproducible byte for byte; compare two of them
 // with a tolerance (tracebed compare).
 type Bench struct {
-	Schema    string  `json:"schema"`
-	Version   string  `json:"tracebed_version"`
-	Commit    string  `json:"commit,omitempty"`
-	Date      string  `json:"date"` // RFC 3339, UTC
-	Benchtime string  `json:"benchtime"`
-	Machine   Machine `json:"machine"`
+	Schema    string           `json:"schema"`
+	Version   string           `json:"tracebed_version"`
+	Commit    string           `json:"commit,omitempty"`
+	Date      string           `json:"date"` // RFC 3339, UTC
+	Benchtime string           `json:"benchtime"`
+	Machine   analysis.Machine `json:"machine"`
 	// Headline is one line per figure of merit the project tracks
 	// (simulation event rate, pipeline packet rates, suite times), found
 	// or not.
-	Headline   []Headline   `json:"headline"`
-	Benchmarks []Benchmark  `json:"benchmarks"`
-	Suites     []SuiteTime  `json:"suites,omitempty"`
-	Notes      []BenchNote  `json:"notes,omitempty"`
-	Units      []MetricInfo `json:"units,omitempty"` // the direction of every unit used, for readers
+	Headline   []Headline            `json:"headline"`
+	Benchmarks []Benchmark           `json:"benchmarks"`
+	Suites     []SuiteTime           `json:"suites,omitempty"`
+	Notes      []BenchNote           `json:"notes,omitempty"`
+	Units      []analysis.MetricInfo `json:"units,omitempty"` // the direction of every unit used, for readers
 }
 
 // Benchmark is one Go benchmark's result (the mean when run several
@@ -91,21 +90,21 @@ type BenchNote struct {
 // lower-is-better, rates (units per second or per CPU-second: events/s,
 // events/cpu-s, pkts/s, MB/s, Gbps, Mpps) and ratios to a peer
 // (speedup_vs_ns3, x_bridge) higher-is-better, other units informational.
-func UnitBetter(unit string) Better {
+func UnitBetter(unit string) analysis.Better {
 	u := strings.ToLower(unit)
 	switch {
 	case u == "ns/op" || u == "sec/op" || u == "b/op" || strings.HasPrefix(u, "allocs/") || strings.HasPrefix(u, "b/") || strings.HasSuffix(u, "-s/op"):
-		return Lower
+		return analysis.Lower
 	case strings.HasSuffix(u, "/cpu-s") || strings.HasPrefix(u, "speedup") || strings.HasPrefix(u, "x_"):
-		return Higher
+		return analysis.Higher
 	case strings.HasPrefix(u, "ns/") || strings.HasPrefix(u, "us/") || strings.HasPrefix(u, "ms/") || strings.HasPrefix(u, "s/"):
-		return Lower // time per something
+		return analysis.Lower // time per something
 	case strings.HasSuffix(u, "/s") || strings.HasSuffix(u, "/sec") || strings.HasSuffix(u, "bps") || strings.HasSuffix(u, "pps"):
-		return Higher
+		return analysis.Higher
 	case u == "wall_s":
-		return Lower
+		return analysis.Lower
 	}
-	return Either
+	return analysis.Either
 }
 
 // ParseGoBench reads the output of go test -bench (any number of
@@ -258,7 +257,7 @@ func splitProcs(name string) (string, int) {
 
 // Marshal returns bench.json's content.
 func (b *Bench) Marshal() ([]byte, error) {
-	b.Schema = BenchSchema
+	b.Schema = analysis.BenchSchema
 	units := map[string]bool{}
 	for _, bm := range b.Benchmarks {
 		for u := range bm.Metrics {
@@ -267,7 +266,7 @@ func (b *Bench) Marshal() ([]byte, error) {
 	}
 	b.Units = nil
 	for _, u := range sortedKeys(units) {
-		b.Units = append(b.Units, MetricInfo{Name: u, Better: UnitBetter(u)})
+		b.Units = append(b.Units, analysis.MetricInfo{Name: u, Better: UnitBetter(u)})
 	}
 	js, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {
@@ -289,18 +288,18 @@ func ReadBench(path string) (*Bench, error) {
 // ParseBench decodes a bench.json's content; name prefixes every error.
 func ParseBench(name string, data []byte) (*Bench, error) {
 	path := name
-	schema, version, err := probeSchema(path, data)
+	schema, version, err := analysis.ProbeSchema(path, data)
 	if err != nil {
 		return nil, err
 	}
-	if schema != BenchSchema {
-		return nil, fmt.Errorf("%s: %s", path, schemaMismatch(schema, version, BenchSchema, "benchmark"))
+	if schema != analysis.BenchSchema {
+		return nil, fmt.Errorf("%s: %s", path, analysis.SchemaMismatch(schema, version, analysis.BenchSchema, "benchmark"))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var b Bench
 	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, jsonError(data, err))
+		return nil, fmt.Errorf("%s: %v", path, analysis.JSONError(data, err))
 	}
 	for i, bm := range b.Benchmarks {
 		if bm.Name == "" {
@@ -321,12 +320,12 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // Tables renders bench.json as tables: the headline, then every
 // benchmark, then what produced no numbers.
-func (b *Bench) Tables() []Table {
-	head := Table{Title: "tracebed bench — " + b.Machine.String(), Header: []string{"figure of merit", "package", "benchmark", "value", "unit", "status"}}
+func (b *Bench) Tables() []analysis.Table {
+	head := analysis.Table{Title: "tracebed bench — " + b.Machine.String(), Header: []string{"figure of merit", "package", "benchmark", "value", "unit", "status"}}
 	for _, h := range b.Headline {
 		v := "–"
 		if h.Status == StatusOK {
-			v = FormatValue(h.Value)
+			v = analysis.FormatValue(h.Value)
 		}
 		status := h.Status
 		if h.Note != "" && h.Status != StatusOK {
@@ -334,25 +333,25 @@ func (b *Bench) Tables() []Table {
 		}
 		head.Rows = append(head.Rows, []string{h.What, h.Package, h.Benchmark, v, h.Unit, status})
 	}
-	all := Table{Title: "Go benchmarks", Header: []string{"package", "benchmark", "ns/op", "B/op", "allocs/op", "other metrics"}}
+	all := analysis.Table{Title: "Go benchmarks", Header: []string{"package", "benchmark", "ns/op", "B/op", "allocs/op", "other metrics"}}
 	for _, bm := range b.Benchmarks {
 		cell := func(u string) string {
 			if v, ok := bm.Metrics[u]; ok {
-				return FormatValue(v)
+				return analysis.FormatValue(v)
 			}
 			return "–"
 		}
 		var other []string
 		for _, u := range sortedKeys(bm.Metrics) {
 			if u != "ns/op" && u != "B/op" && u != "allocs/op" {
-				other = append(other, FormatValue(bm.Metrics[u])+" "+u)
+				other = append(other, analysis.FormatValue(bm.Metrics[u])+" "+u)
 			}
 		}
 		all.Rows = append(all.Rows, []string{bm.Package, bm.Name, cell("ns/op"), cell("B/op"), cell("allocs/op"), strings.Join(other, ", ")})
 	}
-	tables := []Table{head, all}
+	tables := []analysis.Table{head, all}
 	if len(b.Notes) > 0 {
-		notes := Table{Title: "Without numbers", Header: []string{"package", "benchmark", "status", "why"}}
+		notes := analysis.Table{Title: "Without numbers", Header: []string{"package", "benchmark", "status", "why"}}
 		for _, n := range b.Notes {
 			notes.Rows = append(notes.Rows, []string{n.Package, n.Benchmark, n.Status, n.Message})
 		}
