@@ -85,3 +85,81 @@ func TestDialWithoutPipeline(t *testing.T) {
 		t.Errorf("P4Info after SetPipeline: %q", got)
 	}
 }
+
+// arbSwitch answers arbitration updates. With stale set, it first sends a
+// notice a lower election id stamped (as a switch does when the old
+// primary leaves just before the new id arrives); with zeroID it stamps
+// its answers with election id 0 (not as the specification says).
+type arbSwitch struct {
+	emptySwitch
+	stale, zeroID bool
+}
+
+func (s *arbSwitch) StreamChannel(st p4v1.P4Runtime_StreamChannelServer) error {
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		a := m.GetArbitration()
+		if a == nil {
+			continue
+		}
+		var out []*p4v1.MasterArbitrationUpdate
+		if s.stale && a.GetElectionId().GetLow() > 1 {
+			out = append(out, &p4v1.MasterArbitrationUpdate{DeviceId: a.DeviceId,
+				ElectionId: &p4v1.Uint128{Low: a.GetElectionId().GetLow() - 1},
+				Status:     &status.Status{Code: int32(codes.NotFound)}})
+		}
+		a.Status = &status.Status{Code: int32(codes.OK)}
+		if s.zeroID {
+			a.ElectionId = &p4v1.Uint128{}
+		}
+		out = append(out, a)
+		for _, u := range out {
+			if err := st.Send(&p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Arbitration{Arbitration: u}}); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// TestArbitrateWaitsForItsAnswer: an arbitration update sent before the
+// switch saw the new election id is not taken for the answer, and a
+// switch that stamps its answers otherwise is still believed.
+func TestArbitrateWaitsForItsAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sw   *arbSwitch
+	}{
+		{"stale notice first", &arbSwitch{stale: true}},
+		{"answers stamped 0", &arbSwitch{zeroID: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "sw.sock")
+			lis, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := grpc.NewServer()
+			p4v1.RegisterP4RuntimeServer(g, tc.sw)
+			go g.Serve(lis)
+			defer g.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c, err := Dial(ctx, sock, DialOptions{DeviceID: 1, ElectionID: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for id := uint64(2); id < 4; id++ {
+				if err := c.Arbitrate(ctx, id); err != nil {
+					t.Fatalf("arbitrate %d: %v", id, err)
+				}
+				if !c.Primary() {
+					t.Fatalf("arbitrate %d: answered OK, but Primary is false", id)
+				}
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ type GRPC struct {
 	primary bool
 	arbErr  error
 	changed chan struct{} // closed and replaced at every arbitration update
+	lastID  *p4v1.Uint128 // election id of the last arbitration update
 	dropped uint64        // stream messages not read in time
 }
 
@@ -126,12 +127,35 @@ func (c *GRPC) arbitrate(ctx context.Context, id uint64) error {
 	if err != nil {
 		return fmt.Errorf("arbitration: %w", err)
 	}
-	select {
-	case <-wait:
-	case <-ctx.Done():
-		return fmt.Errorf("arbitration: no answer: %w", ctx.Err())
-	case <-time.After(10 * time.Second):
-		return errors.New("arbitration: no answer within 10s")
+	// The answer is the first update whose election id is at least id:
+	// the switch answers with the primary's id, or the highest it has
+	// seen when there is no primary (the P4Runtime specification, "Client
+	// Arbitration and Controller Replication"), and either is at
+	// least the id just sent. An update with a lower id was sent before
+	// ours was seen (say, the notice that the old primary left) and is
+	// not the answer. A switch that answers otherwise is believed after a
+	// grace period.
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	var grace <-chan time.Time
+	for answered := false; !answered; {
+		select {
+		case <-wait:
+		case <-grace:
+			answered = true
+			continue
+		case <-ctx.Done():
+			return fmt.Errorf("arbitration: no answer: %w", ctx.Err())
+		case <-deadline.C:
+			return errors.New("arbitration: no answer within 10s")
+		}
+		c.mu.Lock()
+		answered = c.arbErr != nil || c.lastID.GetHigh() > 0 || c.lastID.GetLow() >= id
+		wait = c.changed
+		c.mu.Unlock()
+		if !answered && grace == nil {
+			grace = time.After(2 * time.Second)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -202,6 +226,7 @@ func (c *GRPC) receive() {
 		}
 		if a := m.GetArbitration(); a != nil {
 			c.primary = a.GetStatus().GetCode() == int32(codes.OK)
+			c.lastID = a.GetElectionId()
 			close(c.changed)
 			c.changed = make(chan struct{})
 		} else {
