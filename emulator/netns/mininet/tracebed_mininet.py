@@ -444,6 +444,11 @@ class Terminated(Exception):
 
 
 def _terminate(signum, frame):
+    # The first signal starts the teardown; later ones (a parent-death
+    # signal after tracebed's own SIGTERM, a second Ctrl-C) must not
+    # interrupt it, so they are ignored from here on.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     raise Terminated(signal.Signals(signum).name)
 
 
