@@ -202,5 +202,6 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	b.Counter(CounterAnswers, both, MaxJobs)
 	b.Counter(CounterOverflows, pkts, MaxJobs)
 	b.Counter(CounterJobDrops, pkts, MaxJobs*NumJobDrops)
+	p4rt.AssignP4cIDs(info)
 	return info, nil
 }
