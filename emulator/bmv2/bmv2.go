@@ -58,6 +58,11 @@ type Options struct {
 	// of queues from the topology (simple_switch_grpc 1.15 and later);
 	// older builds refuse the option.
 	PriorityQueues bool
+	// DirectLinks attaches simple_switch_grpc to the links' interfaces
+	// themselves, without the link stages of StartStages: the links then
+	// have no delay, loss, duplication or reordering and bmv2's egress is
+	// not paced at the link's rate.
+	DirectLinks bool
 	// CPUPort is the --cpu-port for P4Runtime packet-in/out; 0 leaves
 	// it off. fwd.p4 and farmem.p4 use emulator.CPUPort (510), which the
 	// netns testbed passes.
