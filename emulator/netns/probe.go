@@ -140,3 +140,82 @@ func (n *Network) TCPCheck(ctx context.Context, from, to string, size int) error
 	}
 	return nil
 }
+
+// Blast sends UDP datagrams with size-byte payloads from host from to host
+// to as fast as a batched socket allows (64 per sendmmsg) and returns the
+// frames per second that arrived at the receiver's interface over d,
+// counted after 200 ms of warm-up. The receiver's socket exists (no ICMP
+// unreachable comes back) but is not read: frames are counted at the
+// interface, so the rate is the network's, not the receiving stack's.
+func (n *Network) Blast(ctx context.Context, from, to string, size int, d time.Duration) (float64, error) {
+	dst := n.Topology.Node(to)
+	if dst == nil || n.Topology.Node(from) == nil {
+		return 0, fmt.Errorf("blast: no host %q or %q", from, to)
+	}
+	var rx, tx net.PacketConn
+	if err := n.Do(to, func() (err error) { rx, err = net.ListenPacket("udp4", dst.IP.String()+":9000"); return }); err != nil {
+		return 0, fmt.Errorf("blast: %w", err)
+	}
+	defer rx.Close()
+	if err := n.Do(from, func() (err error) { tx, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
+		return 0, fmt.Errorf("blast: %w", err)
+	}
+	defer tx.Close()
+	pc := ipv4.NewPacketConn(tx)
+	addr := &net.UDPAddr{IP: net.IP(dst.IP.AsSlice()), Port: 9000}
+	msgs := make([]ipv4.Message, 64)
+	payload := make([]byte, size)
+	for i := range msgs {
+		msgs[i] = ipv4.Message{Buffers: [][]byte{payload}, Addr: addr}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pc.WriteBatch(msgs, 0)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	rxPackets := func() (uint64, error) {
+		h, err := n.Handle(to)
+		if err != nil {
+			return 0, err
+		}
+		defer h.Delete()
+		l, err := h.LinkByName(dst.Ports[0].Iface)
+		if err != nil {
+			return 0, err
+		}
+		return l.Attrs().Statistics.RxPackets, nil
+	}
+	sleep := func(d time.Duration) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := sleep(200 * time.Millisecond); err != nil { // steady state
+		return 0, err
+	}
+	p0, err := rxPackets()
+	if err != nil {
+		return 0, fmt.Errorf("blast: %w", err)
+	}
+	t0 := time.Now()
+	if err := sleep(d); err != nil {
+		return 0, err
+	}
+	p1, err := rxPackets()
+	if err != nil {
+		return 0, fmt.Errorf("blast: %w", err)
+	}
+	return float64(p1-p0) / time.Since(t0).Seconds(), nil
+}

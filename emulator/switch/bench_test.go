@@ -4,11 +4,8 @@ package goswitch
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
-
-	"golang.org/x/net/ipv4"
 
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/internal/units"
@@ -75,50 +72,14 @@ func BenchmarkSwitchVsBridge(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// blast sends UDP datagrams of size bytes from one host to another for d,
-// in batches of 64 per sendmmsg, and returns the frames per second that
-// arrived at the receiver's interface.
+// blast is n.Blast, failing the benchmark on error.
 func blast(b *testing.B, n *netns.Network, from, to string, size int, d time.Duration) float64 {
 	b.Helper()
-	dst := n.Topology.Node(to)
-	var rx, tx net.PacketConn
-	// The receiver's socket exists (no ICMP unreachable comes back) but is
-	// not read: frames are counted at the interface.
-	if err := n.Do(to, func() (err error) { rx, err = net.ListenPacket("udp4", dst.IP.String()+":9000"); return }); err != nil {
+	pps, err := n.Blast(context.Background(), from, to, size, d)
+	if err != nil {
 		b.Fatal(err)
 	}
-	defer rx.Close()
-	if err := n.Do(from, func() (err error) { tx, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
-		b.Fatal(err)
-	}
-	defer tx.Close()
-	pc := ipv4.NewPacketConn(tx)
-	addr := &net.UDPAddr{IP: net.IP(dst.IP.AsSlice()), Port: 9000}
-	msgs := make([]ipv4.Message, 64)
-	payload := make([]byte, size)
-	for i := range msgs {
-		msgs[i] = ipv4.Message{Buffers: [][]byte{payload}, Addr: addr}
-	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			pc.WriteBatch(msgs, 0)
-		}
-	}()
-	defer func() { close(stop); <-done }()
-	time.Sleep(200 * time.Millisecond) // steady state
-	p0 := ifaceStats(b, n, to).RxPackets
-	t0 := time.Now()
-	time.Sleep(d)
-	p1 := ifaceStats(b, n, to).RxPackets
-	return float64(p1-p0) / time.Since(t0).Seconds()
+	return pps
 }
 
 // BenchmarkRateThroughSwitch floods a 400 Mbit/s link through the Go switch
