@@ -7,10 +7,10 @@
  * and re-marks the DSCP to that class selector, so the class is visible on
  * the wire and kept by DSCP-only switches. A miss leaves the DSCP priority.
  *
- * farmem.p4info.txtpb is its P4Info (ids assigned by hand: p4c is not on
- * tracebed's build machines; controllers look ids up by name). The Go twin
- * passes testdata/vectors.json; TestBmv2Vectors runs the same vectors
- * through bmv2 where p4c and simple_switch are installed.
+ * farmem.p4info.txtpb is its P4Info, as p4c-bm2-ss writes it (the Go twin
+ * serves the same ids; controllers look ids up by name). The Go twin
+ * passes testdata/vectors.json; TestVectorsBMv2 runs the same vectors
+ * through simple_switch_grpc where p4c and bmv2 are installed.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -174,7 +174,14 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             hdr.packet_out.setInvalid();
             return;
         }
-        if (!hdr.ipv4.isValid()) { meta.miss_reason = 0; route_miss.apply(); return; }
+        /* Not a well-formed IPv4 header (fwd.p4's rule: version 4 and 20
+         * bytes, a total length within the frame): malformed. */
+        if (!hdr.ipv4.isValid() || sm.parser_error == error.HeaderTooShort ||
+            hdr.ipv4.total_len < 20 || (bit<32>) hdr.ipv4.total_len + 14 > sm.packet_length) {
+            meta.miss_reason = 0;
+            route_miss.apply();
+            return;
+        }
         if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
         bool on_port = hdr.udp.isValid() &&
             (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
@@ -242,4 +249,6 @@ control FarmemDeparser(packet_out pkt, in headers hdr) {
     }
 }
 
+@pkginfo(name="farmem", version="1")
+@brief("fwd.p4's IPv4 forwarding, with far-memory messages (UDP port 7470) classified by (type, urgency) into egress priority classes, re-marked in the DSCP")
 V1Switch(FarmemParser(), FarmemVerify(), ingress(), egress(), FarmemChecksum(), FarmemDeparser()) main;

@@ -2349,7 +2349,10 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             return;
         }
         meta.miss_reason = 0; // not IPv4: malformed
-        if (!hdr.ipv4.isValid()) {
+        /* Not a well-formed IPv4 header (fwd.p4's rule: version 4 and 20
+         * bytes, a total length within the frame): malformed. */
+        if (!hdr.ipv4.isValid() || sm.parser_error == error.HeaderTooShort ||
+            hdr.ipv4.total_len < 20 || (bit<32>) hdr.ipv4.total_len + 14 > sm.packet_length) {
             route_miss.apply();
             return;
         }
@@ -2496,4 +2499,6 @@ control FreeDeparser(packet_out pkt, in headers hdr) {
     }
 }
 
+@pkginfo(name="freeina", version="1")
+@brief("FreeINA: in-network aggregation of RoCEv2 RC connections between hosts (docs/freeina.md), over fwd.p4's forwarding")
 V1Switch(FreeParser(), FreeVerify(), ingress(), egress(), FreeChecksum(), FreeDeparser()) main;

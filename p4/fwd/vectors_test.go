@@ -126,6 +126,12 @@ func fwdCases(top *topologies.Topology) []fwdCase {
 	ttl0[22] = 0 // AppendUDP makes TTL 0 its default, 64
 	binary.BigEndian.PutUint16(ttl0[24:], 0)
 	binary.BigEndian.PutUint16(ttl0[24:], frame.Checksum(ttl0[14:34]))
+	opts := udp(0, 2, 0, 64)
+	opts = append(opts[:34:34], append([]byte{1, 1, 1, 0}, opts[34:]...)...) // NOP, NOP, NOP, end of options
+	opts[14] = 0x46
+	binary.BigEndian.PutUint16(opts[16:], uint16(len(opts)-14))
+	binary.BigEndian.PutUint16(opts[24:], 0)
+	binary.BigEndian.PutUint16(opts[24:], frame.Checksum(opts[14:38]))
 	short := append(udp(0, 1, 0, 64)[:14], 0x45, 0, 0, 20) // an IPv4 header cut after 4 bytes
 	return []fwdCase{
 		{name: "UDP h1 to h3", in: 1, frame: udp(0, 2, 0, 64), wantPort: 3},
@@ -138,6 +144,7 @@ func fwdCases(top *topologies.Topology) []fwdCase {
 		{name: "no route to 192.0.2.9: dropped (no_route)", in: 1, frame: ipv4Frame(top, 0, netip.MustParseAddr("192.0.2.9"), 17, 0, 64, make([]byte, 12)), drop: DropNoRoute},
 		{name: "ARP: dropped (malformed, not IPv4)", in: 1, frame: arp, drop: DropMalformed},
 		{name: "IPv4 EtherType, version 6: dropped (malformed)", in: 1, frame: version6, drop: DropMalformed},
+		{name: "IPv4 header with options (IHL 6): dropped (malformed)", in: 1, frame: opts, drop: DropMalformed},
 		{name: "total length beyond the frame: dropped (malformed)", in: 2, frame: long, drop: DropMalformed},
 		{name: "frame ends inside the IPv4 header: dropped (malformed)", in: 1, frame: short, drop: DropMalformed},
 	}

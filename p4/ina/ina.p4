@@ -1367,4 +1367,5 @@ control InaDeparser(packet_out pkt, in headers_t hdr) {
     }
 }
 
+@pkginfo(name="ina", version="1")
 V1Switch(InaParser(), InaVerify(), InaIngress(), InaEgress(), InaChecksum(), InaDeparser()) main;
