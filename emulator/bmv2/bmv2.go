@@ -113,6 +113,9 @@ type Program struct {
 	JSON   []byte // simple_switch's configuration: the P4Runtime p4_device_config
 	P4Info *p4configv1.P4Info
 	Dir    string // where the compiler's outputs are kept
+	// Warnings is what the compiler printed for a program it compiled:
+	// its warnings (empty for a clean compilation).
+	Warnings string
 }
 
 // Compile compiles the P4-16 source (fwd, ina, farmem, freeina: package p4) of prog (its Source) with p4c-bm2-ss
@@ -173,6 +176,9 @@ func compile(ctx context.Context, compiler, program string, src []byte, dir, cac
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("bmv2: %s %s: %w\n%s", compiler, strings.Join(args, " "), err, out.String())
 	}
+	if err := os.WriteFile(filepath.Join(tmp, logName), out.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("bmv2: %w", err)
+	}
 	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
 		// Another run compiled the same program at the same time: keep
 		// theirs.
@@ -202,5 +208,10 @@ func load(program, dir, jsonPath, infoPath string) (*Program, error) {
 	if err := prototext.Unmarshal(txt, info); err != nil {
 		return nil, fmt.Errorf("bmv2: %s: %w", infoPath, err)
 	}
-	return &Program{Name: program, JSON: js, P4Info: info, Dir: dir}, nil
+	warnings, _ := os.ReadFile(filepath.Join(dir, logName))
+	return &Program{Name: program, JSON: js, P4Info: info, Dir: dir, Warnings: string(warnings)}, nil
 }
+
+// logName is the file of the compiler's output in a compiled program's
+// directory.
+const logName = "p4c.log"

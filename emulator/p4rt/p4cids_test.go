@@ -2,9 +2,11 @@ package p4rt
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestAssignP4cIDs: ids are p4c's (core.p4's NoAction is 0x01445837 in
@@ -55,5 +57,27 @@ func TestAssignP4cIDs(t *testing.T) {
 	p := info.ActionProfiles[0]
 	if p.Preamble.Id != 0x11000000|P4cHash("c.p")&0xffffff || tb.ImplementationId != p.Preamble.Id || p.TableIds[0] != tb.Preamble.Id {
 		t.Errorf("action profile %#x, implementation %#x, its table %#x", p.Preamble.Id, tb.ImplementationId, p.TableIds[0])
+	}
+}
+
+// TestSameIDs: an object whose id differs, or that is missing, is named.
+func TestSameIDs(t *testing.T) {
+	info := &p4configv1.P4Info{}
+	b := NewInfoBuilder(info, 1)
+	a := b.Action("c.a", ParamSpec{Name: "p", Width: 8})
+	b.Table("c.t", 16, []FieldSpec{{Name: "k", Width: 8, Kind: p4configv1.MatchField_EXACT}}, a, a)
+	b.Counter("c.n", p4configv1.CounterSpec_PACKETS, 4)
+	if err := SameIDs(info, info); err != nil {
+		t.Fatalf("a P4Info differs from itself: %v", err)
+	}
+	other := proto.Clone(info).(*p4configv1.P4Info)
+	other.Actions[0].Params[0].Id = 2
+	other.Counters = nil
+	AssignP4cIDs(other)
+	err := SameIDs(info, other)
+	for _, want := range []string{"table c.t: id", "action c.a param p: id 0x2, want 0x1", "counter c.n: missing"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
 	}
 }

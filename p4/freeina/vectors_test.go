@@ -15,7 +15,7 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files (testdata/vectors/*.json, freeina.p4, testdata/p4info.txtpb)")
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/vectors/*.json, freeina.p4)")
 
 // A vector file (testdata/vectors/*.json) is a switch program and a
 // sequence of frames in with the frames expected out, shared by the Go
