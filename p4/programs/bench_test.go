@@ -303,7 +303,7 @@ func streamINA(b *testing.B, n *netns.Network, from string, port uint16, job uin
 			}
 			for i := range msgs {
 				h := ina.Header{Flags: ina.FlagData, Job: job, Slot: uint16(chunk % slots), Ver: uint8(chunk / slots % 2),
-					Workers: 1, K: ina.DefaultK, Offset: uint32(chunk * ina.DefaultK)}
+					Workers: 1, Bitmap: 1, K: ina.DefaultK, Offset: uint32(chunk * ina.DefaultK)}
 				bufs[i] = ina.Append(bufs[i][:0], h, values)
 				msgs[i] = ipv4.Message{Buffers: [][]byte{bufs[i]}, Addr: to}
 				chunk++
