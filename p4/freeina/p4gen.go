@@ -191,13 +191,12 @@ control FreeVerify(inout headers hdr, inout metadata meta) { apply { } }
     hdr.ipv4.flags, hdr.ipv4.frag_offset, 8w0xff, hdr.ipv4.protocol, 16w0xffff, \
     hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.l4.src_port, hdr.l4.dst_port, hdr.udp.length, 16w0xffff, \
     hdr.bth.opcode, hdr.bth.se, hdr.bth.m, hdr.bth.pad, hdr.bth.tver, hdr.bth.pkey, 8w0xff, hdr.bth.dqpn, \
-    hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn, hdr.reth.va, hdr.reth.rkey, hdr.reth.len, hdr.imm.imm \
-{{- range .I}}, hdr.vals.v{{.}}{{end}} }
+    hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn, hdr.reth.va, hdr.reth.rkey, hdr.reth.len, hdr.imm.imm{{range .I}}, hdr.vals.v{{.}}{{end}} }
 
 control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     // fwd.p4's forwarding.
     counter(1, CounterType.packets) forwarded;
-    counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
+    counter(8, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local, 4 checksum
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
     action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }

@@ -308,7 +308,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
     bit<32> cell;
     bit<32> all;
-    bit<32> members;
+    bit<32> completes; // the workers whose contributions this switch completes (meta.members, or all)
     bit<32> r_bitmap;
     bit<8>  r_count;
     bit<32> r_gen;
@@ -415,7 +415,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         r_bitmap = hdr.ina.bitmap;
         r_count = 1;
         agg_count.write(cell, 1);
-        r_ovf = (hdr.ina.flags >> 4) & 1;
+        r_ovf = (hdr.ina.flags & F_OVERFLOW) >> 4;
         agg_overflow.write(cell, r_ovf);
         agg_value_0.write(cell, hdr.vals.v0);
         agg_value_1.write(cell, hdr.vals.v1);
@@ -808,7 +808,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         ovf = ovf | ((a ^ s) & (hdr.vals.v63 ^ s));
         agg_value_63.write(cell, s);
         hdr.vals.v63 = s;
-        r_ovf = r_ovf | (bit<8>)(ovf >> 31) | ((hdr.ina.flags >> 4) & 1);
+        r_ovf = r_ovf | (bit<8>)(ovf >> 31) | ((hdr.ina.flags & F_OVERFLOW) >> 4);
         agg_overflow.write(cell, r_ovf);
         r_bitmap = r_bitmap | hdr.ina.bitmap;
         agg_bitmap.write(cell, r_bitmap);
@@ -891,7 +891,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agg_round.write(cell, hdr.ina.round);
         agg_offset.write(cell, hdr.ina.offset);
         agg_bitmap.write(cell, all);
-        agg_overflow.write(cell, (hdr.ina.flags >> 4) & 1);
+        agg_overflow.write(cell, (hdr.ina.flags & F_OVERFLOW) >> 4);
         agg_value_0.write(cell, hdr.vals.v0);
         agg_value_1.write(cell, hdr.vals.v1);
         agg_value_2.write(cell, hdr.vals.v2);
@@ -959,13 +959,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     action set_result() {
-        hdr.ina.flags = F_RESULT | (r_ovf << 4); // F_OVERFLOW when r_ovf = 1
+        hdr.ina.flags = F_RESULT | (r_ovf == 1 ? F_OVERFLOW : 8w0);
         hdr.ina.bitmap = all;
     }
 
     // The cell's aggregate as a partial (flags: F_RETX or 0).
     action set_partial(bit<8> flags) {
-        hdr.ina.flags = F_PARTIAL | flags | (r_ovf << 4);
+        hdr.ina.flags = F_PARTIAL | flags | (r_ovf == 1 ? F_OVERFLOW : 8w0);
         hdr.ina.bitmap = r_bitmap;
     }
 
@@ -1003,38 +1003,26 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
             mark_to_drop(std);
             return;
         }
-        if (!local.apply().hit) {
-            // Transit.
-            if (!routes.apply().hit) {
-                drops.count(G_NO_ROUTE);
+        // Transit frames, and packets the switch generates (meta.forward),
+        // are routed at the end: bmv2 applies a table at one place only.
+        bool transit = !local.apply().hit;
+        if (!transit) {
+            if (!hdr.ina.isValid()) {
+                drops.count(G_NOT_INA); // addressed to the switch, not INA
                 mark_to_drop(std);
                 return;
             }
-            if (hdr.ipv4.ttl <= 1) {
-                drops.count(G_TTL);
+            // Lengths and k: anything but this switch's k is malformed here.
+            if (!hdr.vals.isValid() || hdr.udp.len != 8 + 24 + K * 4 ||
+                hdr.ipv4.total_len != 20 + hdr.udp.len || std.packet_length != 14 + (bit<32>)hdr.ipv4.total_len) {
+                drops.count(G_MALFORMED);
                 mark_to_drop(std);
                 return;
             }
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            forwarded.count(0);
-            return;
-        }
-        if (!hdr.ina.isValid()) {
-            drops.count(G_NOT_INA); // addressed to the switch, not INA
-            mark_to_drop(std);
-            return;
-        }
-        // Lengths and k: anything but this switch's k is malformed here.
-        if (!hdr.vals.isValid() || hdr.udp.len != 8 + 24 + K * 4 ||
-            hdr.ipv4.total_len != 20 + hdr.udp.len || std.packet_length != 14 + (bit<32>)hdr.ipv4.total_len) {
-            drops.count(G_MALFORMED);
-            mark_to_drop(std);
-            return;
-        }
-        // The UDP checksum: present, and the sum over the pseudo-header
-        // and the datagram, checksum included, is zero.
-        hash(meta.csum, HashAlgorithm.csum16, 16w0,
-            { hdr.ipv4.src, hdr.ipv4.dst, 8w0, hdr.ipv4.proto, hdr.udp.len,
+            // The UDP checksum: present, and the sum over the pseudo-header
+            // and the datagram, checksum included, is zero.
+            hash(meta.csum, HashAlgorithm.csum16, 16w0,
+                { hdr.ipv4.src, hdr.ipv4.dst, 8w0, hdr.ipv4.proto, hdr.udp.len,
               hdr.udp.sport, hdr.udp.dport, hdr.udp.len, hdr.udp.csum,
               hdr.ina.proto, hdr.ina.flags, hdr.ina.job, hdr.ina.slot, hdr.ina.ver, hdr.ina.worker,
               hdr.ina.workers, hdr.ina.reserved, hdr.ina.k, hdr.ina.round, hdr.ina.offset, hdr.ina.bitmap,
@@ -1046,253 +1034,270 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
               hdr.vals.v40, hdr.vals.v41, hdr.vals.v42, hdr.vals.v43, hdr.vals.v44, hdr.vals.v45, hdr.vals.v46, hdr.vals.v47,
               hdr.vals.v48, hdr.vals.v49, hdr.vals.v50, hdr.vals.v51, hdr.vals.v52, hdr.vals.v53, hdr.vals.v54, hdr.vals.v55,
               hdr.vals.v56, hdr.vals.v57, hdr.vals.v58, hdr.vals.v59, hdr.vals.v60, hdr.vals.v61, hdr.vals.v62, hdr.vals.v63 },
-            32w65536);
-        if (hdr.udp.csum == 0 || meta.csum != 0) {
-            drops.count(G_CHECKSUM); // corrupted or unchecked: never aggregated
-            mark_to_drop(std);
-            return;
-        }
-        // The INA header, as ina.Parse checks it.
-        all = ((bit<32>)1 << hdr.ina.workers) - 1;
-        bit<8> kinds = hdr.ina.flags & F_KINDS;
-        bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
-            (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
-            hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
-            hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
-            hdr.ina.reserved == 0;
-        if (ok) {
-            if (kinds == F_DATA) {
-                ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
-            } else if (kinds == F_RESULT) {
-                ok = hdr.ina.bitmap == all;
-            } else {
-                ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
-            }
-        }
-        if (!ok) {
-            drops.count(G_MALFORMED);
-            mark_to_drop(std);
-            return;
-        }
-        if (!jobs.apply().hit) {
-            drops.count(G_NO_JOB);
-            mark_to_drop(std);
-            return;
-        }
-        job_packets.count((bit<32>)hdr.ina.job);
-        if (hdr.ina.workers != meta.workers) {
-            job_drop(D_INCONSISTENT);
-            return;
-        }
-        all = ((bit<32>)1 << meta.workers) - 1;
-        members = meta.members;
-        if (members == 0) {
-            members = all;
-        }
-        bool retx = (hdr.ina.flags & F_RETX) != 0;
-        bool has_up = meta.up_addr != 0;
-        if (kinds == F_DATA || kinds == F_PARTIAL) {
-            if ((hdr.ina.bitmap & ~members) != 0) {
-                job_drop(D_INCONSISTENT); // a worker of another rack
+                32w65536);
+            if (hdr.udp.csum == 0 || meta.csum != 0) {
+                drops.count(G_CHECKSUM); // corrupted or unchecked: never aggregated
+                mark_to_drop(std);
                 return;
             }
-            // Progress of the job, for rebinding.
-            bit<32> jr;
-            bit<32> jw;
-            job_round.read(jr, (bit<32>)hdr.ina.job);
-            job_workers.read(jw, (bit<32>)hdr.ina.job);
-            bit<32> dj = hdr.ina.round - jr;
-            if (dj != 0 && dj[31:31] == 0) {
-                jr = hdr.ina.round;
-                jw = hdr.ina.bitmap;
-            } else if (dj == 0) {
-                jw = jw | hdr.ina.bitmap;
+            // The INA header, as ina.Parse checks it.
+            all = ((bit<32>)1 << hdr.ina.workers) - 1;
+            bit<8> kinds = hdr.ina.flags & F_KINDS;
+            bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
+                (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
+                hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
+                hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
+                hdr.ina.reserved == 0;
+            if (ok) {
+                if (kinds == F_DATA) {
+                    ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
+                } else if (kinds == F_RESULT) {
+                    ok = hdr.ina.bitmap == all;
+                } else {
+                    ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
+                }
             }
-            job_round.write((bit<32>)hdr.ina.job, jr);
-            job_workers.write((bit<32>)hdr.ina.job, jw);
+            if (!ok) {
+                drops.count(G_MALFORMED);
+                mark_to_drop(std);
+                return;
+            }
+            if (!jobs.apply().hit) {
+                drops.count(G_NO_JOB);
+                mark_to_drop(std);
+                return;
+            }
+            job_packets.count((bit<32>)hdr.ina.job);
+            if (hdr.ina.workers != meta.workers) {
+                job_drop(D_INCONSISTENT);
+                return;
+            }
+            all = ((bit<32>)1 << meta.workers) - 1;
+            completes = meta.members;
+            if (completes == 0) {
+                completes = all;
+            }
+            bool retx = (hdr.ina.flags & F_RETX) != 0;
+            bool has_up = meta.up_addr != 0;
+            if (kinds == F_DATA || kinds == F_PARTIAL) {
+                if ((hdr.ina.bitmap & ~completes) != 0) {
+                    job_drop(D_INCONSISTENT); // a worker of another rack
+                    return;
+                }
+                // Progress of the job, for rebinding.
+                bit<32> jr;
+                bit<32> jw;
+                job_round.read(jr, (bit<32>)hdr.ina.job);
+                job_workers.read(jw, (bit<32>)hdr.ina.job);
+                bit<32> dj = hdr.ina.round - jr;
+                if (dj != 0 && dj[31:31] == 0) {
+                    jr = hdr.ina.round;
+                    jw = hdr.ina.bitmap;
+                } else if (dj == 0) {
+                    jw = jw | hdr.ina.bitmap;
+                }
+                job_round.write((bit<32>)hdr.ina.job, jr);
+                job_workers.write((bit<32>)hdr.ina.job, jw);
 
-            if (meta.mode == MODE_POOL) {
-                // SwitchML: slot s, copy ver.
-                if ((bit<32>)hdr.ina.slot >= meta.size) {
-                    job_drop(D_BAD_SLOT);
-                    return;
-                }
-                cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
-                load_cell();
-                bit<32> d = hdr.ina.round - r_round;
-                bool same = r_gen == meta.gen;
-                if (!same || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset > r_offset)) {
-                    start();
-                } else if (d[31:31] == 1 || hdr.ina.offset < r_offset) {
-                    job_drop(D_STALE);
-                    return;
-                } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
-                    if (r_bitmap == all) {
-                        // Finished: answer the sender from this copy (the
-                        // result, computed here or kept from above).
-                        fill();
-                        set_result();
-                        job_results.count((bit<32>)hdr.ina.job);
-                        readdress(hdr.ipv4.src, hdr.udp.sport);
-                    } else if (has_up && r_bitmap == members && retx) {
-                        // This switch's part went up, no result came
-                        // back: send the partial up again.
-                        fill();
-                        set_partial(F_RETX);
-                        to_up();
-                    } else {
-                        job_drop(D_DUPLICATE);
+                if (meta.mode == MODE_POOL) {
+                    // SwitchML: slot s, copy ver.
+                    if ((bit<32>)hdr.ina.slot >= meta.size) {
+                        job_drop(D_BAD_SLOT);
                         return;
                     }
-                } else {
-                    add();
-                }
-                if (meta.forward == 0) {
-                    if (r_bitmap != members) {
-                        mark_to_drop(std); // a contribution kept in the switch
-                        return;
-                    }
-                    if (has_up) {
-                        set_partial(0);
-                        to_up();
-                    } else {
-                        if (r_ovf != 0) {
-                            job_overflows.count((bit<32>)hdr.ina.job);
-                        }
-                        set_result();
-                        multicast();
-                    }
-                }
-            } else {
-                // ATP: hash placement over the pool, copy 0.
-                if (meta.place == PLACE_SLOT) {
-                    slot_cell();
-                } else {
-                    hashed_cell();
-                }
-                load_cell();
-                bit<32> d = hdr.ina.round - r_round;
-                bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
-                // Where the packet goes: 0 kept, 1 onward (up, or to the PS
-                // from the top), 2 to the PS as a collision, 3 the cell's
-                // complete aggregate on (a partial up, the result to the PS).
-                bit<2> dest = 0;
-                bit<8> extra = 0;
-                if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
-                    // Free, or a stale partial of an older round.
-                    if (retx) {
-                        agg_count.write(cell, 0); // a retransmission never claims a cell
-                        dest = 1;
-                    } else {
-                        start();
-                    }
-                } else if (mine && r_bitmap == members) {
-                    // Complete, held until its result returns.
-                    if (!retx) {
-                        job_drop(D_DUPLICATE);
-                        return;
-                    }
-                    fill();
-                    dest = 3;
-                    extra = F_RETX;
-                } else if (mine) {
-                    if ((r_bitmap & hdr.ina.bitmap) == 0) {
-                        add();
-                    } else if (!retx) {
-                        job_drop(D_DUPLICATE);
-                        return;
-                    } else {
-                        fill();
-                    }
-                    if (r_bitmap != members && retx) {
-                        // Flush the partial aggregate on; the cell is free.
-                        set_partial(F_RETX);
-                        agg_count.write(cell, 0);
-                        dest = 1;
-                    }
-                } else if (retx && has_up) {
-                    dest = 1; // up, where its chunk may be held
-                } else {
-                    dest = 2; // a collision
-                }
-                if (dest == 0 && r_bitmap == members) {
-                    dest = 3;
-                    if (meta.hold != HOLD_RETURN) {
-                        agg_count.write(cell, 0); // freed as its aggregate leaves
-                    }
-                }
-                if (dest == 0) {
-                    mark_to_drop(std); // a contribution kept in the switch
-                    return;
-                }
-                if (dest == 3) {
-                    if (has_up) {
-                        set_partial(extra);
-                        to_up();
-                    } else {
-                        if (extra == 0 && r_ovf != 0) {
-                            job_overflows.count((bit<32>)hdr.ina.job);
-                        }
-                        set_result();
-                        hdr.ina.flags = hdr.ina.flags | extra;
-                        dest = 1; // to the PS, no collision flag
-                    }
-                } else if (dest == 1 && has_up) {
-                    to_up();
-                }
-                if (meta.forward == 0) {
-                    // To the parameter server.
-                    if (meta.ps_port == 0) {
-                        job_drop(D_NO_PS);
-                        return;
-                    }
-                    if (dest == 2 || (dest == 1 && (hdr.ina.flags & F_PARTIAL) == 0 && extra == 0 && (hdr.ina.flags & F_RESULT) == 0)) {
-                        hdr.ina.flags = hdr.ina.flags | F_COLLISION;
-                        job_collisions.count((bit<32>)hdr.ina.job);
-                    }
-                    readdress(meta.ps_addr, meta.ps_port);
-                }
-            }
-        } else if (kinds == F_RESULT) {
-            bool from_ps = meta.ps_port != 0 && hdr.ipv4.src == meta.ps_addr && hdr.udp.sport == meta.ps_port;
-            bool from_up = has_up && hdr.ipv4.src == meta.up_addr && hdr.udp.sport == INA_PORT;
-            if (!from_ps && !from_up) {
-                job_drop(D_NOT_FROM_PS);
-                return;
-            }
-            if (meta.mode == MODE_POOL && from_up && !from_ps) {
-                // Keep the result to answer the rack's retransmissions,
-                // unless the cell moved on to a newer chunk.
-                if ((bit<32>)hdr.ina.slot < meta.size) {
                     cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
                     load_cell();
                     bit<32> d = hdr.ina.round - r_round;
-                    if (r_gen != meta.gen || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset >= r_offset)) {
-                        keep();
+                    bool same = r_gen == meta.gen;
+                    if (!same || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset > r_offset)) {
+                        start();
+                    } else if (d[31:31] == 1 || hdr.ina.offset < r_offset) {
+                        job_drop(D_STALE);
+                        return;
+                    } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
+                        if (r_bitmap == all) {
+                            // Finished: answer the sender from this copy (the
+                            // result, computed here or kept from above).
+                            fill();
+                            set_result();
+                            job_results.count((bit<32>)hdr.ina.job);
+                            readdress(hdr.ipv4.src, hdr.udp.sport);
+                        } else if (has_up && r_bitmap == completes && retx) {
+                            // This switch's part went up, no result came
+                            // back: send the partial up again.
+                            fill();
+                            set_partial(F_RETX);
+                            to_up();
+                        } else {
+                            job_drop(D_DUPLICATE);
+                            return;
+                        }
+                    } else {
+                        add();
+                    }
+                    if (meta.forward == 0) {
+                        if (r_bitmap != completes) {
+                            mark_to_drop(std); // a contribution kept in the switch
+                            return;
+                        }
+                        if (has_up) {
+                            set_partial(0);
+                            to_up();
+                        } else {
+                            if (r_ovf != 0) {
+                                job_overflows.count((bit<32>)hdr.ina.job);
+                            }
+                            set_result();
+                            multicast();
+                        }
+                    }
+                } else {
+                    // ATP: hash placement over the pool, copy 0.
+                    if (meta.place == PLACE_SLOT) {
+                        slot_cell();
+                    } else {
+                        hashed_cell();
+                    }
+                    load_cell();
+                    bit<32> d = hdr.ina.round - r_round;
+                    bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
+                    // Where the packet goes: 0 kept, 1 onward (up, or to the PS
+                    // from the top), 2 to the PS as a collision, 3 the cell's
+                    // complete aggregate on (a partial up, the result to the PS).
+                    bit<2> dest = 0;
+                    bit<8> extra = 0;
+                    if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
+                        // Free, or a stale partial of an older round.
+                        if (retx) {
+                            agg_count.write(cell, 0); // a retransmission never claims a cell
+                            dest = 1;
+                        } else {
+                            start();
+                        }
+                    } else if (mine && r_bitmap == completes) {
+                        // Complete, held until its result returns.
+                        if (!retx) {
+                            job_drop(D_DUPLICATE);
+                            return;
+                        }
+                        fill();
+                        dest = 3;
+                        extra = F_RETX;
+                    } else if (mine) {
+                        if ((r_bitmap & hdr.ina.bitmap) == 0) {
+                            add();
+                        } else if (!retx) {
+                            job_drop(D_DUPLICATE);
+                            return;
+                        } else {
+                            fill();
+                        }
+                        if (r_bitmap != completes && retx) {
+                            // Flush the partial aggregate on; the cell is free.
+                            set_partial(F_RETX);
+                            agg_count.write(cell, 0);
+                            dest = 1;
+                        }
+                    } else if (retx && has_up) {
+                        dest = 1; // up, where its chunk may be held
+                    } else {
+                        dest = 2; // a collision
+                    }
+                    if (dest == 0 && r_bitmap == completes) {
+                        dest = 3;
+                        if (meta.hold != HOLD_RETURN) {
+                            agg_count.write(cell, 0); // freed as its aggregate leaves
+                        }
+                    }
+                    if (dest == 0) {
+                        mark_to_drop(std); // a contribution kept in the switch
+                        return;
+                    }
+                    if (dest == 3) {
+                        if (has_up) {
+                            set_partial(extra);
+                            to_up();
+                        } else {
+                            if (extra == 0 && r_ovf != 0) {
+                                job_overflows.count((bit<32>)hdr.ina.job);
+                            }
+                            set_result();
+                            hdr.ina.flags = hdr.ina.flags | extra;
+                            dest = 1; // to the PS, no collision flag
+                        }
+                    } else if (dest == 1 && has_up) {
+                        to_up();
+                    }
+                    if (meta.forward == 0) {
+                        // To the parameter server.
+                        if (meta.ps_port == 0) {
+                            job_drop(D_NO_PS);
+                            return;
+                        }
+                        if (dest == 2 || (dest == 1 && (hdr.ina.flags & F_PARTIAL) == 0 && extra == 0 && (hdr.ina.flags & F_RESULT) == 0)) {
+                            hdr.ina.flags = hdr.ina.flags | F_COLLISION;
+                            job_collisions.count((bit<32>)hdr.ina.job);
+                        }
+                        readdress(meta.ps_addr, meta.ps_port);
                     }
                 }
-            } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
-                // Release on return: free the cell its chunk still holds.
-                if (meta.place == PLACE_SLOT) {
-                    slot_cell();
-                } else {
-                    hashed_cell();
+            } else if (kinds == F_RESULT) {
+                bool from_ps = meta.ps_port != 0 && hdr.ipv4.src == meta.ps_addr && hdr.udp.sport == meta.ps_port;
+                bool from_up = has_up && hdr.ipv4.src == meta.up_addr && hdr.udp.sport == INA_PORT;
+                if (!from_ps && !from_up) {
+                    job_drop(D_NOT_FROM_PS);
+                    return;
                 }
-                load_cell();
-                if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
-                    agg_count.write(cell, 0);
+                if (meta.mode == MODE_POOL && from_up && !from_ps) {
+                    // Keep the result to answer the rack's retransmissions,
+                    // unless the cell moved on to a newer chunk.
+                    if ((bit<32>)hdr.ina.slot < meta.size) {
+                        cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
+                        load_cell();
+                        bit<32> d = hdr.ina.round - r_round;
+                        if (r_gen != meta.gen || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset >= r_offset)) {
+                            keep();
+                        }
+                    }
+                } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
+                    // Release on return: free the cell its chunk still holds.
+                    if (meta.place == PLACE_SLOT) {
+                        slot_cell();
+                    } else {
+                        hashed_cell();
+                    }
+                    load_cell();
+                    if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
+                        agg_count.write(cell, 0);
+                    }
                 }
-            }
-            multicast();
-        } else {
-            job_drop(D_NOT_FROM_PS); // unreachable: partials are contributions
-            return;
-        }
-        if (meta.forward == 1) {
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
-            if (!routes.apply().hit) {
-                job_drop(D_NO_ROUTE);
+                multicast();
+            } else {
+                job_drop(D_NOT_FROM_PS); // unreachable: partials are contributions
                 return;
+            }
+        }
+        if (transit || meta.forward == 1) {
+            if (meta.forward == 1) {
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
+            }
+            if (!routes.apply().hit) {
+                if (transit) {
+                    drops.count(G_NO_ROUTE);
+                    mark_to_drop(std);
+                } else {
+                    job_drop(D_NO_ROUTE);
+                }
+                return;
+            }
+            if (transit) {
+                if (hdr.ipv4.ttl <= 1) {
+                    drops.count(G_TTL);
+                    mark_to_drop(std);
+                    return;
+                }
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                forwarded.count(0);
             }
         }
     }
