@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,7 +83,13 @@ func (r *Replay) Run(ctx context.Context) (map[int][][]byte, error) {
 		return nil, fmt.Errorf("bmv2: input pcaps: %w", err)
 	}
 	sock := filepath.Join(dir, "p4rt.sock")
-	args := []string{"--device-id", "0", "--use-files", strconv.Itoa(ReplayWait), "--log-console", "-L", "warn"}
+	// Its own thrift port: simple_switch_grpc also serves thrift, on 9090
+	// unless told, and a second switch in the namespace could not bind.
+	thrift, err := FreePort()
+	if err != nil {
+		return nil, fmt.Errorf("bmv2: %w", err)
+	}
+	args := []string{"--device-id", "0", "--use-files", strconv.Itoa(ReplayWait), "--thrift-port", strconv.Itoa(thrift), "--log-console", "-L", "warn"}
 	args = append(args, usefiles.Args(r.Ports)...)
 	args = append(args, "--no-p4", "--", "--grpc-server-addr", "unix:"+sock)
 	if r.PriorityQueues > 0 {
@@ -219,4 +226,15 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// FreePort returns a TCP port of the loopback that was free a moment ago,
+// for a simple_switch_grpc's thrift server (--thrift-port).
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -3,6 +3,7 @@ package farmem
 import (
 	"context"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,8 @@ import (
 // on simple_switch_grpc reading pcap files with eight priority queues
 // (bmv2.Replay), programmed over P4Runtime by tracebed's own client — the
 // topology's routes as fwd.RouteUpdates writes them, the rules with
-// Program, as on the Go switch — and compares every frame out with the Go
-// twin's, port by port, from the EtherType on (farmem.p4 does not rewrite
+// Program, as on the Go switch — and compares the frames out of each port
+// with the Go twin's from the EtherType on (farmem.p4 does not rewrite
 // Ethernet addresses), then the counters: forwarding, drops by reason, far-memory
 // classes and outcomes. Priority is observable through the DSCP re-marking.
 //
@@ -89,16 +90,26 @@ func TestVectorsBMv2(t *testing.T) {
 			want[o.Port] = append(want[o.Port], o.Frame)
 		}
 	}
+	// Per port, in any order: frames of different classes that meet in
+	// bmv2's strict-priority egress queues leave by priority, and whether
+	// they meet depends on the machine's load, not on the program.
 	for p := 1; p <= len(v.Hosts); p++ {
-		got := outputs[p]
-		if len(got) != len(want[p]) {
-			t.Errorf("port %d: %d frames out, want %d", p, len(got), len(want[p]))
+		var got, w []string
+		for _, b := range outputs[p] {
+			got = append(got, hex.EncodeToString(b[12:])) // skip the MACs
+		}
+		for _, f := range want[p] {
+			w = append(w, f[24:])
+		}
+		slices.Sort(got)
+		slices.Sort(w)
+		if len(got) != len(w) {
+			t.Errorf("port %d: %d frames out, want %d", p, len(got), len(w))
 			continue
 		}
-		for i := range want[p] {
-			// Skip the MACs: 12 bytes, 24 hex digits.
-			if g, w := hex.EncodeToString(got[i])[24:], want[p][i][24:]; g != w {
-				t.Errorf("port %d frame %d differs from the Go twin's:\n bmv2 %s\n go   %s", p, i, g, w)
+		for i := range w {
+			if got[i] != w[i] {
+				t.Errorf("port %d: a frame differs from the Go twin's:\n bmv2 %s\n go   %s", p, got[i], w[i])
 			}
 		}
 	}

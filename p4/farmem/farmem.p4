@@ -135,7 +135,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
         }
         actions = { forward; send_to_cpu; @defaultonly NoAction; }
         implementation = ecmp;
-        const default_action = NoAction();
+        /* No default_action: see fwd.p4 (a miss is route_miss's). */
         size = 65536;
     }
     table route_miss {
@@ -174,26 +174,31 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             hdr.packet_out.setInvalid();
             return;
         }
-        /* Not a well-formed IPv4 header (fwd.p4's rule: version 4 and 20
-         * bytes, a total length within the frame): malformed. */
-        if (!hdr.ipv4.isValid() || sm.parser_error == error.HeaderTooShort ||
-            hdr.ipv4.total_len < 20 || (bit<32>) hdr.ipv4.total_len + 14 > sm.packet_length) {
-            meta.miss_reason = 0;
-            route_miss.apply();
-            return;
-        }
-        if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
-        bool on_port = hdr.udp.isValid() &&
+        /* A well-formed IPv4 header (fwd.p4's rule: version 4 and 20
+         * bytes, a total length within the frame); anything else is
+         * malformed, route_miss's. */
+        bool ipv4 = hdr.ipv4.isValid() && sm.parser_error != error.HeaderTooShort &&
+            hdr.ipv4.total_len >= 20 && (bit<32>) hdr.ipv4.total_len + 14 <= sm.packet_length;
+        bool on_port = ipv4 && hdr.udp.isValid() &&
             (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
-        if (on_port && (sm.checksum_error == 1 || hdr.udp.checksum == 0)) {
-            drops.count(4); // checksum: a corrupted message is never forwarded
-            mark_to_drop(sm);
-            return;
+        bool miss = !ipv4;
+        meta.miss_reason = 0; // not IPv4: malformed
+        if (ipv4) {
+            if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+            if (on_port && (sm.checksum_error == 1 || hdr.udp.checksum == 0)) {
+                drops.count(4); // checksum: a corrupted message is never forwarded
+                mark_to_drop(sm);
+                return;
+            }
+            if (ipv4_route.apply().hit) {
+                sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
+            } else {
+                meta.miss_reason = 1; // no_route
+                miss = true;
+            }
         }
-        if (ipv4_route.apply().hit) {
-            sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
-        } else {
-            meta.miss_reason = 1;
+        /* One place for route_miss: bmv2 applies a table at one place. */
+        if (miss) {
             route_miss.apply();
         }
 

@@ -356,24 +356,40 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
 
     apply {
         meta.rewrite = 0;
+        // Set by freeina_jobs's bind; zero when the job has no binding.
+        b_gen = 0;
+        b_base = 0;
+        b_size = 0;
+        b_chunks = 0;
+        b_workers = 0;
+        b_group = 0;
         if (hdr.packet_out.isValid()) {
+            if (hdr.packet_out.egress_port == (bit<16>) CPU_PORT) {
+                drops.count(0); // back to the controller: malformed
+                mark_to_drop(sm);
+                return;
+            }
+            forwarded.count(0);
             sm.egress_spec = (bit<9>) hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
             return;
         }
+        /* A well-formed IPv4 header (fwd.p4's rule: version 4 and 20
+         * bytes, a total length within the frame); anything else is
+         * malformed, route_miss's. ipv4_route and route_miss are each
+         * applied at one place (bmv2 applies a table once): route says a
+         * frame is to be routed, miss that it meets route_miss. */
+        bool ipv4 = hdr.ipv4.isValid() && sm.parser_error != error.HeaderTooShort &&
+            hdr.ipv4.total_len >= 20 && (bit<32>) hdr.ipv4.total_len + 14 <= sm.packet_length;
+        bool miss = !ipv4;
+        bool route = ipv4;
         meta.miss_reason = 0; // not IPv4: malformed
-        /* Not a well-formed IPv4 header (fwd.p4's rule: version 4 and 20
-         * bytes, a total length within the frame): malformed. */
-        if (!hdr.ipv4.isValid() || sm.parser_error == error.HeaderTooShort ||
-            hdr.ipv4.total_len < 20 || (bit<32>) hdr.ipv4.total_len + 14 > sm.packet_length) {
-            route_miss.apply();
-            return;
-        }
         bool ina = false;
-        if (hdr.bth.isValid()) {
+        if (ipv4 && hdr.bth.isValid()) {
             ina = freeina_conns.apply().hit;
         }
         if (ina) {
+            route = false;
             freeina_packets.count((bit<32>)meta.job);
             // The packet as the hosts send it: an RDMA WRITE only with
             // immediate of K values, no pad, transport version 0.
@@ -417,40 +433,46 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                     return;
                 }
                 // A retransmission of a complete chunk: the aggregate
-                // again, on its own connection.
+                // again, on its own connection, routed below.
                 fill();
                 freeina_answers.count((bit<32>)meta.job);
-                ipv4_route.apply();
-                return;
+                route = true;
             } else {
                 add();
             }
-            if (r_count != b_workers) {
-                freeina_held.count((bit<32>)meta.job);
-                mark_to_drop(sm); // kept: its replica leaves with the chunk's result
+            if (!route) {
+                if (r_count != b_workers) {
+                    freeina_held.count((bit<32>)meta.job);
+                    mark_to_drop(sm); // kept: its replica leaves with the chunk's result
+                    return;
+                }
+                if (r_ovf != 0) {
+                    freeina_overflows.count((bit<32>)meta.job);
+                }
+                freeina_results.count((bit<32>)meta.job);
+                fill();
+                if (hdr.ipv4.ttl <= 1) {
+                    drops.count(2);
+                    mark_to_drop(sm);
+                    return;
+                }
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                sm.mcast_grp = b_group;
                 return;
             }
-            if (r_ovf != 0) {
-                freeina_overflows.count((bit<32>)meta.job);
-            }
-            freeina_results.count((bit<32>)meta.job);
-            fill();
-            if (hdr.ipv4.ttl <= 1) {
-                drops.count(2);
-                mark_to_drop(sm);
+        }
+        if (route) {
+            if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+            if (ipv4_route.apply().hit) {
+                sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
                 return;
             }
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            sm.mcast_grp = b_group;
-            return;
+            meta.miss_reason = 1; // no_route
+            miss = true;
         }
-        if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
-        if (ipv4_route.apply().hit) {
-            sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
-            return;
+        if (miss) {
+            route_miss.apply();
         }
-        meta.miss_reason = 1; // no_route
-        route_miss.apply();
     }
 }
 

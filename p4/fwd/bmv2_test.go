@@ -3,6 +3,7 @@ package fwd
 import (
 	"context"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +19,8 @@ import (
 // it compiles the program with p4c-bm2-ss, replays the frames on
 // simple_switch_grpc reading pcap files (bmv2.Replay), with the star's
 // routes written over P4Runtime by tracebed's client (RouteUpdates), and
-// compares every frame out with the Go twin's from the EtherType on, and
-// the forwarding and drop counters with the Go twin's.
+// compares the frames out of each port with the Go twin's from the
+// EtherType on, and the forwarding and drop counters with the Go twin's.
 //
 // It needs p4c-bm2-ss and simple_switch_grpc on PATH and skips otherwise.
 func TestVectorsBMv2(t *testing.T) {
@@ -77,11 +78,16 @@ func TestVectorsBMv2(t *testing.T) {
 			want[o.Port] = append(want[o.Port], o.Frame[24:]) // from the EtherType on
 		}
 	}
+	// Per port, in any order: frames of different classes that meet in
+	// bmv2's strict-priority egress queues leave by priority, and whether
+	// they meet depends on the machine's load, not on the program.
 	for p := 1; p <= len(v.Hosts); p++ {
 		var got []string
 		for _, b := range outputs[p] {
 			got = append(got, hex.EncodeToString(b[12:]))
 		}
+		slices.Sort(got)
+		slices.Sort(want[p])
 		if strings.Join(got, " ") != strings.Join(want[p], " ") {
 			t.Errorf("port %d: bmv2 sent\n %v\nthe Go twin\n %v", p, got, want[p])
 		}

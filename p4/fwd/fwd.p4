@@ -85,9 +85,10 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
         }
         actions = { forward; send_to_cpu; @defaultonly NoAction; }
         implementation = ecmp;
-        /* P4Runtime restricts the default of an indirect table to a
-         * const NoAction (§9.1.3): a miss is route_miss's to handle. */
-        const default_action = NoAction();
+        /* No default_action: bmv2 runs none on a table whose actions come
+         * from an action profile (p4c-bm2-ss warns and leaves it out), so
+         * a miss — NoAction, P4Runtime's only default of an indirect
+         * table (§9.1.3) — is route_miss's to handle, on both twins. */
         size = 65536;
     }
     /* What a frame without a route (or not IPv4 at all, such as ARP)
