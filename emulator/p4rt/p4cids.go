@@ -29,7 +29,9 @@ func P4cHash(name string) uint32 {
 // profiles' tables, direct resources): an object's id is its kind's
 // 8-bit prefix over the low 24 bits of P4cHash of its name, and
 // colliding names, taken in byte order, probe upwards to the next free
-// id (p4RuntimeSymbolTable.cpp, computeIdsForSymbols). A Go twin that
+// id (p4RuntimeSymbolTable.cpp, computeIdsForSymbols). Controller packet
+// metadata keep their ids: p4c hashes the name of the header type
+// (packet_in_t), which a P4Info does not carry. A Go twin that
 // states its P4Info in code calls it last, so that the ids it serves are
 // those of the P4Info p4c emits for its P4 program: a controller can
 // then load p4c's P4Info on the Go switch and the Go twin's on bmv2.
@@ -61,7 +63,6 @@ func AssignP4cIDs(info *p4configv1.P4Info) {
 		{p4configv1.P4Ids_DIRECT_COUNTER, preambles(info.GetDirectCounters())},
 		{p4configv1.P4Ids_METER, preambles(info.GetMeters())},
 		{p4configv1.P4Ids_DIRECT_METER, preambles(info.GetDirectMeters())},
-		{p4configv1.P4Ids_CONTROLLER_HEADER, preambles(info.GetControllerPacketMetadata())},
 		{p4configv1.P4Ids_VALUE_SET, preambles(info.GetValueSets())},
 		{p4configv1.P4Ids_REGISTER, preambles(info.GetRegisters())},
 		{p4configv1.P4Ids_DIGEST, preambles(info.GetDigests())},

@@ -172,8 +172,8 @@ func TestCompile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Warnings != "" {
-				t.Errorf("p4c-bm2-ss %s.p4 is not clean:\n%s", name, p.Warnings)
+			if w := unexpectedWarnings(p.Warnings); w != "" {
+				t.Errorf("p4c-bm2-ss %s.p4 is not clean:\n%s", name, w)
 			}
 			path := committedP4Info[name]
 			if path == "" {
@@ -215,4 +215,31 @@ func TestCompile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// harmlessWarning is the one warning p4c-bm2-ss may print for tracebed's
+// programs. p4c's front end gives every table without a default action
+// the default NoAction, and the bmv2 back end then says it cannot run a
+// default on a table whose actions come from an action profile: it leaves
+// it out, and a miss runs no action — what NoAction would have done.
+// ingress.ipv4_route (fwd.p4's, which farmem.p4 and freeina.p4 carry)
+// declares no default; its miss falls through to route_miss, on bmv2 as
+// on the Go twin (the vectors' no_route cases; docs/bmv2.md).
+const harmlessWarning = "Target does not support default_action for ingress.ipv4_route (due to action profiles)"
+
+// unexpectedWarnings returns the compiler's output less harmlessWarning
+// and the two lines of source it quotes.
+func unexpectedWarnings(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rest []string
+	for i := 0; i < len(lines); i++ {
+		if strings.Contains(lines[i], harmlessWarning) {
+			i += 2 // the source line and the caret line under it
+			continue
+		}
+		if strings.TrimSpace(lines[i]) != "" {
+			rest = append(rest, lines[i])
+		}
+	}
+	return strings.Join(rest, "\n")
 }
