@@ -2,12 +2,15 @@ package ina
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
 	"slices"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/p4rt"
@@ -407,13 +410,18 @@ func (c *Controller) DeleteGroup(ctx context.Context, g uint16, n int) error {
 }
 
 // Bind installs b and resets the job's round registers, so that Rebind and
-// Drained see only this job's progress.
+// Drained see only this job's progress. A switch that refuses register
+// writes (bmv2: its P4Runtime server, PI, implements none) must hold zero
+// there already, as it does for a job id it has not seen: otherwise Bind
+// fails, saying so (docs/bmv2.md).
 func (c *Controller) Bind(ctx context.Context, b Binding) error {
 	te, err := b.Entry(c.n)
 	if err != nil {
 		return err
 	}
-	ups := []*p4v1.Update{p4rt.Insert(p4rt.Table(te))}
+	// The registers first: until the binding is in, the job's packets
+	// are dropped (no_job) and touch them not.
+	var ups []*p4v1.Update
 	for _, reg := range []string{RegJobRound, RegJobWorkers} {
 		re, err := c.n.RegisterEntry(reg, int64(b.Job), 0)
 		if err != nil {
@@ -421,7 +429,34 @@ func (c *Controller) Bind(ctx context.Context, b Binding) error {
 		}
 		ups = append(ups, p4rt.Modify(p4rt.Register(re)))
 	}
-	return c.c.Write(ctx, ups...)
+	if err := c.c.Write(ctx, ups...); err != nil {
+		if !registerWritesRefused(err) {
+			return err
+		}
+		round, workers, err := c.Progress(ctx, b.Job)
+		if err != nil {
+			return err
+		}
+		if round != 0 || workers != 0 {
+			return fmt.Errorf("bind job %d: the switch refuses register writes (bmv2's P4Runtime server), and its round registers hold round %d, workers %#x from an earlier job with this id: job ids cannot be reused on it", b.Job, round, workers)
+		}
+	}
+	return c.c.Write(ctx, p4rt.Insert(p4rt.Table(te)))
+}
+
+// registerWritesRefused reports whether err is a switch's refusal of every
+// register write of a batch (UNIMPLEMENTED, as bmv2's PI answers them).
+func registerWritesRefused(err error) bool {
+	var be *p4rt.BatchError
+	if !errors.As(err, &be) {
+		return status.Code(err) == codes.Unimplemented
+	}
+	for _, e := range be.Errs {
+		if e != nil && status.Code(e) != codes.Unimplemented {
+			return false
+		}
+	}
+	return true
 }
 
 // Bindings returns the job's bindings, ordered by FromRound.
@@ -579,19 +614,23 @@ func (c *Controller) Retire(ctx context.Context, job uint16) (pending bool, err 
 
 // Unbind deletes every binding of the job and frees the shared-mode cells
 // its bindings still hold (a partial aggregate left by a lost or duplicated
-// packet), so no other job ever sees them as busy.
+// packet), so no other job ever sees them as busy. On a switch that
+// refuses register writes (bmv2's PI) such cells stay held: a chunk of
+// another job placed there goes to its parameter server, as any collision
+// does, so sums stay exact; only that aggregator is lost to INA
+// (docs/bmv2.md).
 func (c *Controller) Unbind(ctx context.Context, job uint16) error {
 	bs, err := c.Bindings(ctx, job)
 	if err != nil {
 		return err
 	}
-	var ups []*p4v1.Update
+	var dels, ups []*p4v1.Update
 	for _, b := range bs {
 		te, err := b.Entry(c.n)
 		if err != nil {
 			return err
 		}
-		ups = append(ups, p4rt.Delete(p4rt.Table(te)))
+		dels = append(dels, p4rt.Delete(p4rt.Table(te)))
 		if b.Mode != ModeShared {
 			continue
 		}
@@ -610,10 +649,18 @@ func (c *Controller) Unbind(ctx context.Context, job uint16) error {
 			ups = append(ups, p4rt.Modify(p4rt.Register(re)))
 		}
 	}
+	if len(dels) > 0 {
+		if err := c.c.Write(ctx, dels...); err != nil {
+			return err
+		}
+	}
 	if len(ups) == 0 {
 		return nil
 	}
-	return c.c.Write(ctx, ups...)
+	if err := c.c.Write(ctx, ups...); err != nil && !registerWritesRefused(err) {
+		return err
+	}
+	return nil
 }
 
 // Cell is the state of one copy of one aggregator, as registers hold it.
