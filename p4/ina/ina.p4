@@ -178,6 +178,7 @@ struct metadata_t {
     bit<32> up_addr;
     bit<8>  hold;
     bit<8>  place;
+    bit<32> epoch;
 }
 
 parser InaParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t std) {
@@ -292,6 +293,12 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<32>>(CELLS) agg_value_63;
     register<bit<32>>(MAX_JOBS) job_round;
     register<bit<32>>(MAX_JOBS) job_workers;
+    register<bit<32>>(MAX_JOBS) job_epoch;
+    // Controllers read the three registers above from job_progress: cell
+    // job * 96 + 32 * r + i counts the flips of bit i of register r (0
+    // round, 1 workers, 2 epoch), so its parity is the bit (P4Runtime
+    // servers such as bmv2's read no registers).
+    counter(MAX_JOBS * 96, CounterType.packets) job_progress;
 
     // Every frame received on a port is counted in exactly one of
     // forwarded, drops (by reason) and job_packets; the other per-job
@@ -346,7 +353,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
     action set_job(bit<8> mode, bit<32> gen, bit<32> base, bit<32> size, bit<8> workers,
                    bit<16> group, bit<32> ps_addr, bit<16> ps_port,
-                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place) {
+                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place, bit<32> epoch) {
         meta.mode = mode;
         meta.gen = gen;
         meta.base = base;
@@ -359,6 +366,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.up_addr = up_addr;
         meta.hold = hold;
         meta.place = place;
+        meta.epoch = epoch;
     }
     action no_job() { }
 
@@ -1084,20 +1092,133 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     job_drop(D_INCONSISTENT); // a worker of another rack
                     return;
                 }
-                // Progress of the job, for rebinding.
+                // Progress of the job, for rebinding: the highest round
+                // and the workers seen in it, afresh from the first packet
+                // of a new epoch (a new incarnation of the job id).
                 bit<32> jr;
                 bit<32> jw;
+                bit<32> je;
                 job_round.read(jr, (bit<32>)hdr.ina.job);
                 job_workers.read(jw, (bit<32>)hdr.ina.job);
-                bit<32> dj = hdr.ina.round - jr;
-                if (dj != 0 && dj[31:31] == 0) {
-                    jr = hdr.ina.round;
-                    jw = hdr.ina.bitmap;
-                } else if (dj == 0) {
-                    jw = jw | hdr.ina.bitmap;
+                job_epoch.read(je, (bit<32>)hdr.ina.job);
+                bit<32> nr = jr;
+                bit<32> nw = jw;
+                if (je != meta.epoch) {
+                    nr = 0;
+                    nw = 0;
                 }
-                job_round.write((bit<32>)hdr.ina.job, jr);
-                job_workers.write((bit<32>)hdr.ina.job, jw);
+                bit<32> dj = hdr.ina.round - nr;
+                if (dj != 0 && dj[31:31] == 0) {
+                    nr = hdr.ina.round;
+                    nw = hdr.ina.bitmap;
+                } else if (dj == 0) {
+                    nw = nw | hdr.ina.bitmap;
+                }
+                job_round.write((bit<32>)hdr.ina.job, nr);
+                job_workers.write((bit<32>)hdr.ina.job, nw);
+                job_epoch.write((bit<32>)hdr.ina.job, meta.epoch);
+                bit<32> fr = jr ^ nr;
+                bit<32> fw = jw ^ nw;
+                bit<32> fe = je ^ meta.epoch;
+                if (fr != 0 || fw != 0 || fe != 0) {
+                    bit<32> pc = (bit<32>)hdr.ina.job * 96;
+                    if (fr[0:0] == 1) { job_progress.count(pc + 0); }
+                    if (fr[1:1] == 1) { job_progress.count(pc + 1); }
+                    if (fr[2:2] == 1) { job_progress.count(pc + 2); }
+                    if (fr[3:3] == 1) { job_progress.count(pc + 3); }
+                    if (fr[4:4] == 1) { job_progress.count(pc + 4); }
+                    if (fr[5:5] == 1) { job_progress.count(pc + 5); }
+                    if (fr[6:6] == 1) { job_progress.count(pc + 6); }
+                    if (fr[7:7] == 1) { job_progress.count(pc + 7); }
+                    if (fr[8:8] == 1) { job_progress.count(pc + 8); }
+                    if (fr[9:9] == 1) { job_progress.count(pc + 9); }
+                    if (fr[10:10] == 1) { job_progress.count(pc + 10); }
+                    if (fr[11:11] == 1) { job_progress.count(pc + 11); }
+                    if (fr[12:12] == 1) { job_progress.count(pc + 12); }
+                    if (fr[13:13] == 1) { job_progress.count(pc + 13); }
+                    if (fr[14:14] == 1) { job_progress.count(pc + 14); }
+                    if (fr[15:15] == 1) { job_progress.count(pc + 15); }
+                    if (fr[16:16] == 1) { job_progress.count(pc + 16); }
+                    if (fr[17:17] == 1) { job_progress.count(pc + 17); }
+                    if (fr[18:18] == 1) { job_progress.count(pc + 18); }
+                    if (fr[19:19] == 1) { job_progress.count(pc + 19); }
+                    if (fr[20:20] == 1) { job_progress.count(pc + 20); }
+                    if (fr[21:21] == 1) { job_progress.count(pc + 21); }
+                    if (fr[22:22] == 1) { job_progress.count(pc + 22); }
+                    if (fr[23:23] == 1) { job_progress.count(pc + 23); }
+                    if (fr[24:24] == 1) { job_progress.count(pc + 24); }
+                    if (fr[25:25] == 1) { job_progress.count(pc + 25); }
+                    if (fr[26:26] == 1) { job_progress.count(pc + 26); }
+                    if (fr[27:27] == 1) { job_progress.count(pc + 27); }
+                    if (fr[28:28] == 1) { job_progress.count(pc + 28); }
+                    if (fr[29:29] == 1) { job_progress.count(pc + 29); }
+                    if (fr[30:30] == 1) { job_progress.count(pc + 30); }
+                    if (fr[31:31] == 1) { job_progress.count(pc + 31); }
+                    if (fw[0:0] == 1) { job_progress.count(pc + 32 + 0); }
+                    if (fw[1:1] == 1) { job_progress.count(pc + 32 + 1); }
+                    if (fw[2:2] == 1) { job_progress.count(pc + 32 + 2); }
+                    if (fw[3:3] == 1) { job_progress.count(pc + 32 + 3); }
+                    if (fw[4:4] == 1) { job_progress.count(pc + 32 + 4); }
+                    if (fw[5:5] == 1) { job_progress.count(pc + 32 + 5); }
+                    if (fw[6:6] == 1) { job_progress.count(pc + 32 + 6); }
+                    if (fw[7:7] == 1) { job_progress.count(pc + 32 + 7); }
+                    if (fw[8:8] == 1) { job_progress.count(pc + 32 + 8); }
+                    if (fw[9:9] == 1) { job_progress.count(pc + 32 + 9); }
+                    if (fw[10:10] == 1) { job_progress.count(pc + 32 + 10); }
+                    if (fw[11:11] == 1) { job_progress.count(pc + 32 + 11); }
+                    if (fw[12:12] == 1) { job_progress.count(pc + 32 + 12); }
+                    if (fw[13:13] == 1) { job_progress.count(pc + 32 + 13); }
+                    if (fw[14:14] == 1) { job_progress.count(pc + 32 + 14); }
+                    if (fw[15:15] == 1) { job_progress.count(pc + 32 + 15); }
+                    if (fw[16:16] == 1) { job_progress.count(pc + 32 + 16); }
+                    if (fw[17:17] == 1) { job_progress.count(pc + 32 + 17); }
+                    if (fw[18:18] == 1) { job_progress.count(pc + 32 + 18); }
+                    if (fw[19:19] == 1) { job_progress.count(pc + 32 + 19); }
+                    if (fw[20:20] == 1) { job_progress.count(pc + 32 + 20); }
+                    if (fw[21:21] == 1) { job_progress.count(pc + 32 + 21); }
+                    if (fw[22:22] == 1) { job_progress.count(pc + 32 + 22); }
+                    if (fw[23:23] == 1) { job_progress.count(pc + 32 + 23); }
+                    if (fw[24:24] == 1) { job_progress.count(pc + 32 + 24); }
+                    if (fw[25:25] == 1) { job_progress.count(pc + 32 + 25); }
+                    if (fw[26:26] == 1) { job_progress.count(pc + 32 + 26); }
+                    if (fw[27:27] == 1) { job_progress.count(pc + 32 + 27); }
+                    if (fw[28:28] == 1) { job_progress.count(pc + 32 + 28); }
+                    if (fw[29:29] == 1) { job_progress.count(pc + 32 + 29); }
+                    if (fw[30:30] == 1) { job_progress.count(pc + 32 + 30); }
+                    if (fw[31:31] == 1) { job_progress.count(pc + 32 + 31); }
+                    if (fe[0:0] == 1) { job_progress.count(pc + 64 + 0); }
+                    if (fe[1:1] == 1) { job_progress.count(pc + 64 + 1); }
+                    if (fe[2:2] == 1) { job_progress.count(pc + 64 + 2); }
+                    if (fe[3:3] == 1) { job_progress.count(pc + 64 + 3); }
+                    if (fe[4:4] == 1) { job_progress.count(pc + 64 + 4); }
+                    if (fe[5:5] == 1) { job_progress.count(pc + 64 + 5); }
+                    if (fe[6:6] == 1) { job_progress.count(pc + 64 + 6); }
+                    if (fe[7:7] == 1) { job_progress.count(pc + 64 + 7); }
+                    if (fe[8:8] == 1) { job_progress.count(pc + 64 + 8); }
+                    if (fe[9:9] == 1) { job_progress.count(pc + 64 + 9); }
+                    if (fe[10:10] == 1) { job_progress.count(pc + 64 + 10); }
+                    if (fe[11:11] == 1) { job_progress.count(pc + 64 + 11); }
+                    if (fe[12:12] == 1) { job_progress.count(pc + 64 + 12); }
+                    if (fe[13:13] == 1) { job_progress.count(pc + 64 + 13); }
+                    if (fe[14:14] == 1) { job_progress.count(pc + 64 + 14); }
+                    if (fe[15:15] == 1) { job_progress.count(pc + 64 + 15); }
+                    if (fe[16:16] == 1) { job_progress.count(pc + 64 + 16); }
+                    if (fe[17:17] == 1) { job_progress.count(pc + 64 + 17); }
+                    if (fe[18:18] == 1) { job_progress.count(pc + 64 + 18); }
+                    if (fe[19:19] == 1) { job_progress.count(pc + 64 + 19); }
+                    if (fe[20:20] == 1) { job_progress.count(pc + 64 + 20); }
+                    if (fe[21:21] == 1) { job_progress.count(pc + 64 + 21); }
+                    if (fe[22:22] == 1) { job_progress.count(pc + 64 + 22); }
+                    if (fe[23:23] == 1) { job_progress.count(pc + 64 + 23); }
+                    if (fe[24:24] == 1) { job_progress.count(pc + 64 + 24); }
+                    if (fe[25:25] == 1) { job_progress.count(pc + 64 + 25); }
+                    if (fe[26:26] == 1) { job_progress.count(pc + 64 + 26); }
+                    if (fe[27:27] == 1) { job_progress.count(pc + 64 + 27); }
+                    if (fe[28:28] == 1) { job_progress.count(pc + 64 + 28); }
+                    if (fe[29:29] == 1) { job_progress.count(pc + 64 + 29); }
+                    if (fe[30:30] == 1) { job_progress.count(pc + 64 + 30); }
+                    if (fe[31:31] == 1) { job_progress.count(pc + 64 + 31); }
+                }
 
                 if (meta.mode == MODE_POOL) {
                     // SwitchML: slot s, copy ver.

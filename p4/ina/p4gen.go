@@ -40,10 +40,19 @@ func P4Source(c Config) ([]byte, error) {
 		"DropTransitNoRoute": DropTransitNoRoute, "DropTTL": DropTTL, "DropNotINA": DropNotINA,
 		"DropChecksum": DropChecksum, "DropNoRoute": DropNoRoute,
 		"ModePool": ModePool, "ModeShared": ModeShared, "HoldReturn": HoldReturn, "PlaceSlot": PlaceSlot, "TTL": generatedTTL, "HeaderLen": HeaderLen,
-		"SumFields": udpSumFields(c.K),
+		"SumFields": udpSumFields(c.K), "Bits": bits32,
 	})
 	return b.Bytes(), err
 }
+
+// bits32 are the bit positions of a 32-bit register.
+var bits32 = func() []int {
+	b := make([]int, 32)
+	for i := range b {
+		b[i] = i
+	}
+	return b
+}()
 
 // udpSumFields is the field list of the UDP checksum of an INA packet:
 // the IPv4 pseudo-header, the UDP header (checksum included) and every
@@ -184,6 +193,7 @@ struct metadata_t {
     bit<32> up_addr;
     bit<8>  hold;
     bit<8>  place;
+    bit<32> epoch;
 }
 
 parser InaParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t std) {
@@ -237,6 +247,12 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 {{- end}}
     register<bit<32>>(MAX_JOBS) job_round;
     register<bit<32>>(MAX_JOBS) job_workers;
+    register<bit<32>>(MAX_JOBS) job_epoch;
+    // Controllers read the three registers above from job_progress: cell
+    // job * 96 + 32 * r + i counts the flips of bit i of register r (0
+    // round, 1 workers, 2 epoch), so its parity is the bit (P4Runtime
+    // servers such as bmv2's read no registers).
+    counter(MAX_JOBS * 96, CounterType.packets) job_progress;
 
     // Every frame received on a port is counted in exactly one of
     // forwarded, drops (by reason) and job_packets; the other per-job
@@ -291,7 +307,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
     action set_job(bit<8> mode, bit<32> gen, bit<32> base, bit<32> size, bit<8> workers,
                    bit<16> group, bit<32> ps_addr, bit<16> ps_port,
-                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place) {
+                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place, bit<32> epoch) {
         meta.mode = mode;
         meta.gen = gen;
         meta.base = base;
@@ -304,6 +320,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.up_addr = up_addr;
         meta.hold = hold;
         meta.place = place;
+        meta.epoch = epoch;
     }
     action no_job() { }
 
@@ -522,20 +539,46 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     job_drop(D_INCONSISTENT); // a worker of another rack
                     return;
                 }
-                // Progress of the job, for rebinding.
+                // Progress of the job, for rebinding: the highest round
+                // and the workers seen in it, afresh from the first packet
+                // of a new epoch (a new incarnation of the job id).
                 bit<32> jr;
                 bit<32> jw;
+                bit<32> je;
                 job_round.read(jr, (bit<32>)hdr.ina.job);
                 job_workers.read(jw, (bit<32>)hdr.ina.job);
-                bit<32> dj = hdr.ina.round - jr;
-                if (dj != 0 && dj[31:31] == 0) {
-                    jr = hdr.ina.round;
-                    jw = hdr.ina.bitmap;
-                } else if (dj == 0) {
-                    jw = jw | hdr.ina.bitmap;
+                job_epoch.read(je, (bit<32>)hdr.ina.job);
+                bit<32> nr = jr;
+                bit<32> nw = jw;
+                if (je != meta.epoch) {
+                    nr = 0;
+                    nw = 0;
                 }
-                job_round.write((bit<32>)hdr.ina.job, jr);
-                job_workers.write((bit<32>)hdr.ina.job, jw);
+                bit<32> dj = hdr.ina.round - nr;
+                if (dj != 0 && dj[31:31] == 0) {
+                    nr = hdr.ina.round;
+                    nw = hdr.ina.bitmap;
+                } else if (dj == 0) {
+                    nw = nw | hdr.ina.bitmap;
+                }
+                job_round.write((bit<32>)hdr.ina.job, nr);
+                job_workers.write((bit<32>)hdr.ina.job, nw);
+                job_epoch.write((bit<32>)hdr.ina.job, meta.epoch);
+                bit<32> fr = jr ^ nr;
+                bit<32> fw = jw ^ nw;
+                bit<32> fe = je ^ meta.epoch;
+                if (fr != 0 || fw != 0 || fe != 0) {
+                    bit<32> pc = (bit<32>)hdr.ina.job * 96;
+{{- range .Bits}}
+                    if (fr[{{.}}:{{.}}] == 1) { job_progress.count(pc + {{.}}); }
+{{- end}}
+{{- range .Bits}}
+                    if (fw[{{.}}:{{.}}] == 1) { job_progress.count(pc + 32 + {{.}}); }
+{{- end}}
+{{- range .Bits}}
+                    if (fe[{{.}}:{{.}}] == 1) { job_progress.count(pc + 64 + {{.}}); }
+{{- end}}
+                }
 
                 if (meta.mode == MODE_POOL) {
                     // SwitchML: slot s, copy ver.

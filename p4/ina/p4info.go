@@ -34,6 +34,7 @@ const (
 	ParamUpAddr  = "up_addr" // 32 bits: the next switch up the job's tree (0: none, this is the top)
 	ParamHold    = "hold"    // 8 bits: when a shared-mode aggregator is released (HoldCompletion, HoldReturn)
 	ParamPlace   = "place"   // 8 bits: how a shared-mode chunk finds its aggregator (PlaceHash, PlaceSlot)
+	ParamEpoch   = "epoch"   // 32 bits: the job's incarnation on the switch (Binding.Epoch)
 
 	// TableRoutes forwards IPv4 traffic (bmv2; the Go twin takes its routes
 	// from the topology and also accepts /32 entries here).
@@ -74,9 +75,12 @@ const (
 	// RegValuePrefix + i is value i of the aggregator (bit<32>, two's
 	// complement), for i in 0..k-1.
 	RegValuePrefix = "InaIngress.agg_value_"
-	// Per-job registers, MaxJobs cells indexed by job id.
+	// Per-job registers, MaxJobs cells indexed by job id: the data plane's
+	// own record of the job's progress, reset by the first packet of a new
+	// epoch. Controllers read it from CounterProgress.
 	RegJobRound   = "InaIngress.job_round"   // 32 bits: highest round seen from the job
 	RegJobWorkers = "InaIngress.job_workers" // 32 bits: workers seen in that round
+	RegJobEpoch   = "InaIngress.job_epoch"   // 32 bits: the epoch of the binding that last wrote them
 
 	// Per-job counters, MaxJobs cells indexed by job id.
 	CounterPackets    = "InaIngress.job_packets"    // packets and bytes: INA packets of the job
@@ -96,7 +100,16 @@ const (
 	// of CounterForwarded, CounterDrops (by reason) and CounterPackets (by
 	// job); the other per-job counters break CounterPackets down.
 	CounterForwarded = "InaIngress.forwarded"
+	// CounterProgress (packets, MaxJobs × ProgressCells cells) mirrors
+	// RegJobRound, RegJobWorkers and RegJobEpoch for controllers: cell
+	// job·ProgressCells + 32·r + i counts the flips of bit i of register r
+	// (0 round, 1 workers, 2 epoch), so its parity is the bit. P4Runtime
+	// servers that read no registers (bmv2's PI) read counters.
+	CounterProgress = "InaIngress.job_progress"
 )
+
+// ProgressCells is the number of CounterProgress cells of a job.
+const ProgressCells = 96
 
 // When a shared-mode aggregator is released (ParamHold).
 const (
@@ -202,7 +215,7 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	ps := func(name string, width int32) p4rt.ParamSpec { return p4rt.ParamSpec{Name: name, Width: width} }
 	bind := b.Action(ActionBind, ps(ParamMode, 8), ps(ParamGen, 32), ps(ParamBase, 32), ps(ParamSize, 32),
 		ps(ParamWorkers, 8), ps(ParamGroup, 16), ps(ParamPSAddr, 32), ps(ParamPSPort, 16),
-		ps(ParamMembers, 32), ps(ParamUpAddr, 32), ps(ParamHold, 8), ps(ParamPlace, 8))
+		ps(ParamMembers, 32), ps(ParamUpAddr, 32), ps(ParamHold, 8), ps(ParamPlace, 8), ps(ParamEpoch, 32))
 	noJob := b.Action(ActionNoJob)
 	fwd := b.Action(ActionForward, ps(ParamPort, 9), ps(ParamDstMAC, 48), ps(ParamSrcMAC, 48))
 	drop := b.Action(ActionDrop)
@@ -227,6 +240,7 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	}
 	b.Register(RegJobRound, 32, MaxJobs)
 	b.Register(RegJobWorkers, 32, MaxJobs)
+	b.Register(RegJobEpoch, 32, MaxJobs)
 	both, pkts := p4configv1.CounterSpec_BOTH, p4configv1.CounterSpec_PACKETS
 	b.Counter(CounterPackets, both, MaxJobs)
 	b.Counter(CounterAggregated, both, MaxJobs)
@@ -237,6 +251,7 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	b.Counter(CounterJobDrops, pkts, MaxJobs*NumJobDrops)
 	b.Counter(CounterDrops, pkts, NumDrops)
 	b.Counter(CounterForwarded, pkts, 1)
+	b.Counter(CounterProgress, pkts, MaxJobs*ProgressCells)
 	p4rt.AssignP4cIDs(info)
 	return info, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 	"net/netip"
 	"time"
 
@@ -49,7 +50,8 @@ type Pipeline struct {
 	count, ovf                 []uint8
 	values                     []int32
 
-	jobRound, jobWorkers [MaxJobs]uint32
+	jobRound, jobWorkers, jobEpoch [MaxJobs]uint32
+	progress                       [MaxJobs * ProgressCells]counterCell
 
 	jobs     [MaxJobs][]*jobEntry // by job id, highest priority first
 	rt       *p4rt.Target         // the P4Runtime view (device.go)
@@ -96,6 +98,7 @@ type jobEntry struct {
 	hasUp   bool
 	hold    uint8
 	place   uint8
+	epoch   uint32
 }
 
 type group struct {
@@ -232,11 +235,7 @@ func (p *Pipeline) local(now time.Duration, f []byte, out emulator.Emitter) {
 			p.jobDrop(j, DropInconsistent)
 			return
 		}
-		if d := int32(h.Round - p.jobRound[j]); d > 0 {
-			p.jobRound[j], p.jobWorkers[j] = h.Round, h.Bitmap
-		} else if d == 0 {
-			p.jobWorkers[j] |= h.Bitmap
-		}
+		p.noteProgress(j, e.epoch, h.Round, h.Bitmap)
 		if e.mode == ModePool {
 			p.poolData(e, &h, vals, f, out)
 		} else {
@@ -684,4 +683,35 @@ func SimPipeline(k int) func(sw *topologies.Node, routes topologies.RouteTable) 
 	return func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
 		return New(Config{K: k, Aggregators: sw.Aggregators}, fwd.New(sw, routes))
 	}
+}
+
+// noteProgress records a contribution of round r from the workers of
+// bitmap in job j's progress: the highest round seen and the workers seen
+// in it, reset when a binding of another epoch (a new incarnation of the
+// job id) first shows up. Each bit that changes is counted in the job's
+// CounterProgress cell, so that controllers can read the registers
+// without reading registers (ina.p4 does the same).
+func (p *Pipeline) noteProgress(j int, epoch, r, bitmap uint32) {
+	nr, nw := p.jobRound[j], p.jobWorkers[j]
+	if p.jobEpoch[j] != epoch {
+		nr, nw = 0, 0
+	}
+	if d := int32(r - nr); d > 0 {
+		nr, nw = r, bitmap
+	} else if d == 0 {
+		nw |= bitmap
+	}
+	p.setProgress(j, nr, nw, epoch)
+}
+
+// setProgress sets job j's progress registers, counting each bit that
+// flips in its CounterProgress cell.
+func (p *Pipeline) setProgress(j int, round, workers, epoch uint32) {
+	cells := p.progress[j*ProgressCells : (j+1)*ProgressCells]
+	for k, flips := range [3]uint32{p.jobRound[j] ^ round, p.jobWorkers[j] ^ workers, p.jobEpoch[j] ^ epoch} {
+		for ; flips != 0; flips &= flips - 1 {
+			cells[32*k+bits.TrailingZeros32(flips)].pk++
+		}
+	}
+	p.jobRound[j], p.jobWorkers[j], p.jobEpoch[j] = round, workers, epoch
 }

@@ -227,7 +227,11 @@ func TestRetireAfterMove(t *testing.T) {
 	// The switch has seen round 4 from both workers; the move takes effect
 	// from round 5.
 	names := ctl.Names()
-	for reg, v := range map[string]uint64{ina.RegJobRound: 4, ina.RegJobWorkers: 3} {
+	bs, err := ctl.Bindings(ctx, id)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("bindings %v, %v", bs, err)
+	}
+	for reg, v := range map[string]uint64{ina.RegJobRound: 4, ina.RegJobWorkers: 3, ina.RegJobEpoch: uint64(bs[0].Epoch)} {
 		re, err := names.RegisterEntry(reg, int64(id), v)
 		if err != nil {
 			t.Fatal(err)
