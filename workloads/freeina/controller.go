@@ -459,8 +459,10 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	j.res.Gradient += g
 	// A recovered all-reduce counts as the PS path's: its chunks
 	// re-aggregated there are that path's bytes, the rest the switch's.
+	// (One whose connection gave up once every result was in recovered
+	// no chunk: it stays the INA path's.)
 	path := j.path
-	if j.recovering {
+	if j.recovering && j.recoveredChunks > 0 {
 		path = pathPS
 		c.recovered++
 		c.recoveredChunks += j.recoveredChunks
@@ -550,6 +552,7 @@ func (c *controller) countSwitch(j *cjob) error {
 	c.sw.Results += jc.Results
 	c.sw.Answers += jc.Answers
 	c.sw.Held += jc.Held
+	c.sw.Overflows += jc.Overflows
 	for i, d := range jc.Drops {
 		c.sw.Drops[i] += d
 	}

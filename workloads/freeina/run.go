@@ -80,12 +80,13 @@ type Outcome struct {
 	// every chunk aggregated in the switch).
 	Rounds, RoundsINA int
 	// Recovered counts the all-reduces begun on the INA path whose chunks
-	// failed on it — sums the switch flagged as overflowed, a connection
-	// that gave up — and that the hosts finished on the PS path (they
-	// count as PS-path all-reduces in Rounds − RoundsINA); RecoveredChunks
-	// the chunks re-aggregated there. GaveUp counts the INA connections
-	// whose retries ran out (retry count exceeded) and Reconnected the INA
-	// connections re-established (cm.Conn.Reconnect).
+	// failed on it — sums the switch flagged as overflowed, results a
+	// worker lacked when a connection gave up — and that the hosts
+	// finished on the PS path (they count as PS-path all-reduces in
+	// Rounds − RoundsINA); RecoveredChunks the chunks re-aggregated
+	// there. GaveUp counts the INA connections whose retries ran out
+	// (retry count exceeded) and Reconnected the INA connections
+	// re-established (cm.Conn.Reconnect).
 	Recovered, RecoveredChunks, GaveUp, Reconnected int
 	// TookINA and TookPS are the all-reduces' times on each path, from
 	// the controller's go to the last worker's done, in the order they
@@ -104,7 +105,9 @@ type Outcome struct {
 // SwitchCounters are the data plane's counters of a run's jobs, summed.
 type SwitchCounters struct {
 	Packets, Results, Answers, Held uint64
-	Drops                           [dp.NumJobDrops]uint64
+	// Overflows counts the results whose sum overflowed (flagged).
+	Overflows uint64
+	Drops     [dp.NumJobDrops]uint64
 }
 
 // run is the shared, read-only part of a run (every host has it), and the
