@@ -101,6 +101,7 @@ type worker struct {
 	flagged, recovered, wideMsg []bool
 	nflag                       int
 	stopped                     bool      // the current round's INA part is over early (stopped sent)
+	stoppedRound                int       // the last round whose INA part stopped early (−1: none)
 	rec                         *recovery // a recovery pass in progress
 	reconnecting                bool      // the INA connection out is being re-established
 	// inPSN is the PSN the predecessor's next INA round starts at on the
@@ -128,7 +129,7 @@ func newWorker(h *host, m ctlMsg) (*worker, error) {
 	w := &worker{h: h, job: m.Job, rank: int(m.Rank), n: int(m.N), succ: m.Succ, pred: m.Pred, psAddr: m.PS, leader: m.Leader,
 		k: int(m.K), values: int(m.Values), iters: int(m.Iterations), seed: m.Seed, psEst: m.PSEstimate, msgSize: int(m.Message),
 		psWin:   max(1, int(m.PSWindow)),
-		control: h.run.control, inaPSN: map[int]uint32{}, want: map[int][]int64{}}
+		control: h.run.control, inaPSN: map[int]uint32{}, want: map[int][]int64{}, stoppedRound: -1}
 	if w.k < 1 || w.values < w.k || w.values%w.k != 0 || w.n < 2 || w.rank >= w.n || w.iters < 1 || w.msgSize < 4 || w.msgSize%4 != 0 {
 		return nil, fmt.Errorf("job %d: launch with %d values of k %d, rank %d of %d, %d iterations, messages of %d bytes", m.Job, w.values, w.k, w.rank, w.n, w.iters, w.msgSize)
 	}
@@ -434,9 +435,10 @@ func (w *worker) inaInCompletion(c roce.Completion) {
 	w.postRecvs(w.inaIn.QP, 1)
 	want := imm(w.round, w.got)
 	switch {
-	case w.stopped:
-		// A result of a round whose INA part stopped: the PS path gives
-		// it again (the wire check saw it exact).
+	case w.stopped || !w.begun && w.stoppedRound >= 0 && w.stoppedRound == w.round-1 && int(c.Imm>>24&0x7f) == w.stoppedRound&0x7f:
+		// A result of a round whose INA part stopped (this one, or the
+		// last, come before its connection was re-established): the PS
+		// path gave it again (the wire check saw it exact).
 		return
 	case w.path != pathINA || !w.begun:
 		w.h.violation("job %d round %d: an INA result (imm %#x) in a PS round", w.job, w.round, c.Imm)
@@ -588,7 +590,7 @@ func (w *worker) stop(errored bool) {
 	if w.stopped {
 		return
 	}
-	w.stopped = true
+	w.stopped, w.stoppedRound = true, w.round
 	if !w.sent {
 		w.reconnecting = true
 		err := w.inaOut.Reconnect(func(c *cm.Conn, err error) {
