@@ -21,9 +21,9 @@ import (
 	"github.com/tracebed/tracebed/workloads/training/packet"
 )
 
-// recoverLookup is the models of the recovery tests: small gradients of
-// 96 and 160 KiB (96 and 160 chunks of 1 KiB).
-func recoverLookup(name string) (models.Profile, bool) {
+// smallModels are the models of the tests with several jobs: small
+// gradients of 96 and 160 KiB (96 and 160 chunks of 1 KiB).
+func smallModels(name string) (models.Profile, bool) {
 	switch name {
 	case "a":
 		return models.Profile{Name: "a", GradientBytes: 96 << 10, Compute: 300 * time.Microsecond}, true
@@ -55,7 +55,7 @@ func TestOverflowRecovered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tb, sc := testbedOf(t, 8, 1024, 2, 10*units.Gbps, tc.loss, tc.dup, tc.reorder, 5)
 			o, err := Run(context.Background(), Setup{Testbed: tb, Workers: sc.Workers, Controller: sc.Controller, PS: sc.PS,
-				Net: fabric.DefaultNet, Jobs: jobs, Lookup: recoverLookup, Policy: freePolicy, Seed: 5, Overflow: tc.share,
+				Net: fabric.DefaultNet, Jobs: jobs, Lookup: smallModels, Policy: freePolicy, Seed: 5, Overflow: tc.share,
 				Limit: 30 * time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -213,7 +213,7 @@ func TestRetryExceededRecovered(t *testing.T) {
 				{ID: 1, Model: "a", Workers: 3, Iterations: 12},
 			}
 			o, err := Run(context.Background(), Setup{Testbed: tb, Workers: sc.Workers, Controller: sc.Controller, PS: sc.PS,
-				Net: fabric.DefaultNet, Jobs: jobs, Lookup: recoverLookup, Policy: freePolicy, Seed: 9, Timeout: time.Millisecond,
+				Net: fabric.DefaultNet, Jobs: jobs, Lookup: smallModels, Policy: freePolicy, Seed: 9, Timeout: time.Millisecond,
 				Limit: 30 * time.Second})
 			if err != nil {
 				t.Fatal(err)

@@ -331,11 +331,7 @@ func (c *Conn) Reconnect(done func(*Conn, error)) error {
 	if c.state != stEstablished {
 		return fmt.Errorf("cm: re-establish a connection to %v that is not established", c.Peer)
 	}
-	if err := c.QP.Modify(roce.QPAttr{State: roce.StateReset}, roce.AttrState); err != nil {
-		return err
-	}
-	if err := c.QP.Modify(roce.QPAttr{State: roce.StateInit, PKey: wire.DefaultPKey, Access: c.params.Access},
-		roce.AttrState|roce.AttrPKey|roce.AttrAccess); err != nil {
+	if err := c.reinit(); err != nil {
 		return err
 	}
 	m := c.m
@@ -363,12 +359,32 @@ func (m *Manager) newQP(p Params) (*roce.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := qp.Modify(roce.QPAttr{State: roce.StateInit, PKey: wire.DefaultPKey, Access: p.Access},
-		roce.AttrState|roce.AttrPKey|roce.AttrAccess); err != nil {
+	if err := toInit(qp, p); err != nil {
 		qp.Destroy()
 		return nil, err
 	}
 	return qp, nil
+}
+
+// toInit takes a QP in RESET to INIT.
+func toInit(qp *roce.QP, p Params) error {
+	return qp.Modify(roce.QPAttr{State: roce.StateInit, PKey: wire.DefaultPKey, Access: p.Access},
+		roce.AttrState|roce.AttrPKey|roce.AttrAccess)
+}
+
+// reinit takes c's QP, in any state, through RESET (its work requests
+// dropped without completions) to INIT, for a new epoch.
+func (c *Conn) reinit() error {
+	if err := c.QP.Modify(roce.QPAttr{State: roce.StateReset}, roce.AttrState); err != nil {
+		return err
+	}
+	return toInit(c.QP, c.params)
+}
+
+// pathMTU returns the path MTU of a connection a REQ asks for, the
+// smaller of its MTU and want; ok is false if the REQ is not acceptable.
+func pathMTU(msg *Msg, want int) (mtu int, ok bool) {
+	return min(int(msg.MTU), want), wire.ValidMTU(int(msg.MTU)) && len(msg.Private) <= MaxPrivate
 }
 
 // toRTR takes c's QP to RTR for a peer with QP qpn and starting PSN psn.
@@ -535,18 +551,36 @@ func (m *Manager) request(from netip.Addr, msg *Msg) {
 	reject := func(reason uint8) {
 		m.send(from, (&Msg{Type: TypeREJ, Reason: reason, RemoteID: msg.LocalID, Service: msg.Service}).Append(nil))
 	}
+	// A REQ that names a connection of ours re-establishes it; any
+	// other asks a listener for a new one.
+	var (
+		params Params
+		again  *Conn
+		l      *listener
+	)
 	if msg.RemoteID != 0 {
-		m.rerequest(from, msg, reject)
-		return
+		again = m.conns[msg.RemoteID]
+		if again == nil || again.Active || again.Peer != from || again.Service != msg.Service ||
+			(again.state != stEstablished && again.state != stReady) {
+			reject(RejectStale)
+			return
+		}
+		params = again.params
+	} else {
+		l = m.listeners[msg.Service]
+		if l == nil {
+			reject(RejectNoListener)
+			return
+		}
+		params = l.params
 	}
-	l := m.listeners[msg.Service]
-	if l == nil {
-		reject(RejectNoListener)
-		return
-	}
-	mtu := min(int(msg.MTU), l.params.MTU)
-	if !wire.ValidMTU(int(msg.MTU)) || len(msg.Private) > MaxPrivate {
+	mtu, ok := pathMTU(msg, params.MTU)
+	if !ok {
 		reject(RejectInvalid)
+		return
+	}
+	if again != nil {
+		again.rerequest(msg, mtu, reject)
 		return
 	}
 	qp, err := m.newQP(l.params)
@@ -579,27 +613,14 @@ func (c *Conn) ready(mtu int) {
 		Timeout: p.Timeout, Region: p.Region, Private: p.Private}, true)
 }
 
-// rerequest handles, on the passive side, a REQ that re-establishes the
-// connection its RemoteID names (Reconnect): the connection's QP goes
-// through RESET and INIT to RTR for the peer's new PSN, with a fresh
-// PSN of its own, and the REP goes back; the RTU establishes it again.
-func (m *Manager) rerequest(from netip.Addr, msg *Msg, reject func(uint8)) {
-	c := m.conns[msg.RemoteID]
-	if c == nil || c.Active || c.Peer != from || c.Service != msg.Service || (c.state != stEstablished && c.state != stReady) {
-		reject(RejectStale)
-		return
-	}
-	mtu := min(int(msg.MTU), c.params.MTU)
-	if !wire.ValidMTU(int(msg.MTU)) || len(msg.Private) > MaxPrivate {
-		reject(RejectInvalid)
-		return
-	}
+// rerequest handles, on the passive side, a REQ that re-establishes c
+// (Reconnect), of path MTU mtu: c's QP goes through RESET and INIT to
+// RTR for the peer's new PSN, with a fresh PSN of its own, and the REP
+// goes back; the RTU establishes it again.
+func (c *Conn) rerequest(msg *Msg, mtu int, reject func(uint8)) {
+	m := c.m
 	c.timer = stopTimer(c.timer)
-	err := c.QP.Modify(roce.QPAttr{State: roce.StateReset}, roce.AttrState)
-	if err == nil {
-		err = c.QP.Modify(roce.QPAttr{State: roce.StateInit, PKey: wire.DefaultPKey, Access: c.params.Access},
-			roce.AttrState|roce.AttrPKey|roce.AttrAccess)
-	}
+	err := c.reinit()
 	c.psn = m.startPSN(c.params)
 	if err == nil {
 		err = c.toRTR(msg.QPN, msg.PSN, mtu)
@@ -612,7 +633,7 @@ func (m *Manager) rerequest(from netip.Addr, msg *Msg, reject func(uint8)) {
 	}
 	c.remoteID = msg.LocalID
 	c.peerIDs = append(c.peerIDs, msg.LocalID)
-	m.passive[passiveKey{from, msg.LocalID}] = c
+	m.passive[passiveKey{c.Peer, msg.LocalID}] = c
 	c.Remote, c.Private, c.peerRes = msg.Region, append([]byte(nil), msg.Private...), msg.RespRes
 	c.state = stReady
 	c.Epoch++
