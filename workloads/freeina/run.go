@@ -3,7 +3,10 @@
 // whose workers all-reduce on FreeINA's two paths through switches
 // running its data plane (p4/freeina), a controller that allocates switch
 // memory per all-reduce through P4Runtime, and a check of the RC contract
-// at every host. The ina experiment kind (workloads/training) runs it for
+// at every host. Chunks that fail on the INA path — sums that overflow the
+// switch's 32 bits, connections that give up — are re-aggregated on the
+// parameter-server path and the connections re-established (worker.go).
+// The ina experiment kind (workloads/training) runs it for
 // a policy of system freeina at granularity: packet, scaled, on either
 // substrate (freeina-netns); the flow model runs FreeINA at paper scale.
 package freeina
