@@ -25,7 +25,11 @@ import (
 // is ready — asks the policy for memory (the hosts' request, if the
 // job's leader wants the INA path), programs the switch through
 // P4Runtime and tells the workers the round's path; when every worker is
-// done it releases the memory (the all-reduce-level allocation).
+// done it releases the memory (the all-reduce-level allocation). When
+// chunks of a round fail on the INA path, it gathers the workers'
+// stopped reports (stopping them all if a connection gave up), releases
+// the memory, and names the first chunk to re-aggregate on the PS path
+// (recover; worker.go).
 type controller struct {
 	h       *host
 	run     *run
@@ -52,7 +56,10 @@ type controller struct {
 	last   float64
 	rounds int
 	byPath [2]int
-	sw     SwitchCounters
+	// recovered counts the all-reduces recovered on the PS path,
+	// recoveredChunks their chunks re-aggregated there.
+	recovered, recoveredChunks int
+	sw                         SwitchCounters
 	// took is every all-reduce's time, by path: from the controller's go
 	// to the last worker's done.
 	took [2][]time.Duration
@@ -84,6 +91,14 @@ type cjob struct {
 	goAt      time.Duration
 	failed    string
 	res       flow.JobResult
+
+	// Recovery of the round (chunks failed on INA): stopped workers, the
+	// fewest results one of them holds, whether the workers were told
+	// to stop (a connection gave up) and to recover, the memory
+	// released, the chunks recovered.
+	stopped, minGot                int
+	stopSent, recovering, released bool
+	recoveredChunks                int
 }
 
 func newController(h *host, r *run) (*controller, error) {
@@ -288,14 +303,67 @@ func (c *controller) message(ch *channel, m ctlMsg) {
 			c.h.fail(fmt.Errorf("job %d: ready for round %d in round %d", m.Job, m.Round, j.round))
 		}
 	case msgDone:
+		if int(m.Round) != j.round {
+			c.h.fail(fmt.Errorf("job %d: done for round %d in round %d", m.Job, m.Round, j.round))
+			return
+		}
+		if j.stopped > 0 && !j.recovering {
+			// A worker that finished the round before others stopped:
+			// it reports stopped too, and is done again after recovering.
+			return
+		}
 		if !m.OK && j.failed == "" {
 			j.failed = fmt.Sprintf("worker %d: %s", m.Rank, m.Err)
+		}
+		if m.Rank == 0 {
+			j.recoveredChunks = int(m.Recovered)
 		}
 		if j.dones++; j.dones == len(j.hosts) {
 			c.endRound(j, m.Job)
 		}
+	case msgStopped:
+		c.stopped(j, m)
 	default:
 		c.h.fail(fmt.Errorf("unexpected control message %v", &m))
+	}
+}
+
+// stopped handles a worker's report that its INA part of the round is
+// over with chunks failed: its sums overflowed (every worker reports
+// that at the end of its INA part), or a connection gave up, which stops
+// every worker. When all have stopped, the memory goes back and the
+// workers recover, from the first chunk one of them lacks.
+func (c *controller) stopped(j *cjob, m ctlMsg) {
+	id := c.idOf(j)
+	if int(m.Round) != j.round || j.path != pathINA || j.recovering || m.Got > uint32(j.values/c.run.k) {
+		c.h.fail(fmt.Errorf("job %d: stopped in round %d with %d results, in round %d on path %d", j.spec.ID, m.Round, m.Got, j.round, j.path))
+		return
+	}
+	if j.stopped == 0 {
+		j.minGot = int(m.Got)
+	}
+	j.stopped++
+	j.minGot = min(j.minGot, int(m.Got))
+	if m.Errored && !j.stopSent {
+		j.stopSent = true
+		for _, ip := range j.ips {
+			c.send(ip, &ctlMsg{Type: msgStop, Job: id, Round: uint32(j.round)})
+		}
+	}
+	if j.stopped < len(j.hosts) {
+		return
+	}
+	// Every worker is off the INA path: its memory goes back now.
+	c.setUse(-float64(j.binding.Size))
+	j.released = true
+	if err := c.ictl.End(c.h.now(), j.spec.ID); err != nil {
+		c.h.fail(err)
+		return
+	}
+	j.recovering = true
+	j.dones = 0
+	for _, ip := range j.ips {
+		c.send(ip, &ctlMsg{Type: msgRecover, Job: id, Round: uint32(j.round), From: uint32(j.minGot)})
 	}
 }
 
@@ -380,7 +448,7 @@ func (c *controller) endRound(j *cjob, id uint32) {
 		c.h.fail(fmt.Errorf("job %d round %d: %s", j.spec.ID, j.round, j.failed))
 		return
 	}
-	if j.path == pathINA {
+	if j.path == pathINA && !j.released {
 		c.setUse(-float64(j.binding.Size))
 	}
 	if err := c.ictl.End(c.h.now(), j.spec.ID); err != nil {
@@ -389,16 +457,28 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	}
 	g := float64(j.prof.GradientBytes)
 	j.res.Gradient += g
-	if j.path == pathINA {
+	// A recovered all-reduce counts as the PS path's: its chunks
+	// re-aggregated there are that path's bytes, the rest the switch's.
+	// (One whose connection gave up once every result was in recovered
+	// no chunk: it stays the INA path's.)
+	path := j.path
+	if j.recovering && j.recoveredChunks > 0 {
+		path = pathPS
+		c.recovered++
+		c.recoveredChunks += j.recoveredChunks
+		share := float64(j.recoveredChunks) / float64(j.values/c.run.k)
+		j.res.INA += g * (1 - share)
+		j.res.Fallback += g * share * float64(len(j.hosts))
+	} else if path == pathINA {
 		j.res.INA += g
 	} else {
 		j.res.Fallback += g * float64(len(j.hosts))
 	}
 	c.rounds++
-	c.byPath[j.path]++
+	c.byPath[path]++
 	took := c.h.now() - j.goAt
-	c.took[j.path] = append(c.took[j.path], took)
-	if j.path == pathINA {
+	c.took[path] = append(c.took[path], took)
+	if path == pathINA {
 		j.res.INATime += took.Seconds()
 		j.res.INARounds++
 	} else {
@@ -407,6 +487,8 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	}
 	j.round++
 	j.readies, j.dones, j.begun = 0, 0, false
+	j.stopped, j.minGot, j.recoveredChunks = 0, 0, 0
+	j.stopSent, j.recovering, j.released = false, false, false
 	if j.round < j.spec.Iterations {
 		for _, m := range j.early {
 			j.ready[m.Rank] = m
@@ -470,6 +552,7 @@ func (c *controller) countSwitch(j *cjob) error {
 	c.sw.Results += jc.Results
 	c.sw.Answers += jc.Answers
 	c.sw.Held += jc.Held
+	c.sw.Overflows += jc.Overflows
 	for i, d := range jc.Drops {
 		c.sw.Drops[i] += d
 	}

@@ -116,6 +116,11 @@ type Params struct {
 	// (HostLatency; 0: none); real hosts on netns have their own.
 	HostLatency      units.Duration `yaml:"host_latency"`
 	HostLatencySigma float64        `yaml:"host_latency_sigma"`
+	// FreeINAOverflow is the share of the chunks whose gradients FreeINA's
+	// packet-level hosts draw across the whole int32 range, so that their
+	// sums overflow the switch's 32-bit registers and the hosts
+	// re-aggregate them on the PS path (docs/freeina.md §4; 0: none).
+	FreeINAOverflow units.Fraction `yaml:"freeina_overflow"`
 }
 
 // ListedJob is one job of an inline trace (Params.JobList).
@@ -434,6 +439,9 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	}
 	if p.Granularity != GranularityFlow && p.Granularity != GranularityPacket {
 		bad("granularity", "%q; want %s (the flow-level model, sim only) or %s (packets on the run's substrate)", p.Granularity, GranularityFlow, GranularityPacket)
+	}
+	if p.FreeINAOverflow != 0 && p.Granularity != GranularityPacket {
+		bad("freeina_overflow", "%v: the flow-level model carries no gradient values; set granularity: packet", p.FreeINAOverflow)
 	}
 	s := &scenario{p: p, top: top, net: net}
 	switch {

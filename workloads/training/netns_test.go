@@ -305,10 +305,13 @@ func TestFreeINANetnsCrossValidation(t *testing.T) {
 // be exact at every worker and no host may see a breach of the RC
 // contract (PSNs, ICRCs, every message once and in order; Run fails
 // otherwise), and the impairments must have been repaired by the RNICs'
-// retransmissions.
+// retransmissions. A third run at 1% has 2% of the chunks overflow the
+// switch's 32 bits: the hosts must recover them on the PS path
+// (docs/freeina.md §4), exactly, on real processes.
 func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 	needNetns(t)
-	for _, p := range []float64{0.01, 0.05} {
+	for _, tc := range []struct{ p, overflow float64 }{{0.01, 0}, {0.05, 0}, {0.01, 0.02}} {
+		p := tc.p
 		spec := freeSpec(t, "freeina-netns", []string{"jobs-2"}, []string{"freeina"}, 4)
 		exp, err := Kind{}.Compile(spec)
 		if err != nil {
@@ -339,6 +342,7 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.Overflow = tc.overflow
 		o, err := freepkt.Run(ctx, s)
 		tb.Close()
 		stop()
@@ -346,13 +350,16 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%.0f%% impaired: %v", 100*p, err)
 		}
-		t.Logf("%.0f%% lost, duplicated, reordered: %d all-reduces (%d INA), %d violations; RNICs: %d retransmitted, %d timeouts, %d NAKs, %d duplicates; switch: %d answers, drops %v",
-			100*p, o.Rounds, o.RoundsINA, o.Violations, o.Devices.Retransmitted, o.Devices.Timeouts, o.Devices.SeqNAKsSent, o.Devices.Duplicates, o.Switch.Answers, o.Switch.Drops)
+		t.Logf("%.0f%% lost, duplicated, reordered, %.0f%% of chunks overflowing: %d all-reduces (%d INA, %d recovered: %d chunks), %d violations; RNICs: %d retransmitted, %d timeouts, %d NAKs, %d duplicates; switch: %d answers, %d overflows, drops %v",
+			100*p, 100*tc.overflow, o.Rounds, o.RoundsINA, o.Recovered, o.RecoveredChunks, o.Violations, o.Devices.Retransmitted, o.Devices.Timeouts, o.Devices.SeqNAKsSent, o.Devices.Duplicates, o.Switch.Answers, o.Switch.Overflows, o.Switch.Drops)
 		if o.Rounds != 8 || o.Violations != 0 {
 			t.Errorf("%.0f%%: %d all-reduces, %d violations; want 8, 0", 100*p, o.Rounds, o.Violations)
 		}
 		if o.Devices.Retransmitted == 0 {
 			t.Errorf("%.0f%%: no retransmission: the impairments were not exercised", 100*p)
+		}
+		if tc.overflow > 0 && (o.Recovered < 1 || o.RecoveredChunks < 1) {
+			t.Errorf("%.0f%% of chunks overflowing: %d all-reduces recovered, %d chunks", 100*tc.overflow, o.Recovered, o.RecoveredChunks)
 		}
 	}
 }
