@@ -71,6 +71,18 @@ type Poster interface {
 	Post(f func()) bool
 }
 
+// ChecksumOmitter is implemented by the Env of every substrate.
+// OmitUDPChecksum makes the agent's datagrams leave with a UDP checksum
+// of 0, "no checksum", which IPv4 allows (RFC 768), and saves a pass over
+// every payload at both ends: receivers do not check a checksum that is
+// absent. It is for protocols that carry an end-to-end check of their
+// own; RoCEv2 devices send 0 (rdma_rxe's prepare_udp_hdr, RNICs) and
+// protect each packet with its invariant CRC. Call it from Start, before
+// the agent's first Send.
+type ChecksumOmitter interface {
+	OmitUDPChecksum()
+}
+
 // Timer is a pending call scheduled with Env.After.
 type Timer interface {
 	// Stop cancels the call. It reports whether the call was still pending.

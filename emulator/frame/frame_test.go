@@ -232,6 +232,15 @@ func TestTemplate(t *testing.T) {
 			if got := tpl.Append([]byte("prefix"), payload); !bytes.Equal(got, want) {
 				t.Fatalf("%+v, %d bytes: template wrote\n%x\nAppendUDP wrote\n%x", h, n, got[:6+HeaderLen], want[:6+HeaderLen])
 			}
+			// Without a checksum: the same frame with 0 in the field.
+			ClearUDPChecksum(want[6:])
+			got := tpl.AppendNoChecksum([]byte("prefix"), payload)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%+v, %d bytes: template without checksum wrote\n%x\nwant\n%x", h, n, got[:6+HeaderLen], want[:6+HeaderLen])
+			}
+			if present, _ := UDPChecksum(got[6:]); present {
+				t.Fatalf("%d bytes: AppendNoChecksum left a checksum", n)
+			}
 		}
 	}
 }

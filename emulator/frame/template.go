@@ -35,6 +35,28 @@ func NewTemplate(h UDP) Template {
 // slice: the same bytes as AppendUDP(b, h, payload) for the h the template
 // was made from.
 func (t *Template) Append(b []byte, payload []byte) []byte {
+	b = t.appendHeaders(b, payload)
+	f := b[len(b)-HeaderLen-len(payload):]
+	// The pseudo-header's length and the UDP header's are the same.
+	n16 := uint64(UDPLen + len(payload))
+	c := ^fold(sum64(t.usum+2*n16, payload))
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(f[offUDP+6:], c)
+	return b
+}
+
+// AppendNoChecksum is Append with the UDP checksum left 0, "no checksum"
+// (RFC 768; see emulator.ChecksumOmitter): the frame costs a copy of the
+// payload and no pass over it.
+func (t *Template) AppendNoChecksum(b []byte, payload []byte) []byte {
+	return t.appendHeaders(b, payload)
+}
+
+// appendHeaders appends the frame with every field but the UDP checksum,
+// which it leaves 0.
+func (t *Template) appendHeaders(b []byte, payload []byte) []byte {
 	n := len(b)
 	b = append(b, t.hdr[:]...)
 	b = append(b, payload...)
@@ -45,13 +67,6 @@ func (t *Template) Append(b []byte, payload []byte) []byte {
 	sum = sum&0xffff + sum>>16
 	sum = sum&0xffff + sum>>16
 	binary.BigEndian.PutUint16(f[offIPCsum:], ^uint16(sum))
-	n16 := uint64(UDPLen + len(payload))
-	binary.BigEndian.PutUint16(f[offUDP+4:], uint16(n16))
-	// The pseudo-header's length and the UDP header's are the same.
-	c := ^fold(sum64(t.usum+2*n16, payload))
-	if c == 0 {
-		c = 0xffff
-	}
-	binary.BigEndian.PutUint16(f[offUDP+6:], c)
+	binary.BigEndian.PutUint16(f[offUDP+4:], uint16(UDPLen+len(payload)))
 	return b
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
 )
@@ -301,4 +302,29 @@ func (r *Runtime) Close() {
 	r.wg.Wait()
 }
 
-var _ emulator.Poster = (*Env)(nil)
+// OmitUDPChecksum implements emulator.ChecksumOmitter with the socket
+// option SO_NO_CHECK, under which Linux sends the socket's IPv4 datagrams
+// with UDP checksum 0. Should the option fail, datagrams keep their
+// checksums, which is correct, only slower; the error is kept for
+// SendErrors.
+func (e *Env) OmitUDPChecksum() {
+	raw, err := e.conn.SyscallConn()
+	if err == nil {
+		cerr := raw.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
+		})
+		if cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		e.mu.Lock()
+		e.lastError = fmt.Errorf("SO_NO_CHECK: %w", err)
+		e.mu.Unlock()
+	}
+}
+
+var (
+	_ emulator.Poster          = (*Env)(nil)
+	_ emulator.ChecksumOmitter = (*Env)(nil)
+)

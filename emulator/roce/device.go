@@ -129,6 +129,11 @@ func NewDevice(cfg Config) (*Device, error) {
 func (d *Device) Start(env emulator.Env) {
 	d.env = env
 	d.local = env.Local()
+	// RoCEv2 packets go with UDP checksum 0, as rdma_rxe and RNICs send
+	// them: the ICRC covers what the checksum would.
+	if o, ok := env.(emulator.ChecksumOmitter); ok {
+		o.OmitUDPChecksum()
+	}
 	if d.cfg.OnStart != nil {
 		d.enter()
 		d.cfg.OnStart(d)

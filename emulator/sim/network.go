@@ -549,6 +549,7 @@ type hostEnv struct {
 	// The headers of the frames to the destinations sent to lately.
 	tpl     [sendTemplates]destTemplate
 	tplNext int
+	noSum   bool // OmitUDPChecksum was called
 }
 
 // sendTemplates is how many destinations an agent's frame headers are
@@ -594,7 +595,12 @@ func (e *hostEnv) Post(f func()) bool {
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 	h := e.host
-	data := e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
+	var data []byte
+	if e.noSum {
+		data = e.template(to).AppendNoChecksum(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
+	} else {
+		data = e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
+	}
 	if to.Addr() == h.node.IP {
 		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
 		return
@@ -602,8 +608,15 @@ func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 	h.nic.enqueue(h.net.packet(data, 0))
 }
 
+// OmitUDPChecksum implements emulator.ChecksumOmitter: the agent's
+// frames carry UDP checksum 0, which hosts do not check.
+func (e *hostEnv) OmitUDPChecksum() { e.noSum = true }
+
 type loopback struct{ h *hostNode }
 
 func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
 
-var _ emulator.Poster = (*hostEnv)(nil)
+var (
+	_ emulator.Poster          = (*hostEnv)(nil)
+	_ emulator.ChecksumOmitter = (*hostEnv)(nil)
+)
