@@ -83,6 +83,16 @@ type ChecksumOmitter interface {
 	OmitUDPChecksum()
 }
 
+// GatherSender is implemented by the Env of every substrate. SendGather
+// sends one datagram whose payload is head, body and tail joined, as
+// Send(to, head+body+tail) would, without joining them first (the iovec
+// of sendmsg): an agent that frames a large body it keeps elsewhere (an
+// RDMA device's memory region, a server's stored page) copies it once,
+// into the frame. Like Send, it copies all three.
+type GatherSender interface {
+	SendGather(to Addr, head, body, tail []byte)
+}
+
 // Timer is a pending call scheduled with Env.After.
 type Timer interface {
 	// Stop cancels the call. It reports whether the call was still pending.

@@ -243,12 +243,18 @@ func (e *Env) Rand() *rand.Rand { return e.rng }
 // sendmmsg calls as possible when the callback returns: the cost of a system
 // call per datagram is what limits a real host's packet rate here.
 func (e *Env) Send(to emulator.Addr, payload []byte) {
+	e.SendGather(to, payload, nil, nil)
+}
+
+// SendGather implements emulator.GatherSender: the three parts are copied
+// into one buffer of the pending batch, as Send copies its payload.
+func (e *Env) SendGather(to emulator.Addr, head, body, tail []byte) {
 	i := len(e.pending)
 	if i == len(e.bufs) {
 		e.bufs = append(e.bufs, nil)
 		e.addrs = append(e.addrs, net.UDPAddr{})
 	}
-	e.bufs[i] = append(e.bufs[i][:0], payload...)
+	e.bufs[i] = append(append(append(e.bufs[i][:0], head...), body...), tail...)
 	a := &e.addrs[i]
 	ip := to.Addr().As4()
 	a.IP = append(a.IP[:0], ip[:]...)
@@ -327,4 +333,5 @@ func (e *Env) OmitUDPChecksum() {
 var (
 	_ emulator.Poster          = (*Env)(nil)
 	_ emulator.ChecksumOmitter = (*Env)(nil)
+	_ emulator.GatherSender    = (*Env)(nil)
 )

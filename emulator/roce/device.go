@@ -93,8 +93,9 @@ type Device struct {
 	draining bool
 	pending  []pendingWC
 
-	buf []byte // the packet being built
-	c   Counters
+	buf    []byte                // the packet being built
+	gather emulator.GatherSender // env, if it sends from parts
+	c      Counters
 }
 
 type pendingWC struct {
@@ -134,6 +135,7 @@ func (d *Device) Start(env emulator.Env) {
 	if o, ok := env.(emulator.ChecksumOmitter); ok {
 		o.OmitUDPChecksum()
 	}
+	d.gather, _ = env.(emulator.GatherSender)
 	if d.cfg.OnStart != nil {
 		d.enter()
 		d.cfg.OnStart(d)
@@ -233,10 +235,22 @@ func (d *Device) send(qp *QP, h *wire.Header, payload []byte) {
 	h.PKey = qp.attr.PKey
 	h.DestQP = qp.attr.DestQPN
 	dst := netip.AddrPortFrom(qp.attr.Remote, wire.Port)
-	d.buf = wire.Append(d.buf[:0], h, payload, wire.HostPseudo(d.local, dst))
-	d.env.Send(dst, d.buf)
+	ps := wire.HostPseudo(d.local, dst)
+	if d.gather == nil {
+		d.buf = wire.Append(d.buf[:0], h, payload, ps)
+		d.env.Send(dst, d.buf)
+		d.c.TxPackets++
+		d.c.TxBytes += uint64(len(d.buf))
+		return
+	}
+	// The payload goes from the memory region into the frame with one
+	// copy: headers, payload and trailer are sent as parts.
+	d.buf = wire.AppendHeader(d.buf[:0], h, len(payload))
+	hl := len(d.buf)
+	d.buf = wire.AppendTrailer(d.buf, ps, d.buf[:hl], payload)
+	d.gather.SendGather(dst, d.buf[:hl], payload, d.buf[hl:])
 	d.c.TxPackets++
-	d.c.TxBytes += uint64(len(d.buf))
+	d.c.TxBytes += uint64(len(d.buf) + len(payload))
 }
 
 // after runs f on the device's goroutine after delay, as an entry point.

@@ -594,12 +594,18 @@ func (e *hostEnv) Post(f func()) bool {
 // Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
+	e.SendGather(to, payload, nil, nil)
+}
+
+// SendGather implements emulator.GatherSender.
+func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
 	h := e.host
-	var data []byte
-	if e.noSum {
-		data = e.template(to).AppendNoChecksum(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
-	} else {
-		data = e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
+	n := len(head) + len(body) + len(tail)
+	tpl := e.template(to)
+	data := tpl.AppendHeaders(h.net.frameBuf(frame.HeaderLen+n), n)
+	data = append(append(append(data, head...), body...), tail...)
+	if !e.noSum {
+		tpl.SetChecksum(data)
 	}
 	if to.Addr() == h.node.IP {
 		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
@@ -619,4 +625,5 @@ func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
 var (
 	_ emulator.Poster          = (*hostEnv)(nil)
 	_ emulator.ChecksumOmitter = (*hostEnv)(nil)
+	_ emulator.GatherSender    = (*hostEnv)(nil)
 )
