@@ -93,6 +93,18 @@ type GatherSender interface {
 	SendGather(to Addr, head, body, tail []byte)
 }
 
+// SendParts sends head, body and tail as one datagram through env: with
+// SendGather where env is a GatherSender, else joined in *scratch (a
+// buffer the caller keeps for the purpose) and sent with Send.
+func SendParts(env Env, to Addr, head, body, tail []byte, scratch *[]byte) {
+	if g, ok := env.(GatherSender); ok {
+		g.SendGather(to, head, body, tail)
+		return
+	}
+	*scratch = append(append(append((*scratch)[:0], head...), body...), tail...)
+	env.Send(to, *scratch)
+}
+
 // Timer is a pending call scheduled with Env.After.
 type Timer interface {
 	// Stop cancels the call. It reports whether the call was still pending.

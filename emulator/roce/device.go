@@ -93,9 +93,9 @@ type Device struct {
 	draining bool
 	pending  []pendingWC
 
-	buf    []byte                // the packet being built
-	gather emulator.GatherSender // env, if it sends from parts
-	c      Counters
+	buf     []byte // the headers and trailer of the packet being built
+	scratch []byte // the packet joined, where the Env cannot gather
+	c       Counters
 }
 
 type pendingWC struct {
@@ -123,7 +123,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	if cfg.AckEvery < 1 {
 		return nil, fmt.Errorf("%w: ack_every %d; want at least 1", ErrInvalid, cfg.AckEvery)
 	}
-	return &Device{cfg: cfg, nextVA: 0x10000, buf: make([]byte, 0, wire.Len(wire.WriteFirst, cfg.MTU))}, nil
+	return &Device{cfg: cfg, nextVA: 0x10000, buf: make([]byte, 0, 64)}, nil
 }
 
 // Start implements emulator.Agent.
@@ -135,7 +135,6 @@ func (d *Device) Start(env emulator.Env) {
 	if o, ok := env.(emulator.ChecksumOmitter); ok {
 		o.OmitUDPChecksum()
 	}
-	d.gather, _ = env.(emulator.GatherSender)
 	if d.cfg.OnStart != nil {
 		d.enter()
 		d.cfg.OnStart(d)
@@ -235,20 +234,12 @@ func (d *Device) send(qp *QP, h *wire.Header, payload []byte) {
 	h.PKey = qp.attr.PKey
 	h.DestQP = qp.attr.DestQPN
 	dst := netip.AddrPortFrom(qp.attr.Remote, wire.Port)
-	ps := wire.HostPseudo(d.local, dst)
-	if d.gather == nil {
-		d.buf = wire.Append(d.buf[:0], h, payload, ps)
-		d.env.Send(dst, d.buf)
-		d.c.TxPackets++
-		d.c.TxBytes += uint64(len(d.buf))
-		return
-	}
-	// The payload goes from the memory region into the frame with one
-	// copy: headers, payload and trailer are sent as parts.
+	// Headers, payload and trailer go as parts: the payload is copied
+	// once, from the memory region into the frame.
 	d.buf = wire.AppendHeader(d.buf[:0], h, len(payload))
 	hl := len(d.buf)
-	d.buf = wire.AppendTrailer(d.buf, ps, d.buf[:hl], payload)
-	d.gather.SendGather(dst, d.buf[:hl], payload, d.buf[hl:])
+	d.buf = wire.AppendTrailer(d.buf, wire.HostPseudo(d.local, dst), d.buf[:hl], payload)
+	emulator.SendParts(d.env, dst, d.buf[:hl], payload, d.buf[hl:], &d.scratch)
 	d.c.TxPackets++
 	d.c.TxBytes += uint64(len(d.buf) + len(payload))
 }

@@ -42,7 +42,6 @@
 package paging
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -270,11 +269,20 @@ type Host struct {
 	demandRate float64
 	peaks      []float64 // windowed rates of the last PeakHorizon, a ring
 	peakAt     int
+	peakMax    float64 // slices.Max(peaks), kept as peaks change
 	winEnd     time.Duration
 	evLat      time.Duration
 	evLatDev   time.Duration
 	wbuf, pbuf []byte
+	scratch    []byte
 	stats      Stats
+
+	// Spent requests, to reuse, and the callbacks the host schedules,
+	// made once: a method value or closure passed to Env.After is an
+	// allocation per call.
+	freeReqs              []*request
+	resumeFn, resumeNowFn func()
+	tickFn                func()
 }
 
 // worker is a reclaimer: the background one or the application in direct
@@ -285,6 +293,8 @@ type worker struct {
 	quota  int   // pages still to free
 	victim int32 // page being evicted, -1 if none
 	picked time.Duration
+
+	stepFn, evictFn func() // h.step(w) and h.evict(w)
 }
 
 // request is an outstanding read or write.
@@ -358,6 +368,11 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 	for i := range h.pages {
 		h.pages[i] = page{frame: -1, prev: -1, next: -1}
 	}
+	h.resumeFn, h.resumeNowFn, h.tickFn = h.resume, h.resumeNow, h.tick
+	for _, w := range []*worker{&h.bg, &h.direct} {
+		w.stepFn = func() { h.step(w) }
+		w.evictFn = func() { h.evict(w) }
+	}
 	for f := frames - 1; f >= 0; f-- {
 		h.frames[f] = -1
 		h.free = append(h.free, int32(f))
@@ -391,7 +406,7 @@ func (h *Host) State() evict.State {
 	h.roll(now)
 	return evict.State{
 		Now: now, Limit: h.cfg.Limit, Frames: len(h.frames), Used: h.used, Evicting: h.evictingN,
-		Pressure: h.pressure, Blocked: h.blocked, DemandRate: h.demandRate, DemandPeak: slices.Max(h.peaks),
+		Pressure: h.pressure, Blocked: h.blocked, DemandRate: h.demandRate, DemandPeak: h.peakMax,
 		EvictLatency: h.evLat, EvictLatencyDev: h.evLatDev,
 	}
 }
@@ -477,7 +492,7 @@ func (h *Host) advance() {
 // sleep lets the application compute for d.
 func (h *Host) sleep(d time.Duration) {
 	h.wakeAt = h.env.Now() + d
-	h.env.After(d, h.resume)
+	h.env.After(d, h.resumeFn)
 }
 
 // resume ends a sleep. The replay goes on from the time the sleep was meant
@@ -562,7 +577,7 @@ func (h *Host) miss(p int32, write bool, now time.Duration) bool {
 	pg.state = fetching
 	h.faultAt = now
 	h.waiting = true
-	h.send(&request{typ: farmem.TypeRead, page: p, version: pg.version, sum: pg.sum})
+	h.send(h.newRequest(request{typ: farmem.TypeRead, page: p, version: pg.version, sum: pg.sum}))
 	h.consult()
 	return false
 }
@@ -639,7 +654,7 @@ func (h *Host) unblock() {
 	now := h.env.Now()
 	h.stats.addBlock(BlockEvent{Start: h.blockAt, Duration: now - h.blockAt})
 	h.blocked, h.waiting = false, false
-	h.env.After(0, h.resumeNow)
+	h.env.After(0, h.resumeNowFn)
 }
 
 // finish ends the replay at time t (maybe ahead of now).
@@ -690,7 +705,7 @@ func (h *Host) roll(now time.Duration) {
 	h.peak(rate)
 	if now >= h.winEnd {
 		k := int64((now-h.winEnd)/period) + 1
-		h.demandRate *= math.Pow(1-alpha, float64(k))
+		h.demandRate *= decay(k)
 		h.winEnd += time.Duration(k) * period
 		for range min(k, int64(len(h.peaks))) {
 			h.peak(0)
@@ -698,10 +713,37 @@ func (h *Host) roll(now time.Duration) {
 	}
 }
 
+// decays are math.Pow(0.75, k) for the first k: 1 − the smoothing factor
+// of roll, raised to the windows that passed without demand.
+var decays = func() (t [64]float64) {
+	for k := range t {
+		t[k] = math.Pow(0.75, float64(k))
+	}
+	return t
+}()
+
+// decay returns math.Pow(0.75, k), the same bits whether from the table
+// or not.
+func decay(k int64) float64 {
+	if k < int64(len(decays)) {
+		return decays[k]
+	}
+	return math.Pow(0.75, float64(k))
+}
+
 // peak records a window's rate in the ring of the last PeakHorizon.
 func (h *Host) peak(rate float64) {
+	old := h.peaks[h.peakAt]
 	h.peaks[h.peakAt] = rate
 	h.peakAt = (h.peakAt + 1) % len(h.peaks)
+	// The maximum changes when a larger rate comes in, or when the
+	// largest goes out of the ring (rates are never NaN).
+	switch {
+	case rate >= h.peakMax:
+		h.peakMax = rate
+	case old == h.peakMax:
+		h.peakMax = slices.Max(h.peaks)
+	}
 }
 
 // sampleEviction feeds the eviction-latency estimator.
@@ -758,7 +800,7 @@ func (h *Host) step(w *worker) {
 		if v < 0 {
 			// Every frame is busy (being fetched, evicted, or used right
 			// now by the application): try again shortly.
-			h.env.After(h.cfg.RunAhead, func() { h.step(w) })
+			h.env.After(h.cfg.RunAhead, w.stepFn)
 			return
 		}
 		pg := &h.pages[v]
@@ -766,7 +808,7 @@ func (h *Host) step(w *worker) {
 		h.evictingN++
 		w.victim, w.picked = v, now
 		if h.cfg.ReclaimOverhead > 0 {
-			h.env.After(h.cfg.ReclaimOverhead, func() { h.evict(w) })
+			h.env.After(h.cfg.ReclaimOverhead, w.evictFn)
 			return
 		}
 		if !h.evict(w) {
@@ -798,7 +840,7 @@ func (h *Host) evict(w *worker) bool {
 	}
 	pg.dirty = false
 	pg.wb = true
-	h.send(&request{typ: farmem.TypeWrite, page: v, version: pg.version + 1, w: w})
+	h.send(h.newRequest(request{typ: farmem.TypeWrite, page: v, version: pg.version + 1, w: w}))
 	return false
 }
 
@@ -919,7 +961,7 @@ func (h *Host) arm(due time.Duration) {
 		h.rtoTimer.Stop()
 	}
 	h.timerAt = due
-	h.rtoTimer = h.env.After(due-h.env.Now(), h.tick)
+	h.rtoTimer = h.env.After(due-h.env.Now(), h.tickFn)
 }
 
 // tick retransmits every request whose deadline has passed, in the order
@@ -943,6 +985,23 @@ func (h *Host) tick() {
 	}
 }
 
+// newRequest returns a request holding r, reusing a spent one.
+func (h *Host) newRequest(r request) *request {
+	if k := len(h.freeReqs); k > 0 {
+		p := h.freeReqs[k-1]
+		h.freeReqs = h.freeReqs[:k-1]
+		*p = r
+		return p
+	}
+	return &r
+}
+
+// recycle takes back an answered request for newRequest.
+func (h *Host) recycle(r *request) {
+	*r = request{}
+	h.freeReqs = append(h.freeReqs, r)
+}
+
 // complete removes an answered request.
 func (h *Host) complete(r *request) {
 	delete(h.inflight, r.id)
@@ -961,19 +1020,19 @@ func (h *Host) transmit(r *request, retx bool) {
 	if r.typ == farmem.TypeWrite {
 		st := h.State()
 		hdr.Urgency = min(h.cfg.Marker.Urgency(&st), farmem.MaxUrgency)
-		// The page is generated straight into the message (the host keeps
-		// no page contents: version v of page p is always the same bytes),
-		// and its checksum patched into the header.
+		// The page is generated (the host keeps no page contents: version
+		// v of page p is always the same bytes), its checksum goes into
+		// the header, and header and page go out as parts: the page is
+		// copied once more, into the frame.
+		h.content.fill(h.pbuf, uint64(r.page), r.version)
+		r.sum = checksum(h.pbuf)
+		hdr.Sum = r.sum
 		h.wbuf = hdr.Append(h.wbuf[:0], nil)
-		h.wbuf = append(h.wbuf, h.pbuf...)
-		data := h.wbuf[farmem.HeaderLen:]
-		h.content.fill(data, uint64(r.page), r.version)
-		r.sum = checksum(data)
-		binary.BigEndian.PutUint32(h.wbuf[20:], r.sum)
+		emulator.SendParts(h.env, h.server(r.page), h.wbuf, h.pbuf, nil, &h.scratch)
 	} else {
 		h.wbuf = hdr.Append(h.wbuf[:0], nil)
+		h.env.Send(h.server(r.page), h.wbuf)
 	}
-	h.env.Send(h.server(r.page), h.wbuf)
 	r.due = now + r.rto
 	h.arm(r.due)
 }
@@ -1007,6 +1066,9 @@ func (h *Host) Recv(from emulator.Addr, payload []byte) {
 		return
 	}
 	h.complete(r)
+	// Nothing refers to r once this callback is done: it serves a later
+	// request.
+	defer h.recycle(r)
 	if r.retx == 0 {
 		h.sampleRTT(h.env.Now() - r.sent)
 	}

@@ -36,8 +36,25 @@ type Server struct {
 	env      emulator.Env
 	pageSize int
 	hosts    map[emulator.Addr]*hostStore
+	slab     []byte // the rest of the last allocation of page buffers
 	out      []byte
+	scratch  []byte
 	stats    ServerStats
+}
+
+// slabPages is how many page buffers the server allocates at once: a
+// store fills page by page, and one allocation per page was a tenth of a
+// replay's CPU time (the allocator and the collector).
+const slabPages = 64
+
+// newPage returns a buffer for a page stored for the first time.
+func (s *Server) newPage() []byte {
+	if len(s.slab) < s.pageSize {
+		s.slab = make([]byte, slabPages*s.pageSize)
+	}
+	p := s.slab[:s.pageSize:s.pageSize]
+	s.slab = s.slab[s.pageSize:]
+	return p
 }
 
 // denseLimit bounds the dense part of a host's page table; pages above it
@@ -123,8 +140,9 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 		} else {
 			resp.Version, resp.Sum = version, sum
 		}
-		s.out = resp.Append(s.out[:0], stored)
-		s.env.Send(from, s.out)
+		// The page goes from the store into the frame with one copy.
+		s.out = resp.Append(s.out[:0], nil)
+		emulator.SendParts(s.env, from, s.out, stored, nil, &s.scratch)
 	case farmem.TypeWrite:
 		s.stats.Writes++
 		if len(data) != s.pageSize || checksum(data) != h.Sum {
@@ -136,10 +154,11 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 		case e.data == nil || h.Version > e.version:
 			if e.data == nil {
 				s.stats.StoredPages++
+				e.data = s.newPage()
 			}
-			// Recv only borrows the payload (emulator.Agent): copy it, into
-			// the page's buffer once it has one.
-			e.data = append(e.data[:0], data...)
+			// Recv only borrows the payload (emulator.Agent): copy it into
+			// the page's buffer (data is a whole page: checked above).
+			copy(e.data, data)
 			e.version, e.sum = h.Version, h.Sum
 		case h.Version == e.version:
 			s.stats.DupWrites++
