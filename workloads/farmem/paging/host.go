@@ -253,10 +253,9 @@ type Host struct {
 
 	bg, direct worker
 
-	// Requests: by id, and in the order sent (retransmissions go in that
+	// Outstanding requests, in the order sent (retransmissions go in that
 	// order). One timer serves them all, armed for the earliest deadline.
 	nextID   uint32
-	inflight map[uint32]*request
 	order    []*request
 	rtoTimer emulator.Timer
 	timerAt  time.Duration
@@ -281,6 +280,7 @@ type Host struct {
 	// made once: a method value or closure passed to Env.After is an
 	// allocation per call.
 	freeReqs              []*request
+	st                    evict.State // what the policy is shown (a pointer to a local would escape)
 	resumeFn, resumeNowFn func()
 	tickFn                func()
 }
@@ -352,18 +352,17 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 	frames := cfg.Limit + cfg.Headroom
 	h := &Host{
 		cfg: cfg, src: src,
-		pages:    make([]page, max(pagesHint, 0)),
-		frames:   make([]int32, frames),
-		free:     make([]int32, 0, frames),
-		head:     -1,
-		tail:     -1,
-		buf:      make([]memtrace.Access, 1024),
-		inflight: map[uint32]*request{},
-		rto:      cfg.RTOInit,
-		bg:       worker{victim: -1},
-		direct:   worker{direct: true, victim: -1},
-		pbuf:     make([]byte, cfg.PageSize),
-		peaks:    make([]float64, max(1, int(cfg.PeakHorizon/cfg.MeasurePeriod))),
+		pages:  make([]page, max(pagesHint, 0)),
+		frames: make([]int32, frames),
+		free:   make([]int32, 0, frames),
+		head:   -1,
+		tail:   -1,
+		buf:    make([]memtrace.Access, 1024),
+		rto:    cfg.RTOInit,
+		bg:     worker{victim: -1},
+		direct: worker{direct: true, victim: -1},
+		pbuf:   make([]byte, cfg.PageSize),
+		peaks:  make([]float64, max(1, int(cfg.PeakHorizon/cfg.MeasurePeriod))),
 	}
 	for i := range h.pages {
 		h.pages[i] = page{frame: -1, prev: -1, next: -1}
@@ -643,8 +642,8 @@ func (h *Host) fetched(p int32, write bool) {
 func (h *Host) block(now time.Duration) {
 	h.blocked, h.waiting = true, true
 	h.blockAt = now
-	st := h.State()
-	n := max(h.cfg.Engine.Direct(&st), 1)
+	h.st = h.State()
+	n := max(h.cfg.Engine.Direct(&h.st), 1)
 	h.start(&h.direct, n)
 }
 
@@ -671,7 +670,7 @@ func (h *Host) finish(t time.Duration) {
 }
 
 func (h *Host) checkDone() {
-	if h.finished && !h.done && len(h.inflight) == 0 && !h.bg.active && !h.direct.active {
+	if h.finished && !h.done && len(h.order) == 0 && !h.bg.active && !h.direct.active {
 		h.done = true
 		if h.cfg.OnDone != nil {
 			h.cfg.OnDone(h)
@@ -681,7 +680,7 @@ func (h *Host) checkDone() {
 
 // active reports whether anything besides the application is going on.
 func (h *Host) active() bool {
-	return h.bg.active || h.direct.active || len(h.inflight) > 0
+	return h.bg.active || h.direct.active || len(h.order) > 0
 }
 
 // ---- estimates ----
@@ -770,8 +769,8 @@ func (h *Host) consult() {
 	if h.bg.active || h.finished {
 		return
 	}
-	st := h.State()
-	if n := h.cfg.Engine.Background(&st); n > 0 {
+	h.st = h.State()
+	if n := h.cfg.Engine.Background(&h.st); n > 0 {
 		h.start(&h.bg, n)
 	}
 }
@@ -947,7 +946,6 @@ func (h *Host) send(r *request) {
 	h.nextID++
 	r.id = h.nextID
 	r.rto = h.rto
-	h.inflight[r.id] = r
 	h.order = append(h.order, r)
 	h.transmit(r, false)
 }
@@ -987,13 +985,15 @@ func (h *Host) tick() {
 
 // newRequest returns a request holding r, reusing a spent one.
 func (h *Host) newRequest(r request) *request {
+	var p *request
 	if k := len(h.freeReqs); k > 0 {
-		p := h.freeReqs[k-1]
+		p = h.freeReqs[k-1]
 		h.freeReqs = h.freeReqs[:k-1]
-		*p = r
-		return p
+	} else {
+		p = new(request)
 	}
-	return &r
+	*p = r
+	return p
 }
 
 // recycle takes back an answered request for newRequest.
@@ -1002,9 +1002,20 @@ func (h *Host) recycle(r *request) {
 	h.freeReqs = append(h.freeReqs, r)
 }
 
+// inflight returns the outstanding request numbered id, or nil. A host
+// has a few at a time (a read, and a write per reclaimer): a scan of them
+// costs less than a map.
+func (h *Host) inflight(id uint32) *request {
+	for _, r := range h.order {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
+}
+
 // complete removes an answered request.
 func (h *Host) complete(r *request) {
-	delete(h.inflight, r.id)
 	if i := slices.Index(h.order, r); i >= 0 {
 		h.order = slices.Delete(h.order, i, i+1)
 	}
@@ -1018,8 +1029,8 @@ func (h *Host) transmit(r *request, retx bool) {
 		hdr.Flags |= farmem.FlagRetransmit
 	}
 	if r.typ == farmem.TypeWrite {
-		st := h.State()
-		hdr.Urgency = min(h.cfg.Marker.Urgency(&st), farmem.MaxUrgency)
+		h.st = h.State()
+		hdr.Urgency = min(h.cfg.Marker.Urgency(&h.st), farmem.MaxUrgency)
 		// The page is generated (the host keeps no page contents: version
 		// v of page p is always the same bytes), its checksum goes into
 		// the header, and header and page go out as parts: the page is
@@ -1056,7 +1067,7 @@ func (h *Host) Recv(from emulator.Addr, payload []byte) {
 		h.integrity(fmt.Sprintf("malformed message from %v: %v", from, err))
 		return
 	}
-	r := h.inflight[hdr.ID]
+	r := h.inflight(hdr.ID)
 	if r == nil || uint64(r.page) != hdr.Page || (hdr.Type == farmem.TypeAck) != (r.typ == farmem.TypeWrite) {
 		h.stats.Duplicates++
 		return

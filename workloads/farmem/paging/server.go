@@ -36,6 +36,8 @@ type Server struct {
 	env      emulator.Env
 	pageSize int
 	hosts    map[emulator.Addr]*hostStore
+	last     emulator.Addr // the host served last, and its store
+	lastHS   *hostStore
 	slab     []byte // the rest of the last allocation of page buffers
 	out      []byte
 	scratch  []byte
@@ -82,7 +84,11 @@ func (s *Server) Stats() ServerStats { return s.stats }
 // Lookup returns the stored version, checksum and data of a host's page.
 // data is the server's copy: it changes with the next write of the page.
 func (s *Server) Lookup(host emulator.Addr, page uint64) (version, sum uint32, data []byte, ok bool) {
-	hs := s.hosts[host]
+	return s.lookup(s.hosts[host], page)
+}
+
+// lookup is Lookup in a host's store (nil if it has none).
+func (s *Server) lookup(hs *hostStore, page uint64) (version, sum uint32, data []byte, ok bool) {
 	if hs == nil {
 		return 0, 0, nil, false
 	}
@@ -98,12 +104,23 @@ func (s *Server) Lookup(host emulator.Addr, page uint64) (version, sum uint32, d
 	return e.version, e.sum, e.data, true
 }
 
+// store returns host's store, or nil, remembering the last one: a server
+// mostly serves one host after another (Recv only: Lookup may run
+// elsewhere).
+func (s *Server) store(host emulator.Addr) *hostStore {
+	if s.lastHS == nil || s.last != host {
+		s.last, s.lastHS = host, s.hosts[host]
+	}
+	return s.lastHS
+}
+
 // slot returns the storage slot of (host, page), growing the host's table.
 func (s *Server) slot(host emulator.Addr, page uint64) *stored {
-	hs := s.hosts[host]
+	hs := s.store(host)
 	if hs == nil {
 		hs = &hostStore{sparse: map[uint64]*stored{}}
 		s.hosts[host] = hs
+		s.last, s.lastHS = host, hs
 	}
 	if page >= denseLimit {
 		e := hs.sparse[page]
@@ -133,7 +150,7 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 	case farmem.TypeRead:
 		s.stats.Reads++
 		resp := farmem.Header{Type: farmem.TypeData, ID: h.ID, Page: h.Page}
-		version, sum, stored, ok := s.Lookup(from, h.Page)
+		version, sum, stored, ok := s.lookup(s.store(from), h.Page)
 		if !ok {
 			s.stats.NotFound++
 			resp.Flags |= farmem.FlagNotFound
