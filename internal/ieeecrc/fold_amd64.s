@@ -6,31 +6,19 @@
 // for a distance of D bits, as hash/crc32's CLMUL code uses them: the low
 // quadword multiplies a 128-bit lane's low half, the high quadword its
 // high half. Low = reflect32(x^(D+32) mod P) << 1, high =
-// reflect32(x^(D-32) mod P) << 1; TestConstants recomputes them. Each is
-// repeated for the four 128-bit lanes of a 512-bit register.
+// reflect32(x^(D-32) mod P) << 1; TestConstants recomputes them. The
+// 512-bit code broadcasts a pair to the four 128-bit lanes of a register.
 
 // D = 2048: one step of the four chains (256 bytes).
 DATA k2048<>+0(SB)/8, $0x11542778a
 DATA k2048<>+8(SB)/8, $0x1322d1430
-DATA k2048<>+16(SB)/8, $0x11542778a
-DATA k2048<>+24(SB)/8, $0x1322d1430
-DATA k2048<>+32(SB)/8, $0x11542778a
-DATA k2048<>+40(SB)/8, $0x1322d1430
-DATA k2048<>+48(SB)/8, $0x11542778a
-DATA k2048<>+56(SB)/8, $0x1322d1430
-GLOBL k2048<>(SB), RODATA, $64
+GLOBL k2048<>(SB), RODATA, $16
 
 // D = 512: from one chain's block to the next (64 bytes); hash/crc32's
 // r2r1.
 DATA k512<>+0(SB)/8, $0x154442bd4
 DATA k512<>+8(SB)/8, $0x1c6e41596
-DATA k512<>+16(SB)/8, $0x154442bd4
-DATA k512<>+24(SB)/8, $0x1c6e41596
-DATA k512<>+32(SB)/8, $0x154442bd4
-DATA k512<>+40(SB)/8, $0x1c6e41596
-DATA k512<>+48(SB)/8, $0x154442bd4
-DATA k512<>+56(SB)/8, $0x1c6e41596
-GLOBL k512<>(SB), RODATA, $64
+GLOBL k512<>(SB), RODATA, $16
 
 // D = 128: from one 16-byte lane to the next; hash/crc32's r4r3.
 DATA k128<>+0(SB)/8, $0x1751997d0
@@ -47,6 +35,14 @@ GLOBL k64<>(SB), RODATA, $16
 DATA barrett<>+0(SB)/8, $0x1db710641
 DATA barrett<>+8(SB)/8, $0x1f7011641
 GLOBL barrett<>(SB), RODATA, $16
+
+// FOLD moves the 128-bit lanes of a, D bits ahead, onto next: each lane's
+// halves times the constants of D in k, XORed with each other and with
+// next (VPTERNLOGD 0x96 is a three-way XOR). t is clobbered.
+#define FOLD(k, a, t, next) \
+	VPCLMULQDQ $0x11, k, a, t \
+	VPCLMULQDQ $0x00, k, a, a \
+	VPTERNLOGD $0x96, next, t, a
 
 // REDUCE leaves in AX the CRC register after the 16 bytes in X1 from a
 // zero register: their polynomial times x^32 modulo P. It folds the first
@@ -91,30 +87,21 @@ TEXT ·fold256(SB), NOSPLIT, $0-36
 	VPXORQ    Z0, Z1, Z1
 	ADDQ      $256, SI
 	SUBQ      $256, CX
-	VMOVDQU64 k2048<>(SB), Z0
+	VBROADCASTI32X4 k2048<>(SB), Z0
 
 loop:
-	// Each lane moves 2048 bits ahead (its halves times the constants,
-	// XORed) onto the next step's bytes; the chains do not wait for
-	// each other.
+	// Each lane moves 2048 bits ahead onto the next step's bytes; the
+	// chains do not wait for each other.
 	CMPQ       CX, $256
 	JB         join
 	VMOVDQU64  (SI), Z11
 	VMOVDQU64  64(SI), Z12
 	VMOVDQU64  128(SI), Z13
 	VMOVDQU64  192(SI), Z14
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x11, Z0, Z2, Z6
-	VPCLMULQDQ $0x11, Z0, Z3, Z7
-	VPCLMULQDQ $0x11, Z0, Z4, Z8
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPCLMULQDQ $0x00, Z0, Z2, Z2
-	VPCLMULQDQ $0x00, Z0, Z3, Z3
-	VPCLMULQDQ $0x00, Z0, Z4, Z4
-	VPTERNLOGD $0x96, Z11, Z5, Z1 // Z1 = Z1 ^ Z5 ^ Z11
-	VPTERNLOGD $0x96, Z12, Z6, Z2
-	VPTERNLOGD $0x96, Z13, Z7, Z3
-	VPTERNLOGD $0x96, Z14, Z8, Z4
+	FOLD(Z0, Z1, Z5, Z11)
+	FOLD(Z0, Z2, Z6, Z12)
+	FOLD(Z0, Z3, Z7, Z13)
+	FOLD(Z0, Z4, Z8, Z14)
 	ADDQ       $256, SI
 	SUBQ       $256, CX
 	JMP        loop
@@ -122,16 +109,10 @@ loop:
 join:
 	// The last step's chains are consecutive blocks: fold each 512 bits
 	// ahead onto the next, leaving one block, aligned at p's end.
-	VMOVDQU64  k512<>(SB), Z0
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z2, Z5, Z1
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z3, Z5, Z1
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z4, Z5, Z1
+	VBROADCASTI32X4 k512<>(SB), Z0
+	FOLD(Z0, Z1, Z5, Z2)
+	FOLD(Z0, Z1, Z5, Z3)
+	FOLD(Z0, Z1, Z5, Z4)
 
 	// The block's four lanes are consecutive too: fold each 128 bits
 	// ahead onto the next, leaving 16 bytes to reduce.
@@ -139,15 +120,9 @@ join:
 	VEXTRACTI32X4 $2, Z1, X3
 	VEXTRACTI32X4 $3, Z1, X4
 	VMOVDQU       k128<>(SB), X0
-	VPCLMULQDQ    $0x11, X0, X1, X5
-	VPCLMULQDQ    $0x00, X0, X1, X1
-	VPTERNLOGD    $0x96, X2, X5, X1
-	VPCLMULQDQ    $0x11, X0, X1, X5
-	VPCLMULQDQ    $0x00, X0, X1, X1
-	VPTERNLOGD    $0x96, X3, X5, X1
-	VPCLMULQDQ    $0x11, X0, X1, X5
-	VPCLMULQDQ    $0x00, X0, X1, X1
-	VPTERNLOGD    $0x96, X4, X5, X1
+	FOLD(X0, X1, X5, X2)
+	FOLD(X0, X1, X5, X3)
+	FOLD(X0, X1, X5, X4)
 	REDUCE
 	MOVL AX, ret+32(FP)
 	VZEROUPPER
@@ -168,10 +143,8 @@ TEXT ·fold16(SB), NOSPLIT, $0-36
 loop16:
 	CMPQ       CX, $16
 	JB         reduce16
-	VPCLMULQDQ $0x11, X0, X1, X5
-	VPCLMULQDQ $0x00, X0, X1, X1
-	VPXOR      (SI), X5, X5
-	VPXOR      X5, X1, X1
+	VMOVDQU    (SI), X2
+	FOLD(X0, X1, X5, X2)
 	ADDQ       $16, SI
 	SUBQ       $16, CX
 	JMP        loop16

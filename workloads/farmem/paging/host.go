@@ -987,8 +987,7 @@ func (h *Host) tick() {
 func (h *Host) newRequest(r request) *request {
 	var p *request
 	if k := len(h.freeReqs); k > 0 {
-		p = h.freeReqs[k-1]
-		h.freeReqs = h.freeReqs[:k-1]
+		p, h.freeReqs = h.freeReqs[k-1], h.freeReqs[:k-1]
 	} else {
 		p = new(request)
 	}
