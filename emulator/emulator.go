@@ -71,6 +71,40 @@ type Poster interface {
 	Post(f func()) bool
 }
 
+// ChecksumOmitter is implemented by the Env of every substrate.
+// OmitUDPChecksum makes the agent's datagrams leave with a UDP checksum
+// of 0, "no checksum", which IPv4 allows (RFC 768), and saves a pass over
+// every payload at both ends: receivers do not check a checksum that is
+// absent. It is for protocols that carry an end-to-end check of their
+// own; RoCEv2 devices send 0 (rdma_rxe's prepare_udp_hdr, RNICs) and
+// protect each packet with its invariant CRC. Call it from Start, before
+// the agent's first Send.
+type ChecksumOmitter interface {
+	OmitUDPChecksum()
+}
+
+// GatherSender is implemented by the Env of every substrate. SendGather
+// sends one datagram whose payload is head, body and tail joined, as
+// Send(to, head+body+tail) would, without joining them first (the iovec
+// of sendmsg): an agent that frames a large body it keeps elsewhere (an
+// RDMA device's memory region, a server's stored page) copies it once,
+// into the frame. Like Send, it copies all three.
+type GatherSender interface {
+	SendGather(to Addr, head, body, tail []byte)
+}
+
+// SendParts sends head, body and tail as one datagram through env: with
+// SendGather where env is a GatherSender, else joined in *scratch (a
+// buffer the caller keeps for the purpose) and sent with Send.
+func SendParts(env Env, to Addr, head, body, tail []byte, scratch *[]byte) {
+	if g, ok := env.(GatherSender); ok {
+		g.SendGather(to, head, body, tail)
+		return
+	}
+	*scratch = append(append(append((*scratch)[:0], head...), body...), tail...)
+	env.Send(to, *scratch)
+}
+
 // Timer is a pending call scheduled with Env.After.
 type Timer interface {
 	// Stop cancels the call. It reports whether the call was still pending.

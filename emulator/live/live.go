@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
 )
@@ -242,12 +243,18 @@ func (e *Env) Rand() *rand.Rand { return e.rng }
 // sendmmsg calls as possible when the callback returns: the cost of a system
 // call per datagram is what limits a real host's packet rate here.
 func (e *Env) Send(to emulator.Addr, payload []byte) {
+	e.SendGather(to, payload, nil, nil)
+}
+
+// SendGather implements emulator.GatherSender: the three parts are copied
+// into one buffer of the pending batch, as Send copies its payload.
+func (e *Env) SendGather(to emulator.Addr, head, body, tail []byte) {
 	i := len(e.pending)
 	if i == len(e.bufs) {
 		e.bufs = append(e.bufs, nil)
 		e.addrs = append(e.addrs, net.UDPAddr{})
 	}
-	e.bufs[i] = append(e.bufs[i][:0], payload...)
+	e.bufs[i] = append(append(append(e.bufs[i][:0], head...), body...), tail...)
 	a := &e.addrs[i]
 	ip := to.Addr().As4()
 	a.IP = append(a.IP[:0], ip[:]...)
@@ -301,4 +308,30 @@ func (r *Runtime) Close() {
 	r.wg.Wait()
 }
 
-var _ emulator.Poster = (*Env)(nil)
+// OmitUDPChecksum implements emulator.ChecksumOmitter with the socket
+// option SO_NO_CHECK, under which Linux sends the socket's IPv4 datagrams
+// with UDP checksum 0. Should the option fail, datagrams keep their
+// checksums, which is correct, only slower; the error is kept for
+// SendErrors.
+func (e *Env) OmitUDPChecksum() {
+	raw, err := e.conn.SyscallConn()
+	if err == nil {
+		cerr := raw.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
+		})
+		if cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		e.mu.Lock()
+		e.lastError = fmt.Errorf("SO_NO_CHECK: %w", err)
+		e.mu.Unlock()
+	}
+}
+
+var (
+	_ emulator.Poster          = (*Env)(nil)
+	_ emulator.ChecksumOmitter = (*Env)(nil)
+	_ emulator.GatherSender    = (*Env)(nil)
+)

@@ -3,12 +3,15 @@
 package live
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
 )
@@ -253,4 +256,55 @@ func BenchmarkTimerLateness(b *testing.B) {
 	b.ReportMetric(q(ours, 0.99), "late-p99-µs")
 	b.ReportMetric(q(goTimers, 0.5), "go-timer-late-p50-µs")
 	b.ReportMetric(q(goTimers, 0.5)/max(q(ours, 0.5), 1), "go/ours-p50")
+}
+
+// TestOmitUDPChecksum: after OmitUDPChecksum an agent's datagrams leave
+// with UDP checksum 0 (SO_NO_CHECK); before, with one. A raw socket (root)
+// sees the UDP headers as sent.
+func TestOmitUDPChecksum(t *testing.T) {
+	raw, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_UDP)
+	if err != nil {
+		t.Skipf("a raw socket needs root: %v", err)
+	}
+	defer unix.Close(raw)
+	tv := unix.NsecToTimeval(int64(5 * time.Second))
+	if err := unix.SetsockoptTimeval(raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	dst := listen(t)
+	defer dst.Close()
+	to := netip.MustParseAddrPort(dst.LocalAddr().String())
+	rt := New(1)
+	defer rt.Close()
+	conn := listen(t)
+	from := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
+	sent := make(chan struct{})
+	_, err = rt.Attach(conn, emulator.AgentFunc{OnStart: func(env emulator.Env) {
+		env.Send(to, []byte("with checksum")) // leaves when Start returns
+		env.After(0, func() {
+			env.(emulator.ChecksumOmitter).OmitUDPChecksum()
+			env.Send(to, []byte("without"))
+			close(sent)
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	var sums []uint16
+	buf := make([]byte, 2048)
+	for len(sums) < 2 {
+		n, _, err := unix.Recvfrom(raw, buf, 0)
+		if err != nil {
+			t.Fatalf("raw socket: %v (checksums so far %#04x)", err, sums)
+		}
+		ihl := int(buf[0]&0x0f) * 4
+		if n < ihl+8 || binary.BigEndian.Uint16(buf[ihl:]) != from {
+			continue // another datagram on this host
+		}
+		sums = append(sums, binary.BigEndian.Uint16(buf[ihl+6:]))
+	}
+	if sums[0] == 0 || sums[1] != 0 {
+		t.Fatalf("UDP checksums sent: %#04x, want one then 0", sums)
+	}
 }

@@ -549,6 +549,7 @@ type hostEnv struct {
 	// The headers of the frames to the destinations sent to lately.
 	tpl     [sendTemplates]destTemplate
 	tplNext int
+	noSum   bool // OmitUDPChecksum was called
 }
 
 // sendTemplates is how many destinations an agent's frame headers are
@@ -593,8 +594,19 @@ func (e *hostEnv) Post(f func()) bool {
 // Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
+	e.SendGather(to, payload, nil, nil)
+}
+
+// SendGather implements emulator.GatherSender.
+func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
 	h := e.host
-	data := e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
+	n := len(head) + len(body) + len(tail)
+	tpl := e.template(to)
+	data := tpl.AppendHeaders(h.net.frameBuf(frame.HeaderLen+n), n)
+	data = append(append(append(data, head...), body...), tail...)
+	if !e.noSum {
+		tpl.SetChecksum(data)
+	}
 	if to.Addr() == h.node.IP {
 		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
 		return
@@ -602,8 +614,16 @@ func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 	h.nic.enqueue(h.net.packet(data, 0))
 }
 
+// OmitUDPChecksum implements emulator.ChecksumOmitter: the agent's
+// frames carry UDP checksum 0, which hosts do not check.
+func (e *hostEnv) OmitUDPChecksum() { e.noSum = true }
+
 type loopback struct{ h *hostNode }
 
 func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
 
-var _ emulator.Poster = (*hostEnv)(nil)
+var (
+	_ emulator.Poster          = (*hostEnv)(nil)
+	_ emulator.ChecksumOmitter = (*hostEnv)(nil)
+	_ emulator.GatherSender    = (*hostEnv)(nil)
+)

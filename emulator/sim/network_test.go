@@ -342,3 +342,37 @@ func TestNoPipeline(t *testing.T) {
 		t.Errorf("switches without a data plane: %v", err)
 	}
 }
+
+// omitter sends one datagram without a UDP checksum.
+type omitter struct{ to emulator.Addr }
+
+func (o omitter) Start(env emulator.Env) {
+	env.(emulator.ChecksumOmitter).OmitUDPChecksum()
+	env.Send(o.to, []byte("no checksum, please"))
+}
+func (omitter) Recv(emulator.Addr, []byte) {}
+
+// TestOmitUDPChecksum: an agent that omits checksums sends frames with
+// UDP checksum 0, which hosts deliver; other agents' frames keep theirs.
+func TestOmitUDPChecksum(t *testing.T) {
+	top := mustTopo(t, chain)
+	s, n := mustNet(t, top, Options{})
+	var sums []uint16
+	if err := n.Tap("h1", 1, func(_ Time, f []byte) {
+		sums = append(sums, binary.BigEndian.Uint16(f[frame.HeaderLen-2:]))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rx := &sink{}
+	dst := netip.AddrPortFrom(top.Node("h2").IP, 7)
+	n.Attach("h2", 7, rx)
+	n.Attach("h1", 8, omitter{to: dst})
+	n.Attach("h1", 9, burst{to: dst, n: 1, size: 20})
+	s.Run()
+	if len(sums) != 2 || sums[0] != 0 || sums[1] == 0 {
+		t.Fatalf("UDP checksums sent: %#04x, want 0 then one", sums)
+	}
+	if st := n.HostStats("h2"); st.Delivered != 2 || st.BadChecksum != 0 {
+		t.Fatalf("h2 received %+v, want both delivered", st)
+	}
+}
