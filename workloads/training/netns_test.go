@@ -18,7 +18,6 @@ import (
 	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
-	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/emulator/testbed/netnstb"
 	"github.com/tracebed/tracebed/experiments"
 	dp "github.com/tracebed/tracebed/p4/freeina"
@@ -57,14 +56,15 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	defer cancel()
 	if newTB == nil {
 		newTB = experiments.SimTestbed
-	} else {
-		defer realtime(t)()
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: sc.scaled.Top, Program: inaProgram(t), Seed: uint64(seed)})
+	tb, err := newTB(ctx, sc.testbedConfig(inaProgram(t), seed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tb.Close()
+	if tb.Substrate() == "netns" {
+		defer realtime(t)()
+	}
 	s := packet.Setup{
 		Testbed: sc.hostModel(tb, uint64(seed)), Workers: sc.scaled.Workers, Controller: sc.scaled.Controller, PS: sc.scaled.PS,
 		Net: sc.scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, sc.scaled.Factor),
@@ -330,7 +330,7 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 			cancel()
 			t.Fatal(err)
 		}
-		tb, err := netnsTestbeds(ctx, testbed.Config{Topology: sc.scaled.Top, Program: &prog, Seed: 1})
+		tb, err := netnsTestbeds(ctx, sc.testbedConfig(&prog, 1))
 		if err != nil {
 			cancel()
 			t.Fatal(err)
