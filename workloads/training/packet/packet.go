@@ -800,6 +800,12 @@ func (c *controller) sample() {
 	if !c.sampling || c.finished {
 		return
 	}
+	if c.reading > 0 {
+		// The last sample's reads are still on their way (a control
+		// plane slower than the sampling): this sample is skipped.
+		c.sampleLater()
+		return
+	}
 	ranges := map[string][][2]int{}
 	for _, p := range c.active {
 		if p.b.Mode == inasched.Shared && p.b.INA() {
@@ -820,19 +826,23 @@ func (c *controller) sample() {
 		c.sampling = false
 		return
 	}
-	// A sample's reads come back as events; while the last sample's are
-	// still on their way (a control plane slower than the sampling), this
-	// one is skipped.
-	if c.reading == 0 {
-		for _, sw := range sortedKeys(ranges) {
-			c.readHeld(sw, ranges[sw])
-		}
+	// The reads come back as events (readHeld).
+	for _, sw := range sortedKeys(ranges) {
+		c.readHeld(sw, ranges[sw])
 	}
+	c.sampleLater()
+}
+
+// sampleLater schedules the next sample, at a random interval of mean
+// Sample.
+func (c *controller) sampleLater() {
 	d := time.Duration(float64(c.s.Sample) * (0.5 + c.env.Rand().Float64()))
 	c.env.After(d, c.sample)
 }
 
-// readHeld samples the shared-mode occupancy of sw's ranges.
+// readHeld samples the shared-mode occupancy of sw's ranges. Its answer
+// counts unless the sampling stopped meanwhile (a new epoch); no other
+// sample changes c.shared while reads are on their way.
 func (c *controller) readHeld(sw string, ranges [][2]int) {
 	c.reading++
 	epoch := c.epoch
