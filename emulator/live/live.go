@@ -3,6 +3,7 @@
 package live
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -30,12 +31,18 @@ type Runtime struct {
 	wg     sync.WaitGroup
 
 	timers timerQueue // the loops' timers (timers.go)
+
+	// ctx ends when the runtime closes: the context of the loops' calls
+	// (Loop.Call) derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New returns a runtime whose clock starts now. Agents' random sources are
 // seeded from seed and their addresses.
 func New(seed uint64) *Runtime {
-	return &Runtime{start: time.Now(), seed: seed}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runtime{start: time.Now(), seed: seed, ctx: ctx, cancel: cancel}
 }
 
 // Now returns the time since the runtime started.
@@ -52,6 +59,18 @@ type Loop struct {
 	quit   chan struct{}
 	once   sync.Once
 	after  func() // runs after each callback (an agent's batched sends)
+
+	// The loop's calls (Call), in the order they were made, and whether
+	// a goroutine is running them.
+	callMu  sync.Mutex
+	calls   []call
+	calling bool
+}
+
+// call is one Loop.Call.
+type call struct {
+	op   func(ctx context.Context) error
+	done func(err error)
 }
 
 // NewLoop starts an event loop that is not tied to a socket, for
@@ -108,6 +127,53 @@ func (l *Loop) stop() { l.once.Do(func() { close(l.quit) }) }
 
 // Now returns the runtime's clock.
 func (l *Loop) Now() time.Duration { return l.rt.Now() }
+
+// Call implements emulator.Caller: op runs on a goroutine of the loop's
+// own, with a context that ends after emulator.CallTimeout or when the
+// runtime closes, and done is posted to the loop when op returns. The
+// loop's calls run one at a time, in the order they were made; Call never
+// waits for one. Like After, it is called from the loop's goroutine.
+func (l *Loop) Call(op func(ctx context.Context) error, done func(err error)) {
+	l.callMu.Lock()
+	defer l.callMu.Unlock()
+	l.calls = append(l.calls, call{op, done})
+	if l.calling {
+		return
+	}
+	l.rt.mu.Lock()
+	closed := l.rt.closed
+	if !closed {
+		l.rt.wg.Add(1)
+	}
+	l.rt.mu.Unlock()
+	if closed {
+		l.calls = nil // the loop has stopped: done would be dropped
+		return
+	}
+	l.calling = true
+	go l.runCalls()
+}
+
+// runCalls runs the loop's calls until none is left.
+func (l *Loop) runCalls() {
+	defer l.rt.wg.Done()
+	for {
+		l.callMu.Lock()
+		if len(l.calls) == 0 {
+			l.calling = false
+			l.callMu.Unlock()
+			return
+		}
+		c := l.calls[0]
+		l.calls[0] = call{}
+		l.calls = l.calls[1:]
+		l.callMu.Unlock()
+		ctx, cancel := context.WithTimeout(l.rt.ctx, emulator.CallTimeout)
+		err := c.op(ctx)
+		cancel()
+		l.Post(func() { c.done(err) })
+	}
+}
 
 // After runs f on the loop once d has elapsed, unless the returned timer is
 // stopped first. Stop must be called from the loop's goroutine. The
@@ -298,6 +364,7 @@ func (r *Runtime) Close() {
 	r.closed = true
 	loops, conns := r.loops, r.conns
 	r.mu.Unlock()
+	r.cancel() // calls in progress end
 	for _, l := range loops {
 		l.stop()
 	}
@@ -334,4 +401,6 @@ var (
 	_ emulator.Poster          = (*Env)(nil)
 	_ emulator.ChecksumOmitter = (*Env)(nil)
 	_ emulator.GatherSender    = (*Env)(nil)
+	_ emulator.Caller          = (*Env)(nil)
+	_ emulator.Caller          = (*Loop)(nil)
 )

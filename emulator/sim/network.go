@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -37,6 +38,12 @@ type Options struct {
 	// which models a sender that blocks on a full socket buffer instead of
 	// losing data.
 	HostBuffer units.Bytes
+	// ControlLatency is the modelled time of a control-plane call an
+	// agent makes through its Env (emulator.Caller): a P4Runtime round
+	// trip to a switch. The call runs against the in-process switch, and
+	// its completion reaches the agent, this long after it was made; 0
+	// runs both at the same instant, after the events already due.
+	ControlLatency time.Duration
 }
 
 // Network is a topology brought to life on a Sim.
@@ -591,6 +598,15 @@ func (e *hostEnv) Post(f func()) bool {
 	return true
 }
 
+// Call implements emulator.Caller: op runs on the simulation's goroutine,
+// Options.ControlLatency after the call, and done right after it, in the
+// same event. Every call of a run has the same latency, so an agent's
+// calls complete in the order it made them.
+func (e *hostEnv) Call(op func(ctx context.Context) error, done func(err error)) {
+	s := e.host.net.Sim
+	s.At(s.now+FromDuration(e.host.net.opts.ControlLatency), func() { done(op(context.Background())) })
+}
+
 // Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
@@ -626,4 +642,5 @@ var (
 	_ emulator.Poster          = (*hostEnv)(nil)
 	_ emulator.ChecksumOmitter = (*hostEnv)(nil)
 	_ emulator.GatherSender    = (*hostEnv)(nil)
+	_ emulator.Caller          = (*hostEnv)(nil)
 )

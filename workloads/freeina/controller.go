@@ -29,10 +29,14 @@ import (
 // chunks of a round fail on the INA path, it gathers the workers'
 // stopped reports (stopping them all if a connection gave up), releases
 // the memory, and names the first chunk to re-aggregate on the PS path
-// (recover; worker.go).
+// (recover; worker.go). Its P4Runtime calls go through its control-plane
+// port, never from inside a callback: a round's path is decided at once,
+// and the workers are told once the switch holds the round's binding
+// (port.Then).
 type controller struct {
 	h       *host
 	run     *run
+	port    *p4rt.Port
 	pending map[netip.Addr]*channel // control connections until established
 	chans   map[netip.Addr]*channel
 	t0      time.Duration // when every host was connected: time zero of the jobs
@@ -170,6 +174,15 @@ func (c *controller) connected(peer netip.Addr) {
 
 // start schedules the arrivals once every host is connected.
 func (c *controller) start() {
+	if c.port == nil {
+		port, err := p4rt.NewPort(c.h.dev.Env())
+		if err != nil {
+			c.h.fail(err)
+			return
+		}
+		c.port = port
+		c.ictl.SetExec(inasched.PortExec(port, c.h.fail))
+	}
 	if c.started || len(c.chans) < len(c.run.hosts)-1 {
 		return
 	}
@@ -430,15 +443,24 @@ func (c *controller) beginRound(j *cjob, id uint32) {
 		if act.Binding.Mode == inasched.RDMA && act.Binding.INA() {
 			j.path = pathINA
 			window = act.Binding.Size / c.binder.Slot
-			c.setUse(float64(act.Binding.Size))
 		}
 	}
-	n := len(j.hosts)
-	j.goAt = c.h.now()
-	for i, ip := range j.ips {
-		c.send(ip, &ctlMsg{Type: msgGo, Job: id, Round: uint32(j.round), Path: uint32(j.path), Window: uint32(window),
-			PredPSN: j.ready[(i+n-1)%n].PSN})
-	}
+	// The workers go once the switch holds the round's binding (the
+	// round cannot end, nor its binding change, before they go).
+	c.port.Then(func() {
+		if c.h.failed != nil {
+			return
+		}
+		if j.path == pathINA {
+			c.setUse(float64(j.binding.Size))
+		}
+		n := len(j.hosts)
+		j.goAt = c.h.now()
+		for i, ip := range j.ips {
+			c.send(ip, &ctlMsg{Type: msgGo, Job: id, Round: uint32(j.round), Path: uint32(j.path), Window: uint32(window),
+				PredPSN: j.ready[(i+n-1)%n].PSN})
+		}
+	})
 }
 
 // endRound: every worker holds the round's sum and every packet of it is
@@ -506,18 +528,19 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	c.cluster.Release(j.hosts)
 	c.cluster.Unhold(j.sw)
 	c.psFree[j.sw.Name] = append(c.psFree[j.sw.Name], j.ps)
-	if err := c.countSwitch(j); err != nil {
-		c.h.fail(err)
-		return
-	}
+	c.countSwitch(j)
 	if _, err := c.adm.Depart(c.h.now(), c.h.now(), j.spec.ID); err != nil {
 		c.h.fail(err)
 		return
 	}
-	c.done++
-	if c.done == len(c.jobs) {
-		c.run.done.Store(true)
-	}
+	// The job is done once its counters are read and the switch has
+	// forgotten it.
+	c.port.Then(func() {
+		c.done++
+		if c.done == len(c.jobs) {
+			c.run.done.Store(true)
+		}
+	})
 	c.admit()
 }
 
@@ -537,24 +560,31 @@ func (c *controller) setUse(delta float64) {
 	c.steps = append(c.steps, analysis.Point{X: now, Y: frac})
 }
 
-// countSwitch adds a finishing job's counters on its switch (read before
-// its ring is removed and its switch job id handed out again).
-func (c *controller) countSwitch(j *cjob) error {
+// countSwitch reads a finishing job's counters on its switch (before its
+// ring is removed and its switch job id handed out again: the port's
+// calls run in order) and adds them up when they come back.
+func (c *controller) countSwitch(j *cjob) {
 	id, ok := c.binder.SwitchJob(j.sw.Name, j.spec.ID)
 	if !ok {
-		return nil // it never took the INA path
+		return // it never took the INA path
 	}
-	jc, err := c.binder.Controller(j.sw.Name).Counters(context.Background(), id)
-	if err != nil {
+	ctl := c.binder.Controller(j.sw.Name)
+	var jc dp.JobCounters
+	c.port.Call(func(ctx context.Context) (err error) {
+		jc, err = ctl.Counters(ctx, id)
 		return err
-	}
-	c.sw.Packets += jc.Packets
-	c.sw.Results += jc.Results
-	c.sw.Answers += jc.Answers
-	c.sw.Held += jc.Held
-	c.sw.Overflows += jc.Overflows
-	for i, d := range jc.Drops {
-		c.sw.Drops[i] += d
-	}
-	return nil
+	}, func(err error) {
+		if err != nil {
+			c.h.fail(fmt.Errorf("job %d: counters on %s: %w", j.spec.ID, j.sw.Name, err))
+			return
+		}
+		c.sw.Packets += jc.Packets
+		c.sw.Results += jc.Results
+		c.sw.Answers += jc.Answers
+		c.sw.Held += jc.Held
+		c.sw.Overflows += jc.Overflows
+		for i, d := range jc.Drops {
+			c.sw.Drops[i] += d
+		}
+	})
 }

@@ -135,12 +135,11 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 	if newTB == nil {
 		newTB = experiments.SimTestbed
 	}
-	scaled := sc.scaled
 	prog, err := dp.SwitchProgram()
 	if err != nil {
 		return nil, err
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: &prog, Seed: uint64(r.Seed)})
+	tb, err := newTB(ctx, sc.testbedConfig(&prog, r.Seed))
 	if err != nil {
 		return nil, err
 	}

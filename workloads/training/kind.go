@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/problems"
@@ -881,7 +882,7 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	if err != nil {
 		return nil, err
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: &prog, Seed: uint64(r.Seed)})
+	tb, err := newTB(ctx, sc.testbedConfig(&prog, r.Seed))
 	if err != nil {
 		return nil, err
 	}
@@ -921,6 +922,15 @@ func (e *experiment) reportPacket(o *flow.Outcome, sc *scenario) *analysis.Run {
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
 	return run
+}
+
+// testbedConfig is the testbed of a packet-level run of the scenario: its
+// scaled topology, with the switches running prog. On sim, a control-plane
+// call of the controller (a P4Runtime write or read) takes the scenario's
+// control latency (docs/dynaina.md, "Packet level"); on netns it takes
+// what it takes.
+func (s *scenario) testbedConfig(prog *dataplane.Program, seed int64) testbed.Config {
+	return testbed.Config{Topology: s.scaled.Top, Program: prog, Seed: uint64(seed), ControlLatency: s.scaled.Net.Control}
 }
 
 // hostModel applies the scenario's host latency model to a sim testbed
