@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -37,6 +38,12 @@ type Options struct {
 	// which models a sender that blocks on a full socket buffer instead of
 	// losing data.
 	HostBuffer units.Bytes
+	// ControlLatency is the modelled time of a control-plane call an
+	// agent makes through its Env (emulator.Caller): a P4Runtime round
+	// trip to a switch. The call runs against the in-process switch, and
+	// its completion reaches the agent, this long after it was made; 0
+	// runs both at the same instant, after the events already due.
+	ControlLatency time.Duration
 }
 
 // Network is a topology brought to life on a Sim.
@@ -549,6 +556,7 @@ type hostEnv struct {
 	// The headers of the frames to the destinations sent to lately.
 	tpl     [sendTemplates]destTemplate
 	tplNext int
+	noSum   bool // OmitUDPChecksum was called
 }
 
 // sendTemplates is how many destinations an agent's frame headers are
@@ -590,11 +598,31 @@ func (e *hostEnv) Post(f func()) bool {
 	return true
 }
 
+// Call implements emulator.Caller: op runs on the simulation's goroutine,
+// Options.ControlLatency after the call, and done right after it, in the
+// same event. Every call of a run has the same latency, so an agent's
+// calls complete in the order it made them.
+func (e *hostEnv) Call(op func(ctx context.Context) error, done func(err error)) {
+	s := e.host.net.Sim
+	s.At(s.now+FromDuration(e.host.net.opts.ControlLatency), func() { done(op(context.Background())) })
+}
+
 // Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
+	e.SendGather(to, payload, nil, nil)
+}
+
+// SendGather implements emulator.GatherSender.
+func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
 	h := e.host
-	data := e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
+	n := len(head) + len(body) + len(tail)
+	tpl := e.template(to)
+	data := tpl.AppendHeaders(h.net.frameBuf(frame.HeaderLen+n), n)
+	data = append(append(append(data, head...), body...), tail...)
+	if !e.noSum {
+		tpl.SetChecksum(data)
+	}
 	if to.Addr() == h.node.IP {
 		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
 		return
@@ -602,8 +630,17 @@ func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 	h.nic.enqueue(h.net.packet(data, 0))
 }
 
+// OmitUDPChecksum implements emulator.ChecksumOmitter: the agent's
+// frames carry UDP checksum 0, which hosts do not check.
+func (e *hostEnv) OmitUDPChecksum() { e.noSum = true }
+
 type loopback struct{ h *hostNode }
 
 func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
 
-var _ emulator.Poster = (*hostEnv)(nil)
+var (
+	_ emulator.Poster          = (*hostEnv)(nil)
+	_ emulator.ChecksumOmitter = (*hostEnv)(nil)
+	_ emulator.GatherSender    = (*hostEnv)(nil)
+	_ emulator.Caller          = (*hostEnv)(nil)
+)

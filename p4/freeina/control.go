@@ -10,6 +10,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/roce/wire"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -295,4 +296,56 @@ func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, err
 		jc.Drops[r] = pk(len(names) + r)
 	}
 	return jc, nil
+}
+
+// FrameCounts is the switch's frame accounting. Every frame it receives is
+// counted once: in the forwarding pipeline's forwarded or drops cells (a
+// frame not of an INA connection) or in its job's freeina_packets cell (a
+// frame of an INA connection, whatever becomes of it; the job's
+// freeina_job_drops cells say why one was dropped). One frame the switch
+// sends is counted besides: the aggregate it returns for a retransmission
+// of a complete chunk (freeina_answers) passes the forwarding table, as in
+// freeina.p4, and is counted there too. So the frames received are
+// forwarded + drops + freeina_packets − freeina_answers (Total).
+type FrameCounts struct {
+	Forwarded  uint64
+	Drops      [fwd.NumDrops]uint64
+	JobPackets uint64
+	Answers    uint64
+}
+
+// Total is the frames received that the counts account for.
+func (f FrameCounts) Total() uint64 {
+	n := f.Forwarded + f.JobPackets - f.Answers
+	for _, d := range f.Drops {
+		n += d
+	}
+	return n
+}
+
+// FrameCounts reads the switch's frame accounting (four wildcard counter
+// reads).
+func (c *Controller) FrameCounts(ctx context.Context) (FrameCounts, error) {
+	var fc FrameCounts
+	for _, name := range []string{fwd.CounterFwdName, fwd.CounterDropName, CounterPackets, CounterAnswers} {
+		cells, err := p4rt.CounterPackets(ctx, c.c, c.n, name)
+		if err != nil {
+			return fc, err
+		}
+		for i, pk := range cells {
+			switch name {
+			case fwd.CounterFwdName:
+				fc.Forwarded += pk
+			case fwd.CounterDropName:
+				if i >= 0 && i < fwd.NumDrops {
+					fc.Drops[i] = pk
+				}
+			case CounterPackets:
+				fc.JobPackets += pk
+			default:
+				fc.Answers += pk
+			}
+		}
+	}
+	return fc, nil
 }

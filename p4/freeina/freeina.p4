@@ -39,6 +39,7 @@ const bit<32> D_MALFORMED = 3;
 const bit<32> D_ICRC = 4;
 const bit<32> D_NO_BINDING = 5;
 const bit<32> D_INCONSISTENT = 6;
+const bit<32> D_TTL = 7;
 
 header ethernet_t { bit<48> dst_addr; bit<48> src_addr; bit<16> ether_type; }
 header ipv4_t {
@@ -2439,7 +2440,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                 freeina_results.count((bit<32>)meta.job);
                 fill();
                 if (hdr.ipv4.ttl <= 1) {
-                    drops.count(2);
+                    job_drop(D_TTL); // counted once, with the job's frames
                     mark_to_drop(sm);
                     return;
                 }

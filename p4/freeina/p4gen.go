@@ -36,7 +36,7 @@ func P4Source(c Config) ([]byte, error) {
 		"MaxJobs": MaxJobs, "MaxWorkers": MaxWorkers, "NumJobDrops": NumJobDrops, "JobDropCells": MaxJobs * NumJobDrops,
 		"PSNCells": MaxJobs * MaxWorkers, "I": idx, "RoCEPort": wire.Port, "WriteOnlyImm": uint8(wire.WriteOnlyImm),
 		"DropDuplicate": DropDuplicate, "DropStale": DropStale, "DropRange": DropRange, "DropMalformed": DropMalformed,
-		"DropICRC": DropICRC, "DropNoBinding": DropNoBinding, "DropInconsistent": DropInconsistent,
+		"DropICRC": DropICRC, "DropNoBinding": DropNoBinding, "DropInconsistent": DropInconsistent, "DropTTL": DropTTL,
 	})
 	return b.Bytes(), err
 }
@@ -82,6 +82,7 @@ const bit<32> D_MALFORMED = {{.DropMalformed}};
 const bit<32> D_ICRC = {{.DropICRC}};
 const bit<32> D_NO_BINDING = {{.DropNoBinding}};
 const bit<32> D_INCONSISTENT = {{.DropInconsistent}};
+const bit<32> D_TTL = {{.DropTTL}};
 
 header ethernet_t { bit<48> dst_addr; bit<48> src_addr; bit<16> ether_type; }
 header ipv4_t {
@@ -452,7 +453,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                 freeina_results.count((bit<32>)meta.job);
                 fill();
                 if (hdr.ipv4.ttl <= 1) {
-                    drops.count(2);
+                    job_drop(D_TTL); // counted once, with the job's frames
                     mark_to_drop(sm);
                     return;
                 }

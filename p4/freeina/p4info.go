@@ -94,11 +94,12 @@ const (
 	DropICRC                // the ICRC does not match the packet
 	DropNoBinding           // the job holds no memory now
 	DropInconsistent        // the connection's worker is not below the binding's workers
+	DropTTL                 // a completed chunk's result whose TTL ran out
 	NumJobDrops      = 8
 )
 
 // JobDropNames names the drop reasons.
-var JobDropNames = [NumJobDrops]string{"duplicate", "stale", "range", "malformed", "icrc", "no_binding", "inconsistent", ""}
+var JobDropNames = [NumJobDrops]string{"duplicate", "stale", "range", "malformed", "icrc", "no_binding", "inconsistent", "ttl"}
 
 // Limits of the data plane.
 const (

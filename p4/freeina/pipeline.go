@@ -281,7 +281,7 @@ func (p *Pipeline) ina(in int, c *conn, f []byte, out emulator.Emitter) {
 	p.results[j].add(len(f))
 	p.fill(cell, f)
 	if !frame.DecTTL(f) {
-		p.fwd.Counters.Drops[fwd.DropTTL]++
+		p.jobDrop(j, DropTTL) // counted once, with the job's frames
 		return
 	}
 	p.multicast(j, b, chunk, f, out)

@@ -842,18 +842,12 @@ func (f FrameCounts) Total() uint64 {
 func (c *Controller) FrameCounts(ctx context.Context) (FrameCounts, error) {
 	var fc FrameCounts
 	for _, name := range []string{CounterForwarded, CounterDrops, CounterPackets} {
-		q, err := c.n.CounterQuery(name, -1)
+		cells, err := p4rt.CounterPackets(ctx, c.c, c.n, name)
 		if err != nil {
 			return fc, err
 		}
-		ents, err := c.c.Read(ctx, q)
-		if err != nil {
-			return fc, fmt.Errorf("read %s: %w", name, err)
-		}
-		for _, e := range ents {
-			ce := e.GetCounterEntry()
-			pk := uint64(ce.GetData().GetPacketCount())
-			switch i := ce.GetIndex().GetIndex(); name {
+		for i, pk := range cells {
+			switch name {
 			case CounterForwarded:
 				fc.Forwarded += pk
 			case CounterDrops:

@@ -190,14 +190,15 @@ func NewReader(name string, r io.Reader) (*Reader, error) {
 	if _, err := io.ReadFull(rd.r, fixed[:]); err != nil {
 		return nil, rd.errorf("header: %v (a binary trace starts with %q)", noEOF(err), binaryMagic)
 	}
-	rd.off = 6
 	if string(fixed[:4]) != binaryMagic {
 		return nil, rd.errorf("not a binary memory trace: starts with %q, want %q", fixed[:4], binaryMagic)
 	}
+	rd.off = 4 // errors about the version name its byte
 	rd.version = int(fixed[4])
 	if rd.version != BinaryVersion && rd.version != binaryV1 {
 		return nil, rd.errorf("binary trace version %d is not supported (this tracebed reads versions %d and %d)", fixed[4], binaryV1, BinaryVersion)
 	}
+	rd.off = 6
 	hdr := append([]byte(nil), fixed[:]...)
 	var pages uint64
 	var perr error

@@ -47,6 +47,9 @@ type host struct {
 	failed  error
 	checkEr int    // RC-check violations seen here
 	firstEr string // the first one
+	// giveUps counts this host's INA connections whose retries ran out,
+	// reconnects those it re-established.
+	giveUps, reconnects int
 }
 
 func (h *host) fail(err error) {
@@ -270,6 +273,14 @@ func (h *host) control(m ctlMsg) {
 	case msgGo:
 		if w := h.worker; w != nil && w.job == m.Job {
 			w.goRound(m)
+		}
+	case msgStop:
+		if w := h.worker; w != nil && w.job == m.Job {
+			w.stopRound(int(m.Round))
+		}
+	case msgRecover:
+		if w := h.worker; w != nil && w.job == m.Job {
+			w.recover(int(m.Round), int(m.From))
 		}
 	case msgFinish:
 		if w := h.worker; w != nil && w.job == m.Job {

@@ -3,10 +3,10 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"net/netip"
 
 	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/ieeecrc"
 )
 
 // The invariant CRC (IBTA annex A17.3.3, "ICRC for RoCEv2"): the standard
@@ -55,14 +55,21 @@ func HostPseudo(src, dst netip.AddrPort) Pseudo {
 }
 
 // lrhCRC is the CRC state after the 8 bytes of 0xFF that stand for the LRH.
-var lrhCRC = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+var lrhCRC = ieeecrc.UpdateShort(0, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 
 // ICRC returns the invariant CRC of a RoCEv2 packet whose UDP payload,
 // without its trailing ICRC, is ib (the BTH and what follows), sent with
 // the headers that ps describes. ib must hold at least a BTH.
 func ICRC(ps Pseudo, ib []byte) uint32 {
+	crc := headCRC(ps, frame.UDPLen+len(ib)+ICRCLen, ib)
+	return ieeecrc.Update(crc, ib[BTHLen:])
+}
+
+// headCRC returns the CRC state after the LRH stand-in, the masked IPv4
+// and UDP headers of a datagram of udpLen bytes (UDP header included) and
+// the masked BTH that starts ib.
+func headCRC(ps Pseudo, udpLen int, ib []byte) uint32 {
 	var h [frame.IPv4Len + frame.UDPLen + BTHLen]byte
-	udpLen := frame.UDPLen + len(ib) + ICRCLen
 	h[0] = 0x45
 	h[1] = 0xff // TOS
 	binary.BigEndian.PutUint16(h[2:], uint16(frame.IPv4Len+udpLen))
@@ -82,42 +89,8 @@ func ICRC(ps Pseudo, ib []byte) uint32 {
 	bth := u[frame.UDPLen:]
 	copy(bth, ib[:BTHLen])
 	bth[4] = 0xff // FECN, BECN, reserved
-	crc := crcUpdate(lrhCRC, h[:])
-	return crc32.Update(crc, crc32.IEEETable, ib[BTHLen:])
+	return ieeecrc.UpdateShort(lrhCRC, h[:])
 }
-
-// crcUpdate is crc32.Update with the IEEE polynomial, for the few bytes of
-// the masked headers. Unlike crc32.Update (whose assembly the compiler
-// cannot see into) it lets them stay on the stack, so a packet path
-// allocates nothing; slicing by 8 keeps it quick.
-func crcUpdate(crc uint32, p []byte) uint32 {
-	crc = ^crc
-	for len(p) >= 8 {
-		crc ^= binary.LittleEndian.Uint32(p)
-		crc = slicing8[7][crc&0xff] ^ slicing8[6][crc>>8&0xff] ^ slicing8[5][crc>>16&0xff] ^ slicing8[4][crc>>24] ^
-			slicing8[3][p[4]] ^ slicing8[2][p[5]] ^ slicing8[1][p[6]] ^ slicing8[0][p[7]]
-		p = p[8:]
-	}
-	for _, v := range p {
-		crc = slicing8[0][byte(crc)^v] ^ crc>>8
-	}
-	return ^crc
-}
-
-// slicing8 are the tables of slicing-by-8 for the IEEE polynomial:
-// slicing8[0] is crc32.IEEETable, slicing8[k] advances a byte k more
-// bytes.
-var slicing8 = func() (t [8][256]uint32) {
-	t[0] = *crc32.IEEETable
-	for i := range 256 {
-		c := t[0][i]
-		for k := 1; k < 8; k++ {
-			c = t[0][c&0xff] ^ c>>8
-			t[k][i] = c
-		}
-	}
-	return t
-}()
 
 // as4 returns the IPv4 address a, or zeros if a is not one.
 func as4(a netip.Addr) [4]byte {
@@ -162,8 +135,8 @@ func FrameICRC(f []byte) (uint32, []byte, error) {
 	buf[ihl+6], buf[ihl+7] = 0xff, 0xff // UDP checksum
 	m += copy(buf[m:], payload[:BTHLen])
 	buf[ihl+frame.UDPLen+4] = 0xff // BTH FECN, BECN, reserved
-	crc := crcUpdate(lrhCRC, buf[:m])
-	crc = crc32.Update(crc, crc32.IEEETable, payload[BTHLen:len(payload)-ICRCLen])
+	crc := ieeecrc.UpdateShort(lrhCRC, buf[:m])
+	crc = ieeecrc.Update(crc, payload[BTHLen:len(payload)-ICRCLen])
 	return crc, payload, nil
 }
 

@@ -27,6 +27,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/ieeecrc"
 )
 
 // Port is the UDP destination port of RoCEv2 (IANA "roce").
@@ -385,11 +388,21 @@ func Len(op Opcode, n int) int { return op.HeaderLen() + n + PadLen(n) + ICRCLen
 // Append appends the UDP payload of a RoCEv2 packet — headers, payload,
 // pad and ICRC (computed over ps) — to dst and returns the extended slice.
 // h.Opcode must be supported; payload must be empty for opcodes without
-// payload.
+// payload. It is AppendHeader, the payload and AppendTrailer.
 func Append(dst []byte, h *Header, payload []byte, ps Pseudo) []byte {
 	start := len(dst)
+	dst = AppendHeader(dst, h, len(payload))
+	hl := len(dst) - start
+	dst = append(dst, payload...)
+	return AppendTrailer(dst, ps, dst[start:start+hl], dst[start+hl:])
+}
+
+// AppendHeader appends the BTH and the extension headers of a packet with
+// h's fields and n bytes of payload (which give the BTH's pad count) to
+// dst and returns the extended slice. h.Opcode must be supported.
+func AppendHeader(dst []byte, h *Header, n int) []byte {
 	op := h.Opcode
-	pad := PadLen(len(payload))
+	pad := PadLen(n)
 	var hdr [BTHLen + RETHLen + AETHLen + ImmLen + CNPLen]byte
 	b := hdr[:]
 	b[0] = byte(op)
@@ -414,30 +427,41 @@ func Append(dst []byte, h *Header, payload []byte, ps Pseudo) []byte {
 		b[8] = 0x80
 	}
 	put24(b[9:], h.PSN)
-	n := BTHLen
+	k := BTHLen
 	if op.HasRETH() {
-		binary.BigEndian.PutUint64(b[n:], h.RETH.VA)
-		binary.BigEndian.PutUint32(b[n+8:], h.RETH.RKey)
-		binary.BigEndian.PutUint32(b[n+12:], h.RETH.Length)
-		n += RETHLen
+		binary.BigEndian.PutUint64(b[k:], h.RETH.VA)
+		binary.BigEndian.PutUint32(b[k+8:], h.RETH.RKey)
+		binary.BigEndian.PutUint32(b[k+12:], h.RETH.Length)
+		k += RETHLen
 	}
 	if op.HasAETH() {
-		b[n] = h.AETH.Syndrome
-		put24(b[n+1:], h.AETH.MSN)
-		n += AETHLen
+		b[k] = h.AETH.Syndrome
+		put24(b[k+1:], h.AETH.MSN)
+		k += AETHLen
 	}
 	if op.HasImm() {
-		binary.BigEndian.PutUint32(b[n:], h.Imm)
-		n += ImmLen
+		binary.BigEndian.PutUint32(b[k:], h.Imm)
+		k += ImmLen
 	}
 	if op.IsCNP() {
-		clear(b[n : n+CNPLen])
-		n += CNPLen
+		clear(b[k : k+CNPLen])
+		k += CNPLen
 	}
-	dst = append(dst, b[:n]...)
-	dst = append(dst, payload...)
-	dst = append(dst, zero4[:pad]...)
-	crc := ICRC(ps, dst[start:])
+	return append(dst, b[:k]...)
+}
+
+// AppendTrailer appends the pad and the ICRC (computed over ps) that end
+// the packet whose headers are hdr (as AppendHeader wrote them) and whose
+// payload is payload, to dst and returns the extended slice. The three
+// may lie anywhere: a sender that keeps its payload elsewhere sends
+// hdr, payload and the trailer as one datagram without joining them.
+func AppendTrailer(dst []byte, ps Pseudo, hdr, payload []byte) []byte {
+	pad := zero4[:PadLen(len(payload))]
+	crc := headCRC(ps, frame.UDPLen+len(hdr)+len(payload)+len(pad)+ICRCLen, hdr)
+	crc = ieeecrc.UpdateShort(crc, hdr[BTHLen:])
+	crc = ieeecrc.Update(crc, payload)
+	crc = ieeecrc.UpdateShort(crc, pad)
+	dst = append(dst, pad...)
 	return binary.LittleEndian.AppendUint32(dst, crc)
 }
 

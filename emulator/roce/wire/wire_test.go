@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"hash/crc32"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -410,15 +409,33 @@ func BenchmarkParseVerify4K(b *testing.B) {
 	}
 }
 
-// TestCRCUpdate checks the slicing-by-8 CRC of the headers against
-// hash/crc32 for every length and offset up to 64 bytes.
-func TestCRCUpdate(t *testing.T) {
-	b := pattern(80, 3)
-	for start := range 8 {
-		for n := range 65 {
-			p := b[start : start+n]
-			if got, want := crcUpdate(0x12345678, p), crc32.Update(0x12345678, crc32.IEEETable, p); got != want {
-				t.Fatalf("crcUpdate over %d bytes at %d: %#x, want %#x", n, start, got, want)
+// TestAppendParts: a packet built in parts — AppendHeader, the payload
+// elsewhere, AppendTrailer — is byte for byte the packet Append builds, for
+// every opcode with and without payload and every pad.
+func TestAppendParts(t *testing.T) {
+	ps := HostPseudo(srcAddr, dstAddr)
+	for op := range 256 {
+		o := Opcode(op)
+		if !o.Supported() {
+			continue
+		}
+		sizes := []int{0}
+		if o.HasPayload() {
+			sizes = []int{0, 1, 2, 3, 4, 255, 1023, 1024, 4093, 4096}
+		}
+		for _, n := range sizes {
+			h := Header{BTH: BTH{Opcode: o, PKey: DefaultPKey, DestQP: 0x123456, PSN: 0xfffffe, AckReq: n%2 == 1, FECN: true},
+				RETH: RETH{VA: 0x1122334455667788, RKey: 0x99aabbcc, Length: uint32(n)}, AETH: AETH{Syndrome: ACKSyndrome(5), MSN: 77}, Imm: 0xdeadbeef}
+			payload := pattern(n, byte(op))
+			want := Append([]byte("prefix"), &h, payload, ps)[len("prefix"):]
+			hdr := AppendHeader(nil, &h, n)
+			trailer := AppendTrailer([]byte("x"), ps, hdr, payload)[1:]
+			got := append(append(append([]byte{}, hdr...), payload...), trailer...)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%v, %d bytes: parts\n%x\nAppend\n%x", o, n, got, want)
+			}
+			if !VerifyICRC(ps, got) {
+				t.Fatalf("%v, %d bytes: the ICRC does not verify", o, n)
 			}
 		}
 	}

@@ -36,8 +36,27 @@ type Server struct {
 	env      emulator.Env
 	pageSize int
 	hosts    map[emulator.Addr]*hostStore
+	last     emulator.Addr // the host served last, and its store
+	lastHS   *hostStore
+	slab     []byte // the rest of the last allocation of page buffers
 	out      []byte
+	scratch  []byte
 	stats    ServerStats
+}
+
+// slabPages is how many page buffers the server allocates at once: a
+// store fills page by page, and one allocation per page was a tenth of a
+// replay's CPU time (the allocator and the collector).
+const slabPages = 64
+
+// newPage returns a buffer for a page stored for the first time.
+func (s *Server) newPage() []byte {
+	if len(s.slab) < s.pageSize {
+		s.slab = make([]byte, slabPages*s.pageSize)
+	}
+	p := s.slab[:s.pageSize:s.pageSize]
+	s.slab = s.slab[s.pageSize:]
+	return p
 }
 
 // denseLimit bounds the dense part of a host's page table; pages above it
@@ -65,7 +84,11 @@ func (s *Server) Stats() ServerStats { return s.stats }
 // Lookup returns the stored version, checksum and data of a host's page.
 // data is the server's copy: it changes with the next write of the page.
 func (s *Server) Lookup(host emulator.Addr, page uint64) (version, sum uint32, data []byte, ok bool) {
-	hs := s.hosts[host]
+	return s.lookup(s.hosts[host], page)
+}
+
+// lookup is Lookup in a host's store (nil if it has none).
+func (s *Server) lookup(hs *hostStore, page uint64) (version, sum uint32, data []byte, ok bool) {
 	if hs == nil {
 		return 0, 0, nil, false
 	}
@@ -81,12 +104,23 @@ func (s *Server) Lookup(host emulator.Addr, page uint64) (version, sum uint32, d
 	return e.version, e.sum, e.data, true
 }
 
+// store returns host's store, or nil, remembering the last one: a server
+// mostly serves one host after another (Recv only: Lookup may run
+// elsewhere).
+func (s *Server) store(host emulator.Addr) *hostStore {
+	if s.lastHS == nil || s.last != host {
+		s.last, s.lastHS = host, s.hosts[host]
+	}
+	return s.lastHS
+}
+
 // slot returns the storage slot of (host, page), growing the host's table.
 func (s *Server) slot(host emulator.Addr, page uint64) *stored {
-	hs := s.hosts[host]
+	hs := s.store(host)
 	if hs == nil {
 		hs = &hostStore{sparse: map[uint64]*stored{}}
 		s.hosts[host] = hs
+		s.last, s.lastHS = host, hs
 	}
 	if page >= denseLimit {
 		e := hs.sparse[page]
@@ -116,15 +150,16 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 	case farmem.TypeRead:
 		s.stats.Reads++
 		resp := farmem.Header{Type: farmem.TypeData, ID: h.ID, Page: h.Page}
-		version, sum, stored, ok := s.Lookup(from, h.Page)
+		version, sum, stored, ok := s.lookup(s.store(from), h.Page)
 		if !ok {
 			s.stats.NotFound++
 			resp.Flags |= farmem.FlagNotFound
 		} else {
 			resp.Version, resp.Sum = version, sum
 		}
-		s.out = resp.Append(s.out[:0], stored)
-		s.env.Send(from, s.out)
+		// The page goes from the store into the frame with one copy.
+		s.out = resp.Append(s.out[:0], nil)
+		emulator.SendParts(s.env, from, s.out, stored, nil, &s.scratch)
 	case farmem.TypeWrite:
 		s.stats.Writes++
 		if len(data) != s.pageSize || checksum(data) != h.Sum {
@@ -136,10 +171,11 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 		case e.data == nil || h.Version > e.version:
 			if e.data == nil {
 				s.stats.StoredPages++
+				e.data = s.newPage()
 			}
-			// Recv only borrows the payload (emulator.Agent): copy it, into
-			// the page's buffer once it has one.
-			e.data = append(e.data[:0], data...)
+			// Recv only borrows the payload (emulator.Agent): copy it into
+			// the page's buffer (data is a whole page: checked above).
+			copy(e.data, data)
 			e.version, e.sum = h.Version, h.Sum
 		case h.Version == e.version:
 			s.stats.DupWrites++
