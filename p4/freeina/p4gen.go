@@ -54,7 +54,7 @@ var p4Template = template.Must(template.New("freeina.p4").Parse(`// freeina.p4: 
 // it, a RoCEv2 packet whose (source, destination, destination QP) is an INA
 // connection of a job (freeina_conns) is aggregated: its values are added
 // into the cell of its chunk, numbered by its PSN from the connection's
-// PSN of chunk 0 (conn_psn); the last contribution of a chunk is
+// PSN of chunk 0 (a parameter of its freeina_conns entry); the last contribution of a chunk is
 // multicast, and egress rebuilds each copy for one connection of the job
 // (freeina_replicas): addresses, queue pair, the connection's PSN of the
 // chunk, the remote address, a new ICRC. Everything else is forwarded.
@@ -135,12 +135,9 @@ struct metadata {
     bit<16> job;
     bit<8>  worker;
     bit<32> chunk;
+    bit<24> psn0;        // the PSN of chunk 0 of the connection's current all-reduce
     bit<1>  rewrite;     // an INA packet the switch rewrote: egress recomputes its ICRC
 }
-
-// PSN of chunk 0 of every connection's current all-reduce, job·MAX_WORKERS
-// + worker: ingress numbers a packet's chunk by it, egress a replica's PSN.
-register<bit<24>>({{.PSNCells}}) conn_psn;
 
 parser FreeParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
@@ -267,9 +264,13 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     bit<32> s;
     bit<32> ovf;
 
-    action set_conn(bit<16> job, bit<8> worker) {
+    /* psn: the PSN of chunk 0 of the connection's current all-reduce,
+     * written by the controller with each binding (a table parameter, not
+     * a register: bmv2's P4Runtime server writes no register). */
+    action set_conn(bit<16> job, bit<8> worker, bit<24> psn) {
         meta.job = job;
         meta.worker = worker;
+        meta.psn0 = psn;
     }
     action not_ina() { }
     table freeina_conns {
@@ -413,9 +414,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                 job_drop(D_INCONSISTENT);
                 return;
             }
-            bit<24> psn0;
-            conn_psn.read(psn0, (bit<32>)meta.job * MAX_WORKERS + (bit<32>)meta.worker);
-            meta.chunk = (bit<32>)(hdr.bth.psn - psn0);
+            meta.chunk = (bit<32>)(hdr.bth.psn - meta.psn0);
             if (meta.chunk >= b_chunks) {
                 job_drop(D_RANGE);
                 return;
@@ -480,17 +479,15 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
 control egress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     // A result copy for one connection of the job: worker's, to its
     // successor.
-    action set_replica(bit<8> worker, bit<32> src, bit<32> dst, bit<16> sport, bit<24> qpn,
-                       bit<32> rkey, bit<64> va, bit<48> dmac, bit<48> smac) {
+    action set_replica(bit<32> src, bit<32> dst, bit<16> sport, bit<24> qpn,
+                       bit<32> rkey, bit<64> va, bit<48> dmac, bit<48> smac, bit<24> psn) {
         hdr.ethernet.dst_addr = dmac;
         hdr.ethernet.src_addr = smac;
         hdr.ipv4.src_addr = src;
         hdr.ipv4.dst_addr = dst;
         hdr.l4.src_port = sport;
         hdr.bth.dqpn = qpn;
-        bit<24> psn0;
-        conn_psn.read(psn0, (bit<32>)meta.job * MAX_WORKERS + (bit<32>)worker);
-        hdr.bth.psn = psn0 + meta.chunk[23:0];
+        hdr.bth.psn = psn + meta.chunk[23:0]; // psn: chunk 0's on that connection
         hdr.reth.va = va + (bit<64>)meta.chunk * PAYLOAD;
         hdr.reth.rkey = rkey;
     }
