@@ -75,7 +75,7 @@ func (p *Pipeline) bind(t *p4rt.Target) error {
 		{CounterPackets, p.packets[:]}, {CounterAggregated, p.aggregated[:]}, {CounterResults, p.results[:]},
 		{CounterCollisions, p.collisions[:]}, {CounterOverflows, p.overflows[:]}, {CounterUpward, p.upward[:]},
 		{CounterJobDrops, p.jobDrops[:]}, {CounterDrops, p.drops[:]}, {CounterForwarded, p.forwarded[:]},
-		{CounterProgress, p.progress[:]},
+		{CounterProgress, p.progress[:]}, {CounterHeld, p.held},
 	}
 	for _, c := range counters {
 		cells := c.cells
@@ -290,7 +290,7 @@ func (p *Pipeline) regSet(ri regInfo, i int, v uint64) {
 	case regBitmap:
 		p.bitmap[i] = uint32(v)
 	case regCount:
-		p.count[i] = uint8(v)
+		p.setCount(i, uint8(v)) // CounterHeld follows
 	case regGen:
 		p.gen[i] = uint32(v)
 	case regRound:

@@ -299,6 +299,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     // round, 1 workers, 2 epoch), so its parity is the bit (P4Runtime
     // servers such as bmv2's read no registers).
     counter(MAX_JOBS * 96, CounterType.packets) job_progress;
+    // agg_held counts each change of a cell's agg_count between zero
+    // (free) and nonzero (holding a partial aggregate): its parity is
+    // whether the cell is held, what controllers sample for shared-mode
+    // occupancy.
+    counter(CELLS, CounterType.packets) agg_held;
 
     // Every frame received on a port is counted in exactly one of
     // forwarded, drops (by reason) and job_packets; the other per-job
@@ -1228,6 +1233,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     }
                     cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
                     load_cell();
+                    bit<8> held0 = r_count;
                     bit<32> d = hdr.ina.round - r_round;
                     bool same = r_gen == meta.gen;
                     if (!same || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset > r_offset)) {
@@ -1256,6 +1262,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     } else {
                         add();
                     }
+                    if ((held0 == 0) != (r_count == 0)) {
+                        agg_held.count(cell);
+                    }
                     if (meta.forward == 0) {
                         if (r_bitmap != completes) {
                             mark_to_drop(std); // a contribution kept in the switch
@@ -1280,6 +1289,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         hashed_cell();
                     }
                     load_cell();
+                    bit<8> held0 = r_count;
                     bit<32> d = hdr.ina.round - r_round;
                     bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
                     // Where the packet goes: 0 kept, 1 onward (up, or to the PS
@@ -1291,6 +1301,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         // Free, or a stale partial of an older round.
                         if (retx) {
                             agg_count.write(cell, 0); // a retransmission never claims a cell
+                            r_count = 0;
                             dest = 1;
                         } else {
                             start();
@@ -1317,6 +1328,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             // Flush the partial aggregate on; the cell is free.
                             set_partial(F_RETX);
                             agg_count.write(cell, 0);
+                            r_count = 0;
                             dest = 1;
                         }
                     } else if (retx && has_up) {
@@ -1328,7 +1340,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         dest = 3;
                         if (meta.hold != HOLD_RETURN) {
                             agg_count.write(cell, 0); // freed as its aggregate leaves
+                            r_count = 0;
                         }
+                    }
+                    if ((held0 == 0) != (r_count == 0)) {
+                        agg_held.count(cell);
                     }
                     if (dest == 0) {
                         mark_to_drop(std); // a contribution kept in the switch
@@ -1390,6 +1406,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     load_cell();
                     if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
                         agg_count.write(cell, 0);
+                        agg_held.count(cell);
                     }
                 }
                 multicast();

@@ -108,6 +108,13 @@ const (
 	CounterProgress = "InaIngress.job_progress"
 )
 
+// CounterHeld (packets, one cell per aggregator cell) counts the changes
+// of each cell's agg_count between zero (free) and nonzero (holding a
+// partial aggregate), so its parity says whether the cell is held: what a
+// controller samples for shared-mode memory occupancy where registers
+// cannot be read (bmv2's PI).
+const CounterHeld = "InaIngress.agg_held"
+
 // ProgressCells is the number of CounterProgress cells of a job.
 const ProgressCells = 96
 
@@ -252,6 +259,7 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	b.Counter(CounterDrops, pkts, NumDrops)
 	b.Counter(CounterForwarded, pkts, 1)
 	b.Counter(CounterProgress, pkts, MaxJobs*ProgressCells)
+	b.Counter(CounterHeld, pkts, int64(cells))
 	p4rt.AssignP4cIDs(info)
 	return info, nil
 }

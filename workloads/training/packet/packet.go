@@ -864,10 +864,13 @@ func (c *controller) readHeld(sw string, ranges [][2]int) {
 }
 
 // heldCells counts, through P4Runtime, the aggregators of the given ranges
-// whose copy 0 holds a partial aggregate (agg_count > 0), and calls done
-// with the count when the read comes back.
+// whose copy 0 holds a partial aggregate, and calls done with the count
+// when the read comes back. It reads ina.CounterHeld, whose cells count
+// the changes of each cell between free and held (so an odd count is a
+// held cell), rather than the agg_count register: bmv2's P4Runtime server
+// reads no register.
 func (c *controller) heldCells(sw string, ranges [][2]int, done func(int, error)) {
-	q, err := c.names[sw].RegisterQuery(ina.RegCount, -1)
+	q, err := c.names[sw].CounterQuery(ina.CounterHeld, -1)
 	if err != nil {
 		done(0, err)
 		return
@@ -881,18 +884,14 @@ func (c *controller) heldCells(sw string, ranges [][2]int, done func(int, error)
 	})
 }
 
-// countHeld counts the cells of agg_count entries that hold a partial
-// aggregate in copy 0 of an aggregator of ranges.
+// countHeld counts the cells of agg_held entries that hold a partial
+// aggregate (an odd count) in copy 0 of an aggregator of ranges.
 func countHeld(ents []*p4v1.Entity, ranges [][2]int) int {
 	held := 0
 	for _, e := range ents {
-		re := e.GetRegisterEntry()
-		cell := int(re.GetIndex().GetIndex())
-		if cell%2 != 0 {
-			continue
-		}
-		v, err := p4rt.DecodeUint(re.GetData().GetBitstring(), 8)
-		if err != nil || v == 0 {
+		ce := e.GetCounterEntry()
+		cell := int(ce.GetIndex().GetIndex())
+		if cell%2 != 0 || ce.GetData().GetPacketCount()%2 == 0 {
 			continue
 		}
 		for _, r := range ranges {
