@@ -54,10 +54,14 @@ type Options struct {
 	// warn, error, off); empty means warn. Per-packet levels (debug,
 	// trace) slow the switch down by orders of magnitude.
 	LogLevel string
-	// PriorityQueues passes --priority-queues with each switch's number
-	// of queues from the topology (simple_switch_grpc 1.15 and later);
-	// older builds refuse the option.
-	PriorityQueues bool
+	// SingleQueue leaves out --priority-queues, which otherwise gives
+	// every port of a switch with more than one queue in the topology
+	// that many strict-priority queues (simple_switch_grpc 1.15 and
+	// later; older builds refuse the option). Without it bmv2 drops
+	// every packet whose program sets a priority above 0 ("Priority out
+	// of range"): fwd.p4 sets it from the DSCP class, farmem.p4 by
+	// message class.
+	SingleQueue bool
 	// DirectLinks attaches simple_switch_grpc to the links' interfaces
 	// themselves, without the link stages of StartStages: the links then
 	// have no delay, loss, duplication or reordering and bmv2's egress is

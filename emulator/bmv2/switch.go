@@ -33,7 +33,7 @@ func SwitchArgs(sw *topologies.Node, socket string, opts Options) []string {
 	if opts.CPUPort > 0 {
 		args = append(args, "--cpu-port", strconv.Itoa(opts.CPUPort))
 	}
-	if opts.PriorityQueues && sw.Queues > 1 {
+	if !opts.SingleQueue && sw.Queues > 1 {
 		args = append(args, "--priority-queues", strconv.Itoa(sw.Queues))
 	}
 	return args
