@@ -41,16 +41,16 @@ const (
 	// TableJobs holds each job's binding for its current all-reduce (the
 	// all-reduce-level allocation: written when the hosts are granted
 	// memory, deleted when the all-reduce ends).
-	TableJobs    = "ingress.freeina_jobs"
-	FieldJob     = "job" // exact, 16 bits
-	ActionBind   = "ingress.set_binding"
-	ActionNoBind = "ingress.no_binding" // default: drop, counted no_binding
-	ParamGen     = "gen"                // 32 bits: binding generation, nonzero, unique on the switch
-	ParamBase    = "base"               // 32 bits: first slot of the range
-	ParamSize    = "size"               // 32 bits: slots (the hosts' window)
-	ParamChunks  = "chunks"             // 32 bits: chunks of the all-reduce (one packet each)
-	ParamWorkers = "workers"            // 8 bits
-	ParamGroup   = "group"              // 16 bits: multicast group of the job's connections
+	TableJobs     = "ingress.freeina_jobs"
+	FieldJob      = "job" // exact, 16 bits
+	ActionBind    = "ingress.set_binding"
+	ActionNoBind  = "ingress.no_binding" // default: drop, counted no_binding
+	ParamGen      = "gen"                // 32 bits: binding generation, nonzero, unique on the switch
+	ParamBase     = "base"               // 32 bits: first slot of the range
+	ParamSize     = "size"               // 32 bits: slots (the hosts' window)
+	ParamChunks   = "chunks"             // 32 bits: chunks of the all-reduce (one packet each)
+	ParamWorkers  = "workers"            // 8 bits
+	ParamGroup    = "group"              // 16 bits: multicast group of the job's connections
 	TableReplicas = "egress.freeina_replicas"
 	FieldGroup    = "group" // exact, 16 bits
 	FieldRID      = "rid"   // exact, 16 bits: replica instance = worker + 1
