@@ -51,11 +51,6 @@ type Replay struct {
 	Dir string
 }
 
-// ReplayWait is how long simple_switch_grpc waits, once started, before it
-// reads the input files (its --use-files argument, in seconds): the time
-// Replay has to connect, push the pipeline and run Setup.
-const ReplayWait = 3
-
 // Run replays r.Frames and returns the frames each port sent, by port.
 // Its error carries the end of the switch's log.
 func (r *Replay) Run(ctx context.Context) (map[int][][]byte, error) {
@@ -79,9 +74,13 @@ func (r *Replay) Run(ctx context.Context) (map[int][][]byte, error) {
 	if gap == 0 {
 		gap = 10 * time.Millisecond
 	}
-	if err := usefiles.WriteInputs(dir, r.Ports, r.Frames, gap); err != nil {
+	// The inputs are named pipes (pipedInputs): the frames wait for the
+	// program and its entries, however long pushing them takes.
+	in, err := newPipedInputs(dir, r.Ports, r.Frames, gap)
+	if err != nil {
 		return nil, fmt.Errorf("bmv2: input pcaps: %w", err)
 	}
+	defer in.Close()
 	sock := filepath.Join(dir, "p4rt.sock")
 	// Its own thrift port: simple_switch_grpc also serves thrift, on 9090
 	// unless told, and a second switch in the namespace could not bind.
@@ -89,7 +88,7 @@ func (r *Replay) Run(ctx context.Context) (map[int][][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bmv2: %w", err)
 	}
-	args := []string{"--device-id", "0", "--use-files", strconv.Itoa(ReplayWait), "--thrift-port", strconv.Itoa(thrift), "--log-console", "-L", "warn"}
+	args := []string{"--device-id", "0", "--use-files", "0", "--thrift-port", strconv.Itoa(thrift), "--log-console", "-L", "warn"}
 	args = append(args, usefiles.Args(r.Ports)...)
 	args = append(args, "--no-p4", "--", "--grpc-server-addr", "unix:"+sock)
 	if r.PriorityQueues > 0 {
@@ -99,7 +98,6 @@ func (r *Replay) Run(ctx context.Context) (map[int][][]byte, error) {
 	cmd.Dir = dir
 	log := &tailBuffer{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = log, log
-	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bmv2: start %s: %w", sw, err)
 	}
@@ -125,11 +123,9 @@ func (r *Replay) Run(ctx context.Context) (map[int][][]byte, error) {
 			return fail(fmt.Errorf("setup: %w", err))
 		}
 	}
-	if took := time.Since(start); took >= ReplayWait*time.Second {
-		return fail(fmt.Errorf("connecting and programming took %v, longer than the %d s the switch waits before it reads the frames (the machine is overloaded)", took.Round(time.Millisecond), ReplayWait))
-	}
-	// The frames are due from ReplayWait after the start, gap apart.
-	due := start.Add(ReplayWait*time.Second + time.Duration(len(r.Frames))*gap)
+	// The frames are due from now, gap apart.
+	in.Release()
+	due := time.Now().Add(time.Duration(len(r.Frames)) * gap)
 	if err := sleepUntil(ctx, due.Add(200*time.Millisecond), exited); err != nil {
 		return fail(err)
 	}
