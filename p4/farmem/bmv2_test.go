@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/hex"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/bmv2/bmv2test"
 	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/p4/fwd"
@@ -28,17 +28,11 @@ import (
 //
 // It needs p4c-bm2-ss and simple_switch_grpc on PATH and skips otherwise.
 func TestVectorsBMv2(t *testing.T) {
-	if _, err := bmv2.FindTools(bmv2.Options{}); err != nil {
-		t.Skipf("skipping: %s", strings.SplitN(err.Error(), "\n", 2)[0])
-	}
 	v := readVectors(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	prog := SwitchProgram()
-	compiled, err := bmv2.Compile(ctx, &prog, bmv2.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	compiled := bmv2test.Compile(ctx, t, &prog)
 	if err := p4rt.SameObjects(P4Info(), compiled.P4Info); err != nil {
 		t.Fatalf("p4c's P4Info and the Go twin's differ: %v", err)
 	}

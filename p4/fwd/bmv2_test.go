@@ -11,6 +11,7 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
 	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/bmv2/bmv2test"
 	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 )
@@ -24,17 +25,11 @@ import (
 //
 // It needs p4c-bm2-ss and simple_switch_grpc on PATH and skips otherwise.
 func TestVectorsBMv2(t *testing.T) {
-	if _, err := bmv2.FindTools(bmv2.Options{}); err != nil {
-		t.Skipf("skipping: %s", strings.SplitN(err.Error(), "\n", 2)[0])
-	}
 	v := readVectors(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	prog := SwitchProgram()
-	compiled, err := bmv2.Compile(ctx, &prog, bmv2.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	compiled := bmv2test.Compile(ctx, t, &prog)
 	top := vectorStar(t)
 	var frames []usefiles.Frame
 	for _, vec := range v.Vectors {

@@ -13,6 +13,7 @@ import (
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 
 	"github.com/tracebed/tracebed/emulator/bmv2"
+	"github.com/tracebed/tracebed/emulator/bmv2/bmv2test"
 	"github.com/tracebed/tracebed/emulator/bmv2/usefiles"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 )
@@ -28,19 +29,13 @@ import (
 // It needs p4c-bm2-ss and simple_switch_grpc on PATH (p4lang/p4c and
 // p4lang/behavioral-model built with P4Runtime support) and skips otherwise.
 func TestVectorsBMv2(t *testing.T) {
-	if _, err := bmv2.FindTools(bmv2.Options{}); err != nil {
-		t.Skipf("skipping: %s", strings.SplitN(err.Error(), "\n", 2)[0])
-	}
 	prog, err := SwitchProgram()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	compiled, err := bmv2.Compile(ctx, &prog, bmv2.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	compiled := bmv2test.Compile(ctx, t, &prog)
 	if err := sameObjects(compiled.P4Info); err != nil {
 		t.Fatalf("p4c's P4Info and the Go twin's differ: %v", err)
 	}
