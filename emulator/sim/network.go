@@ -21,6 +21,43 @@ type Packet struct {
 	prio int
 	at   Time   // arrival time while on the wire
 	seq  uint64 // event sequence number of that arrival
+
+	// A frame that is an event of its own (see fire) says where it goes:
+	// the receiving side of a link it reaches outside the link's wire
+	// queue (duplicated, reordered), the switch whose pipeline latency it
+	// leaves (with its ingress port number), or the host it loops back to.
+	kind   eventKind
+	to     *port
+	sw     *SwitchNode
+	in     int
+	looped *hostNode
+}
+
+// eventKind is what a frame does when it fires as an event.
+type eventKind uint8
+
+const (
+	evArrival  eventKind = iota + 1 // reaches to's owner
+	evProcess                       // enters sw's pipeline from port in
+	evLoopback                      // reaches its own host, looped
+)
+
+// fire delivers a frame scheduled as an event of its own.
+func (pkt *Packet) fire(*Sim) {
+	switch pkt.kind {
+	case evArrival:
+		in := pkt.to
+		pkt.kind, pkt.to = 0, nil
+		in.owner.receive(in, pkt)
+	case evProcess:
+		sw, in := pkt.sw, pkt.in
+		pkt.kind, pkt.sw = 0, nil
+		sw.process(in, pkt)
+	default:
+		h := pkt.looped
+		pkt.kind, pkt.looped = 0, nil
+		h.receive(nil, pkt)
+	}
 }
 
 // Options configure a Network.
@@ -292,6 +329,9 @@ type port struct {
 	// frames bypass it). This keeps the heap as small as the number of
 	// links, not of frames in flight.
 	wire fifo
+	// txing is the frame being serialized while busy: the event of its
+	// end (fire) finds it here.
+	txing *Packet
 
 	loss, dup, reorder float64
 	rng                *rand.Rand
@@ -341,11 +381,15 @@ func (p *port) transmit(pkt *Packet) {
 		p.tap(p.net.Sim.now, pkt.Data)
 	}
 	tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
-	p.net.Sim.schedule(p.net.Sim.now+tx, p, pkt)
+	p.txing = pkt
+	p.net.Sim.schedule(p.net.Sim.now+tx, p)
 }
 
-// fire runs when pkt has been fully serialized onto the wire.
-func (p *port) fire(s *Sim, pkt *Packet) {
+// fire runs when the frame being sent has been fully serialized onto the
+// wire.
+func (p *port) fire(s *Sim) {
+	pkt := p.txing
+	p.txing = nil
 	p.propagate(s, pkt)
 	for q := len(p.queues) - 1; q >= 0; q-- {
 		if next := p.queues[q].pop(); next != nil {
@@ -372,14 +416,17 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 		if p.dup > 0 && p.rng.Float64() < p.dup {
 			p.duplicated++
 			c := append(p.net.frameBuf(len(pkt.Data)), pkt.Data...)
-			s.schedule(at, arrival{p.peer}, p.net.packet(c, pkt.prio))
+			d := p.net.packet(c, pkt.prio)
+			d.kind, d.to = evArrival, p.peer
+			s.schedule(at, d)
 		}
 		if p.reorder > 0 && p.rng.Float64() < p.reorder {
 			// Hold the frame back by 1 to 16 of its own transmission times,
 			// so that frames sent right after it overtake it.
 			p.reordered++
 			tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
-			s.schedule(at+tx*Time(1+p.rng.IntN(16)), arrival{p.peer}, pkt)
+			pkt.kind, pkt.to = evArrival, p.peer
+			s.schedule(at+tx*Time(1+p.rng.IntN(16)), pkt)
 			return
 		}
 	}
@@ -387,7 +434,7 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 	// scheduled now, even though it enters the heap only when it reaches
 	// the head of the wire.
 	if p.wire.size == 0 {
-		s.schedule(at, wireHead{p}, nil)
+		s.schedule(at, wireHead{p})
 	} else {
 		s.seq++
 	}
@@ -395,16 +442,10 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 	p.wire.push(pkt)
 }
 
-// arrival is the event of a frame that bypassed the wire queue reaching the
-// receiving side of a link.
-type arrival struct{ in *port }
-
-func (a arrival) fire(_ *Sim, pkt *Packet) { a.in.owner.receive(a.in, pkt) }
-
 // wireHead is the event of the first frame on a link's wire arriving.
 type wireHead struct{ p *port }
 
-func (w wireHead) fire(s *Sim, _ *Packet) {
+func (w wireHead) fire(s *Sim) {
 	p := w.p
 	pkt := p.wire.pop()
 	if next := p.wire.peek(); next != nil {
@@ -469,7 +510,8 @@ type SwitchNode struct {
 
 func (sw *SwitchNode) receive(in *port, pkt *Packet) {
 	if sw.latency > 0 {
-		sw.net.Sim.schedule(sw.net.Sim.now+sw.latency, process{sw, in.tp.Num}, pkt)
+		pkt.kind, pkt.sw, pkt.in = evProcess, sw, in.tp.Num
+		sw.net.Sim.schedule(sw.net.Sim.now+sw.latency, pkt)
 		return
 	}
 	sw.process(in.tp.Num, pkt)
@@ -486,14 +528,6 @@ func (sw *SwitchNode) process(in int, pkt *Packet) {
 	}
 	sw.inLo, sw.inHi = 0, 0
 }
-
-// process is the event of a frame leaving a switch's pipeline latency.
-type process struct {
-	sw *SwitchNode
-	in int
-}
-
-func (e process) fire(_ *Sim, pkt *Packet) { e.sw.process(e.in, pkt) }
 
 // Emit implements emulator.Emitter.
 func (sw *SwitchNode) Emit(port int, prio int, f []byte) {
@@ -624,7 +658,9 @@ func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
 		tpl.SetChecksum(data)
 	}
 	if to.Addr() == h.node.IP {
-		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
+		pkt := h.net.packet(data, 0)
+		pkt.kind, pkt.looped = evLoopback, h
+		h.net.Sim.schedule(h.net.Sim.now, pkt)
 		return
 	}
 	h.nic.enqueue(h.net.packet(data, 0))
@@ -633,10 +669,6 @@ func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
 // OmitUDPChecksum implements emulator.ChecksumOmitter: the agent's
 // frames carry UDP checksum 0, which hosts do not check.
 func (e *hostEnv) OmitUDPChecksum() { e.noSum = true }
-
-type loopback struct{ h *hostNode }
-
-func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
 
 var (
 	_ emulator.Poster          = (*hostEnv)(nil)
