@@ -122,6 +122,8 @@ type QP struct {
 	rq  recvQueue
 	res responder
 
+	txCRC wire.PseudoCRC // the ICRC seed of its packets' endpoints
+
 	timer    emulator.Timer // the local ACK timer, when armed
 	deadline time.Duration  // when the ACK timer expires; it is pushed back lazily
 	onTimer  func()

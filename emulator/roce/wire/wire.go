@@ -27,9 +27,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/tracebed/tracebed/emulator/frame"
-	"github.com/tracebed/tracebed/internal/ieeecrc"
 )
 
 // Port is the UDP destination port of RoCEv2 (IANA "roce").
@@ -456,13 +453,8 @@ func AppendHeader(dst []byte, h *Header, n int) []byte {
 // may lie anywhere: a sender that keeps its payload elsewhere sends
 // hdr, payload and the trailer as one datagram without joining them.
 func AppendTrailer(dst []byte, ps Pseudo, hdr, payload []byte) []byte {
-	pad := zero4[:PadLen(len(payload))]
-	crc := headCRC(ps, frame.UDPLen+len(hdr)+len(payload)+len(pad)+ICRCLen, hdr)
-	crc = ieeecrc.UpdateShort(crc, hdr[BTHLen:])
-	crc = ieeecrc.Update(crc, payload)
-	crc = ieeecrc.UpdateShort(crc, pad)
-	dst = append(dst, pad...)
-	return binary.LittleEndian.AppendUint32(dst, crc)
+	c := NewPseudoCRC(ps)
+	return c.AppendTrailer(dst, hdr, payload)
 }
 
 var zero4 [4]byte
