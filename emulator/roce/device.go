@@ -93,10 +93,12 @@ type Device struct {
 	draining bool
 	pending  []pendingWC
 
-	buf     []byte         // the headers and trailer of the packet being built
-	scratch []byte         // the packet joined, where the Env cannot gather
-	rxCRC   wire.PseudoCRC // the ICRC seed of the peer received from last
-	c       Counters
+	buf     []byte // the headers and trailer of the packet being built
+	scratch []byte // the packet joined, where the Env cannot gather
+	// The ICRC seed of the peer received from last.
+	rxFrom netip.AddrPort
+	rxCRC  wire.PseudoCRC
+	c      Counters
 }
 
 type pendingWC struct {
@@ -202,7 +204,10 @@ func (d *Device) Recv(from emulator.Addr, b []byte) {
 		}
 		return
 	}
-	if !pseudoCRC(&d.rxCRC, wire.HostPseudo(from, d.local)).Verify(b) {
+	if from != d.rxFrom {
+		d.rxFrom, d.rxCRC = from, wire.NewPseudoCRC(wire.HostPseudo(from, d.local))
+	}
+	if !d.rxCRC.Verify(b) {
 		d.c.Drop(DropICRC)
 		return
 	}
@@ -239,20 +244,13 @@ func (d *Device) send(qp *QP, h *wire.Header, payload []byte) {
 	// once, from the memory region into the frame.
 	d.buf = wire.AppendHeader(d.buf[:0], h, len(payload))
 	hl := len(d.buf)
-	d.buf = pseudoCRC(&qp.txCRC, wire.HostPseudo(d.local, dst)).AppendTrailer(d.buf, d.buf[:hl], payload)
+	if dst != qp.txTo {
+		qp.txTo, qp.txCRC = dst, wire.NewPseudoCRC(wire.HostPseudo(d.local, dst))
+	}
+	d.buf = qp.txCRC.AppendTrailer(d.buf, d.buf[:hl], payload)
 	emulator.SendParts(d.env, dst, d.buf[:hl], payload, d.buf[hl:], &d.scratch)
 	d.c.TxPackets++
 	d.c.TxBytes += uint64(len(d.buf) + len(payload))
-}
-
-// pseudoCRC returns *c, made for ps first unless it was: the ICRC seed of
-// the endpoints a device sends to or receives from, kept while they stay
-// the same.
-func pseudoCRC(c *wire.PseudoCRC, ps wire.Pseudo) *wire.PseudoCRC {
-	if !c.Of(ps) {
-		*c = wire.NewPseudoCRC(ps)
-	}
-	return c
 }
 
 // after runs f on the device's goroutine after delay, as an entry point.

@@ -122,7 +122,10 @@ type QP struct {
 	rq  recvQueue
 	res responder
 
-	txCRC wire.PseudoCRC // the ICRC seed of its packets' endpoints
+	// The ICRC seed of its packets (from the device's address, fixed once
+	// it started) to txTo.
+	txTo  netip.AddrPort
+	txCRC wire.PseudoCRC
 
 	timer    emulator.Timer // the local ACK timer, when armed
 	deadline time.Duration  // when the ACK timer expires; it is pushed back lazily

@@ -67,19 +67,17 @@ func ICRC(ps Pseudo, ib []byte) uint32 {
 
 // PseudoCRC is the part of the ICRC of every packet between two endpoints
 // that does not change from packet to packet: the CRC state after the LRH
-// stand-in and the masked IPv4 and UDP headers of ps, with their length
-// fields left out. A device that sends to or receives from a peer makes one
-// once and computes every packet's ICRC from it (its methods give exactly
-// what ICRC, VerifyICRC and AppendTrailer give for ps), instead of hashing
-// those 36 bytes again for each packet.
+// stand-in and the masked IPv4 and UDP headers of a Pseudo, with their
+// length fields left out. A device that sends to or receives from a peer
+// makes one once and computes every packet's ICRC from it (its methods give
+// exactly what ICRC, VerifyICRC and AppendTrailer give for that Pseudo),
+// instead of hashing those 36 bytes again for each packet.
 //
 // The CRC is linear: the state after headers whose lengths differ is the
 // state with the lengths zero XOR the contribution of the length fields'
 // bits alone, which lenCRC tabulates by byte.
 type PseudoCRC struct {
-	ps   Pseudo
 	base uint32 // the state after the headers with both length fields 0
-	ok   bool
 }
 
 // NewPseudoCRC returns the PseudoCRC of ps.
@@ -101,12 +99,8 @@ func NewPseudoCRC(ps Pseudo) PseudoCRC {
 	binary.BigEndian.PutUint16(u[2:], ps.Dst.Port())
 	// u[4:6], the UDP length, is left 0.
 	u[6], u[7] = 0xff, 0xff // UDP checksum
-	return PseudoCRC{ps: ps, base: ieeecrc.UpdateShort(lrhCRC, h[:]), ok: true}
+	return PseudoCRC{base: ieeecrc.UpdateShort(lrhCRC, h[:])}
 }
-
-// Of reports whether c was made for ps (the zero PseudoCRC is made for
-// none).
-func (c *PseudoCRC) Of(ps Pseudo) bool { return c.ok && c.ps == ps }
 
 // ipUDPLen is the bytes of the IPv4 header (without options) and the UDP
 // header that the ICRC covers after the LRH stand-in.
