@@ -190,8 +190,8 @@ func (d *Device) Recv(from emulator.Addr, b []byte) {
 	defer d.leave()
 	d.c.RxPackets++
 	d.c.RxBytes += uint64(len(b))
-	p, err := wire.Parse(b)
-	if err != nil {
+	var p wire.Packet
+	if err := p.Decode(b); err != nil {
 		switch err {
 		case wire.ErrShort:
 			d.c.Drop(DropShort)

@@ -557,14 +557,17 @@ type hostNode struct {
 func (h *hostNode) receive(_ *port, pkt *Packet) {
 	data := pkt.Data
 	h.net.release(pkt)
-	hdr, payload, err := frame.ParseUDP(data)
+	var hdr frame.UDP
+	payload, err := hdr.Decode(data)
 	if err != nil || hdr.Dst.Addr() != h.node.IP {
 		h.stats.Malformed++
 		return
 	}
-	if present, ok := frame.UDPChecksum(data); present && !ok {
-		h.stats.BadChecksum++
-		return
+	if frame.HasUDPChecksum(data) {
+		if _, ok := frame.UDPChecksum(data); !ok {
+			h.stats.BadChecksum++
+			return
+		}
 	}
 	e := h.last
 	if port := hdr.Dst.Port(); e == nil || e.local.Port() != port {

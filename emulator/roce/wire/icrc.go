@@ -75,14 +75,16 @@ func ICRC(ps Pseudo, ib []byte) uint32 {
 //
 // The CRC is linear: the state after headers whose lengths differ is the
 // state with the lengths zero XOR the contribution of the length fields'
-// bits alone, which lenCRC tabulates by byte.
+// bits alone. The IPv4 total length's is tabulated by byte (lenCRC); the
+// UDP length goes with each packet's BTH, in the 16 bytes that end the
+// UDP header and the BTH, which the CPU folds in one step where it can.
 type PseudoCRC struct {
-	base uint32 // the state after the headers with both length fields 0
+	base uint32 // the state after the IPv4 header with length 0 and the UDP ports
 }
 
 // NewPseudoCRC returns the PseudoCRC of ps.
 func NewPseudoCRC(ps Pseudo) PseudoCRC {
-	var h [ipUDPLen]byte
+	var h [ipPortsLen]byte
 	h[0] = 0x45
 	h[1] = 0xff // TOS
 	// h[2:4], the total length, is left 0.
@@ -97,23 +99,21 @@ func NewPseudoCRC(ps Pseudo) PseudoCRC {
 	u := h[frame.IPv4Len:]
 	binary.BigEndian.PutUint16(u[0:], ps.Src.Port())
 	binary.BigEndian.PutUint16(u[2:], ps.Dst.Port())
-	// u[4:6], the UDP length, is left 0.
-	u[6], u[7] = 0xff, 0xff // UDP checksum
 	return PseudoCRC{base: ieeecrc.UpdateShort(lrhCRC, h[:])}
 }
 
-// ipUDPLen is the bytes of the IPv4 header (without options) and the UDP
-// header that the ICRC covers after the LRH stand-in.
-const ipUDPLen = frame.IPv4Len + frame.UDPLen
+// ipPortsLen is the bytes of the IPv4 header (without options) and the
+// UDP ports: what PseudoCRC folds once.
+const ipPortsLen = frame.IPv4Len + 4
 
-// lenCRC[i][b] is what byte b at the i-th byte of the two length fields
-// (IPv4 total length, high and low byte, then UDP length) adds to the CRC
-// register after the IPv4 and UDP headers: the register after the 28
-// bytes with b there and zeros elsewhere, from a zero register.
-var lenCRC = func() (t [4][256]uint32) {
-	for i, off := range [4]int{2, 3, frame.IPv4Len + 4, frame.IPv4Len + 5} {
+// lenCRC[i][b] is what byte b as the high (i = 0) or low (1) byte of the
+// IPv4 total length adds to the CRC register after the IPv4 header and
+// the UDP ports: the register after those 24 bytes with b there and zeros
+// elsewhere, from a zero register.
+var lenCRC = func() (t [2][256]uint32) {
+	for i, off := range [2]int{2, 3} {
 		for b := range 256 {
-			var h [ipUDPLen]byte
+			var h [ipPortsLen]byte
 			h[off] = byte(b)
 			// From register 0 (crc ^0): the register is the complement
 			// of the CRC returned.
@@ -127,12 +127,14 @@ var lenCRC = func() (t [4][256]uint32) {
 // UDP headers of a datagram of udpLen bytes (UDP header included) and the
 // masked BTH that starts ib.
 func (c *PseudoCRC) head(udpLen int, ib []byte) uint32 {
-	ipLen, uLen := uint16(frame.IPv4Len+udpLen), uint16(udpLen)
-	crc := c.base ^ lenCRC[0][ipLen>>8] ^ lenCRC[1][ipLen&0xff] ^ lenCRC[2][uLen>>8] ^ lenCRC[3][uLen&0xff]
-	var bth [BTHLen]byte
-	copy(bth[:], ib[:BTHLen])
-	bth[4] = 0xff // FECN, BECN, reserved
-	return ieeecrc.UpdateShort(crc, bth[:])
+	ipLen := uint16(frame.IPv4Len + udpLen)
+	crc := c.base ^ lenCRC[0][ipLen>>8] ^ lenCRC[1][ipLen&0xff]
+	var b [4 + BTHLen]byte // UDP length and checksum, BTH
+	binary.BigEndian.PutUint16(b[0:], uint16(udpLen))
+	b[2], b[3] = 0xff, 0xff // UDP checksum
+	copy(b[4:], ib[:BTHLen])
+	b[4+4] = 0xff // FECN, BECN, reserved
+	return ieeecrc.UpdateShort(crc, b[:])
 }
 
 // ICRC is ICRC(ps, ib) for c's ps.

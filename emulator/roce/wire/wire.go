@@ -311,8 +311,17 @@ type Packet struct {
 // VerifyICRC), and never panics. Payload aliases b.
 func Parse(b []byte) (Packet, error) {
 	var p Packet
+	err := p.Decode(b)
+	return p, err
+}
+
+// Decode is Parse into p: it sets every field of p (those Parse would not
+// have decoded to zero). A receiver that decodes every packet into the
+// same place saves copying Parse's result.
+func (p *Packet) Decode(b []byte) error {
+	*p = Packet{}
 	if len(b) < MinLen {
-		return p, ErrShort
+		return ErrShort
 	}
 	p.Opcode = Opcode(b[0])
 	p.SE = b[1]&0x80 != 0
@@ -327,14 +336,14 @@ func Parse(b []byte) (Packet, error) {
 	p.PSN = uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
 	p.ICRC = binary.LittleEndian.Uint32(b[len(b)-ICRCLen:])
 	if p.TVer != 0 {
-		return p, ErrVersion
+		return ErrVersion
 	}
 	if !p.Opcode.Supported() {
-		return p, ErrOpcode
+		return ErrOpcode
 	}
 	hl := p.Opcode.HeaderLen()
 	if len(b) < hl+ICRCLen {
-		return p, ErrShort
+		return ErrShort
 	}
 	h := b[BTHLen:]
 	if p.Opcode.HasRETH() {
@@ -354,16 +363,16 @@ func Parse(b []byte) (Packet, error) {
 	body := b[hl : len(b)-ICRCLen]
 	if !p.Opcode.HasPayload() {
 		if len(body) != 0 || p.Pad != 0 {
-			return p, ErrLength
+			return ErrLength
 		}
-		return p, nil
+		return nil
 	}
 	// The payload and its pad fill a whole number of 4-byte words.
 	if len(body) < int(p.Pad) || len(body)%4 != 0 {
-		return p, ErrLength
+		return ErrLength
 	}
 	p.Payload = body[:len(body)-int(p.Pad)]
-	return p, nil
+	return nil
 }
 
 // Header is what Append writes before the payload. Pad is computed from
