@@ -454,7 +454,8 @@ func (w wireHead) fire(s *Sim) {
 	p.peer.owner.receive(p.peer, pkt)
 }
 
-// fifo is a queue of packets backed by a ring buffer.
+// fifo is a queue of packets backed by a ring buffer whose length is a
+// power of two, so that an index wraps with a mask, not a division.
 type fifo struct {
 	buf        []*Packet
 	head, size int
@@ -464,11 +465,11 @@ func (q *fifo) push(p *Packet) {
 	if q.size == len(q.buf) {
 		nb := make([]*Packet, max(16, 2*len(q.buf)))
 		for i := range q.size {
-			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+			nb[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 		}
 		q.buf, q.head = nb, 0
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = p
+	q.buf[(q.head+q.size)&(len(q.buf)-1)] = p
 	q.size++
 }
 
@@ -485,7 +486,7 @@ func (q *fifo) pop() *Packet {
 	}
 	p := q.buf[q.head]
 	q.buf[q.head] = nil
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.size--
 	return p
 }
