@@ -15,48 +15,42 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
-// Packet is a frame in flight.
+// Packet is a frame in flight. It fits one cache line: the queues of a
+// busy link hold many, and each is read again when it leaves.
 type Packet struct {
 	Data []byte
 	prio int
 	at   Time   // arrival time while on the wire
 	seq  uint64 // event sequence number of that arrival
-
 	// A frame that is an event of its own (see fire) says where it goes:
-	// the receiving side of a link it reaches outside the link's wire
-	// queue (duplicated, reordered), the switch whose pipeline latency it
-	// leaves (with its ingress port number), or the host it loops back to.
-	kind   eventKind
-	to     *port
-	sw     *SwitchNode
-	in     int
-	looped *hostNode
+	// to the owner of port to, which it reaches outside the link's wire
+	// queue (duplicated, reordered), or whose pipeline latency it leaves
+	// (a switch's ingress port), or to the host whose NIC is to, looped
+	// back.
+	kind eventKind
+	to   *port
 }
 
 // eventKind is what a frame does when it fires as an event.
 type eventKind uint8
 
 const (
-	evArrival  eventKind = iota + 1 // reaches to's owner
-	evProcess                       // enters sw's pipeline from port in
-	evLoopback                      // reaches its own host, looped
+	evArrival  eventKind = iota + 1 // reaches to's owner, from the link
+	evProcess                       // enters the pipeline of to's owner, a switch
+	evLoopback                      // reaches to's owner, a host, from itself
 )
 
 // fire delivers a frame scheduled as an event of its own.
 func (pkt *Packet) fire(*Sim) {
-	switch pkt.kind {
+	kind, to := pkt.kind, pkt.to
+	pkt.kind, pkt.to = 0, nil
+	switch kind {
 	case evArrival:
-		in := pkt.to
-		pkt.kind, pkt.to = 0, nil
-		in.owner.receive(in, pkt)
+		to.owner.receive(to, pkt)
 	case evProcess:
-		sw, in := pkt.sw, pkt.in
-		pkt.kind, pkt.sw = 0, nil
-		sw.process(in, pkt)
+		to.owner.(*SwitchNode).process(to.tp.Num, pkt)
 	default:
-		h := pkt.looped
-		pkt.kind, pkt.looped = 0, nil
-		h.receive(nil, pkt)
+		to.owner.receive(nil, pkt)
 	}
 }
 
@@ -332,6 +326,10 @@ type port struct {
 	// txing is the frame being serialized while busy: the event of its
 	// end (fire) finds it here.
 	txing *Packet
+	// The transmission time of the last frame size asked for: the frames
+	// of a flow have few sizes, and the time takes a 128-bit division.
+	txSize int
+	txDur  Time
 
 	loss, dup, reorder float64
 	rng                *rand.Rand
@@ -373,6 +371,14 @@ func (p *port) enqueue(pkt *Packet) {
 	p.maxBacklog = max(p.maxBacklog, p.backlog)
 }
 
+// txTime returns how long a frame of size bytes occupies the link.
+func (p *port) txTime(size int) Time {
+	if size != p.txSize || p.txDur == 0 {
+		p.txSize, p.txDur = size, Time(units.TransmitTime(units.Bytes(size), p.rate))
+	}
+	return p.txDur
+}
+
 func (p *port) transmit(pkt *Packet) {
 	p.busy = true
 	p.txPackets++
@@ -380,7 +386,7 @@ func (p *port) transmit(pkt *Packet) {
 	if p.tap != nil {
 		p.tap(p.net.Sim.now, pkt.Data)
 	}
-	tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
+	tx := p.txTime(len(pkt.Data))
 	p.txing = pkt
 	p.net.Sim.schedule(p.net.Sim.now+tx, p)
 }
@@ -424,7 +430,7 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 			// Hold the frame back by 1 to 16 of its own transmission times,
 			// so that frames sent right after it overtake it.
 			p.reordered++
-			tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
+			tx := p.txTime(len(pkt.Data))
 			pkt.kind, pkt.to = evArrival, p.peer
 			s.schedule(at+tx*Time(1+p.rng.IntN(16)), pkt)
 			return
@@ -511,7 +517,7 @@ type SwitchNode struct {
 
 func (sw *SwitchNode) receive(in *port, pkt *Packet) {
 	if sw.latency > 0 {
-		pkt.kind, pkt.sw, pkt.in = evProcess, sw, in.tp.Num
+		pkt.kind, pkt.to = evProcess, in
 		sw.net.Sim.schedule(sw.net.Sim.now+sw.latency, pkt)
 		return
 	}
@@ -663,7 +669,7 @@ func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
 	}
 	if to.Addr() == h.node.IP {
 		pkt := h.net.packet(data, 0)
-		pkt.kind, pkt.looped = evLoopback, h
+		pkt.kind, pkt.to = evLoopback, h.nic
 		h.net.Sim.schedule(h.net.Sim.now, pkt)
 		return
 	}
