@@ -27,6 +27,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Port is the UDP destination port of RoCEv2 (IANA "roce").
@@ -409,8 +410,10 @@ func Append(dst []byte, h *Header, payload []byte, ps Pseudo) []byte {
 func AppendHeader(dst []byte, h *Header, n int) []byte {
 	op := h.Opcode
 	pad := PadLen(n)
-	var hdr [BTHLen + RETHLen + AETHLen + ImmLen + CNPLen]byte
-	b := hdr[:]
+	// The headers are written in place, every byte of them.
+	start := len(dst)
+	dst = slices.Grow(dst, op.HeaderLen())[:start+op.HeaderLen()]
+	b := dst[start:]
 	b[0] = byte(op)
 	b[1] = byte(pad)<<4 | h.TVer&0x0f
 	if h.SE {
@@ -451,9 +454,8 @@ func AppendHeader(dst []byte, h *Header, n int) []byte {
 	}
 	if op.IsCNP() {
 		clear(b[k : k+CNPLen])
-		k += CNPLen
 	}
-	return append(dst, b[:k]...)
+	return dst
 }
 
 // AppendTrailer appends the pad and the ICRC (computed over ps) that end
