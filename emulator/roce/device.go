@@ -133,6 +133,13 @@ func NewDevice(cfg Config) (*Device, error) {
 func (d *Device) Start(env emulator.Env) {
 	d.env = env
 	d.local = env.Local()
+	// The ICRC seeds depend on the local address too: start them afresh.
+	d.rxFrom = netip.AddrPort{}
+	for _, qp := range d.qps {
+		if qp != nil {
+			qp.txTo = netip.AddrPort{}
+		}
+	}
 	// RoCEv2 packets go with UDP checksum 0, as rdma_rxe and RNICs send
 	// them: the ICRC covers what the checksum would.
 	if o, ok := env.(emulator.ChecksumOmitter); ok {
