@@ -113,32 +113,49 @@ func AppendUDP(b []byte, h UDP, payload []byte) []byte {
 // IPv4 options and never panics.
 func ParseUDP(f []byte) (UDP, []byte, error) {
 	var h UDP
+	payload, err := h.Decode(f)
+	return h, payload, err
+}
+
+// Decode is ParseUDP into h: it sets every field of h (to zero on an
+// error). Where a frame is parsed per packet, it saves copying the
+// addressing out of ParseUDP's result.
+func (h *UDP) Decode(f []byte) ([]byte, error) {
+	*h = UDP{}
 	ihl, err := checkIPv4(f)
 	if err != nil {
-		return h, nil, err
+		return nil, err
 	}
 	ip := f[offIP:]
 	if ip[9] != ProtoUDP {
-		return h, nil, ErrNotUDP
+		return nil, ErrNotUDP
 	}
 	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
-		return h, nil, ErrFragment
+		return nil, ErrFragment
 	}
 	total := int(binary.BigEndian.Uint16(ip[2:]))
 	u := ip[ihl:total]
 	if len(u) < UDPLen {
-		return h, nil, fmt.Errorf("%w: %d bytes after the IPv4 header", ErrBadUDP, len(u))
+		return nil, fmt.Errorf("%w: %d bytes after the IPv4 header", ErrBadUDP, len(u))
 	}
 	ulen := int(binary.BigEndian.Uint16(u[4:]))
 	if ulen < UDPLen || ulen > len(u) {
-		return h, nil, fmt.Errorf("%w: length field %d, %d bytes present", ErrBadUDP, ulen, len(u))
+		return nil, fmt.Errorf("%w: length field %d, %d bytes present", ErrBadUDP, ulen, len(u))
 	}
 	copy(h.DstMAC[:], f[0:6])
 	copy(h.SrcMAC[:], f[6:12])
 	h.TOS, h.TTL = ip[1], ip[8]
 	h.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(u[0:]))
 	h.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[16:20])), binary.BigEndian.Uint16(u[2:]))
-	return h, u[UDPLen:ulen], nil
+	return u[UDPLen:ulen], nil
+}
+
+// HasUDPChecksum reports whether a frame that ParseUDP accepted carries a
+// UDP checksum (a nonzero field): UDPChecksum's present, without checking
+// the headers again.
+func HasUDPChecksum(f []byte) bool {
+	ihl := int(f[offIP]&0x0f) * 4
+	return binary.BigEndian.Uint16(f[offIP+ihl+6:]) != 0
 }
 
 // checkIPv4 validates the Ethernet and IPv4 headers and returns the IPv4

@@ -27,9 +27,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/tracebed/tracebed/emulator/frame"
-	"github.com/tracebed/tracebed/internal/ieeecrc"
+	"slices"
 )
 
 // Port is the UDP destination port of RoCEv2 (IANA "roce").
@@ -314,8 +312,17 @@ type Packet struct {
 // VerifyICRC), and never panics. Payload aliases b.
 func Parse(b []byte) (Packet, error) {
 	var p Packet
+	err := p.Decode(b)
+	return p, err
+}
+
+// Decode is Parse into p: it sets every field of p (those Parse would not
+// have decoded to zero). A receiver that decodes every packet into the
+// same place saves copying Parse's result.
+func (p *Packet) Decode(b []byte) error {
+	*p = Packet{}
 	if len(b) < MinLen {
-		return p, ErrShort
+		return ErrShort
 	}
 	p.Opcode = Opcode(b[0])
 	p.SE = b[1]&0x80 != 0
@@ -330,14 +337,14 @@ func Parse(b []byte) (Packet, error) {
 	p.PSN = uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
 	p.ICRC = binary.LittleEndian.Uint32(b[len(b)-ICRCLen:])
 	if p.TVer != 0 {
-		return p, ErrVersion
+		return ErrVersion
 	}
 	if !p.Opcode.Supported() {
-		return p, ErrOpcode
+		return ErrOpcode
 	}
 	hl := p.Opcode.HeaderLen()
 	if len(b) < hl+ICRCLen {
-		return p, ErrShort
+		return ErrShort
 	}
 	h := b[BTHLen:]
 	if p.Opcode.HasRETH() {
@@ -357,16 +364,16 @@ func Parse(b []byte) (Packet, error) {
 	body := b[hl : len(b)-ICRCLen]
 	if !p.Opcode.HasPayload() {
 		if len(body) != 0 || p.Pad != 0 {
-			return p, ErrLength
+			return ErrLength
 		}
-		return p, nil
+		return nil
 	}
 	// The payload and its pad fill a whole number of 4-byte words.
 	if len(body) < int(p.Pad) || len(body)%4 != 0 {
-		return p, ErrLength
+		return ErrLength
 	}
 	p.Payload = body[:len(body)-int(p.Pad)]
-	return p, nil
+	return nil
 }
 
 // Header is what Append writes before the payload. Pad is computed from
@@ -403,8 +410,10 @@ func Append(dst []byte, h *Header, payload []byte, ps Pseudo) []byte {
 func AppendHeader(dst []byte, h *Header, n int) []byte {
 	op := h.Opcode
 	pad := PadLen(n)
-	var hdr [BTHLen + RETHLen + AETHLen + ImmLen + CNPLen]byte
-	b := hdr[:]
+	// The headers are written in place, every byte of them.
+	start := len(dst)
+	dst = slices.Grow(dst, op.HeaderLen())[:start+op.HeaderLen()]
+	b := dst[start:]
 	b[0] = byte(op)
 	b[1] = byte(pad)<<4 | h.TVer&0x0f
 	if h.SE {
@@ -445,9 +454,8 @@ func AppendHeader(dst []byte, h *Header, n int) []byte {
 	}
 	if op.IsCNP() {
 		clear(b[k : k+CNPLen])
-		k += CNPLen
 	}
-	return append(dst, b[:k]...)
+	return dst
 }
 
 // AppendTrailer appends the pad and the ICRC (computed over ps) that end
@@ -456,13 +464,8 @@ func AppendHeader(dst []byte, h *Header, n int) []byte {
 // may lie anywhere: a sender that keeps its payload elsewhere sends
 // hdr, payload and the trailer as one datagram without joining them.
 func AppendTrailer(dst []byte, ps Pseudo, hdr, payload []byte) []byte {
-	pad := zero4[:PadLen(len(payload))]
-	crc := headCRC(ps, frame.UDPLen+len(hdr)+len(payload)+len(pad)+ICRCLen, hdr)
-	crc = ieeecrc.UpdateShort(crc, hdr[BTHLen:])
-	crc = ieeecrc.Update(crc, payload)
-	crc = ieeecrc.UpdateShort(crc, pad)
-	dst = append(dst, pad...)
-	return binary.LittleEndian.AppendUint32(dst, crc)
+	c := NewPseudoCRC(ps)
+	return c.AppendTrailer(dst, hdr, payload)
 }
 
 var zero4 [4]byte
