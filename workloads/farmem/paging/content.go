@@ -97,9 +97,18 @@ func (c *content) fill(dst []byte, p uint64, v uint32) {
 // without generating the page.
 func (c *content) sum(p uint64, v uint32) uint32 {
 	head, tail := c.stamps(p, v)
-	reg := crcRegister(^uint32(0), head[:]) // CRC-32C starts its register at all ones
+	reg := shortRegister(^uint32(0), head[:]) // CRC-32C starts its register at all ones
 	reg = c.shift[0][reg&0xff] ^ c.shift[1][reg>>8&0xff] ^ c.shift[2][reg>>16&0xff] ^ c.shift[3][reg>>24] ^ c.midSum
-	return ^crcRegister(reg, tail[:])
+	return ^shortRegister(reg, tail[:])
+}
+
+// shortRegister is crcRegister for a few bytes, a byte at a time:
+// hash/crc32 would make b escape (a stamp would be an allocation).
+func shortRegister(reg uint32, b []byte) uint32 {
+	for _, x := range b {
+		reg = castagnoli[byte(reg)^x] ^ reg>>8
+	}
+	return reg
 }
 
 // matches reports whether data is version v of page p, byte for byte.
