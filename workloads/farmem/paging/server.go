@@ -41,7 +41,7 @@ type Server struct {
 	last     emulator.Addr // the host served last, and its store
 	lastHS   *hostStore
 	slab     []byte   // the rest of the last allocation of page buffers
-	slabs    [][]byte // every allocation of page buffers (for Release)
+	slabs    [][]byte // every allocation of page buffers, to Release to pool
 	pool     *PagePool
 	out      []byte
 	scratch  []byte
@@ -59,7 +59,9 @@ const slabPages = 64
 func (s *Server) newPage() []byte {
 	if len(s.slab) < s.pageSize {
 		s.slab = s.pool.get(slabPages * s.pageSize)
-		s.slabs = append(s.slabs, s.slab)
+		if s.pool != nil {
+			s.slabs = append(s.slabs, s.slab)
+		}
 	}
 	p := s.slab[:s.pageSize:s.pageSize]
 	s.slab = s.slab[s.pageSize:]
