@@ -81,7 +81,7 @@ func replay(b *testing.B, data []byte, ws int, local float64, pool *PagePool) (u
 // host writes back (32 MiB at memcached-faults5%). Its memory is new to the
 // store, zeroed by the Go heap or, when the heap gave it back to the
 // system between replays, faulted in page by page: on a virtual machine
-// with shadow paging a fault costs 15–35 µs of CPU, and a fresh store a
+// with shadow paging a fault costs 13–18 µs of CPU, and a fresh store a
 // third of the replay. The -pooled case hands the server's memory on from
 // replay to replay (PagePool), as the runs of an experiment do, and
 // measures the replay itself; minor-faults/op says how much memory was new.

@@ -73,7 +73,7 @@ func (s *Server) newPage() []byte {
 // memory once rather than for each client's run. A server's store grows to
 // the pages written to it, and memory new to a store costs more than the
 // copy that fills it: the Go heap zeroes memory it reuses, and memory new
-// to the process costs a page fault per 4 KiB on first touch (15–35 µs of
+// to the process costs a page fault per 4 KiB on first touch (13–18 µs of
 // CPU each on a virtual machine with shadow paging, where a replay of the
 // store's size spent a third of its time in them). Servers of one pool may
 // run concurrently. The zero value is an empty pool; a nil *PagePool
