@@ -38,7 +38,9 @@
 // duplication and reordering. Every write-back carries a new version of the
 // page and the CRC-32C of its bytes; the host remembers, per page, the
 // version and checksum it last wrote and checks every page it fetches
-// against them. A mismatch is an integrity error, counted, never silent.
+// against them, and its bytes against that version's (which the host
+// generates, see content). A mismatch is an integrity error, counted,
+// never silent.
 package paging
 
 import (
@@ -128,7 +130,9 @@ const (
 	remote
 )
 
-// page is a page-table entry.
+// page is a page-table entry. Its fields are ordered to leave no padding:
+// 32 bytes, two entries to a cache line, so that a hit, which reads and
+// writes one entry of a table larger than the caches, touches one line.
 type page struct {
 	state   uint8
 	dirty   bool // resident data differs from the server's copy
@@ -136,10 +140,10 @@ type page struct {
 	wb      bool // a write-back of this page is in flight
 	version uint32
 	sum     uint32
-	last    time.Duration // time of the last access (may be ahead of now)
 	frame   int32
-	prev    int32 // LRU list, towards the most recent
-	next    int32 // LRU list, towards the least recent
+	last    time.Duration // time of the last access (may be ahead of now)
+	prev    int32         // LRU list, towards the most recent
+	next    int32         // LRU list, towards the least recent
 }
 
 // BlockEvent is one period the application spent blocked for a free frame.
@@ -272,7 +276,8 @@ type Host struct {
 	winEnd     time.Duration
 	evLat      time.Duration
 	evLatDev   time.Duration
-	wbuf, pbuf []byte
+	wbuf       []byte
+	tailStamp  [stampTail]byte // a write-back's tail stamp, a part of its datagram
 	scratch    []byte
 	stats      Stats
 
@@ -361,7 +366,6 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 		rto:    cfg.RTOInit,
 		bg:     worker{victim: -1},
 		direct: worker{direct: true, victim: -1},
-		pbuf:   make([]byte, cfg.PageSize),
 		peaks:  make([]float64, max(1, int(cfg.PeakHorizon/cfg.MeasurePeriod))),
 	}
 	for i := range h.pages {
@@ -1030,15 +1034,17 @@ func (h *Host) transmit(r *request, retx bool) {
 	if r.typ == farmem.TypeWrite {
 		h.st = h.State()
 		hdr.Urgency = min(h.cfg.Marker.Urgency(&h.st), farmem.MaxUrgency)
-		// The page is generated (the host keeps no page contents: version
-		// v of page p is always the same bytes), its checksum goes into
-		// the header, and header and page go out as parts: the page is
-		// copied once more, into the frame.
-		h.content.fill(h.pbuf, uint64(r.page), r.version)
-		r.sum = checksum(h.pbuf)
+		// The page is never built (the host keeps no page contents:
+		// version v of page p is always the same bytes): its checksum
+		// comes from its stamps (content.sum), and the header with the
+		// head stamp, the host's body and the tail stamp go out as
+		// parts, copied once, into the frame.
+		head, tail := h.content.stamps(uint64(r.page), r.version)
+		r.sum = h.content.sum(uint64(r.page), r.version)
 		hdr.Sum = r.sum
-		h.wbuf = hdr.Append(h.wbuf[:0], nil)
-		emulator.SendParts(h.env, h.server(r.page), h.wbuf, h.pbuf, nil, &h.scratch)
+		h.wbuf = append(hdr.Append(h.wbuf[:0], nil), head[:]...)
+		h.tailStamp = tail
+		emulator.SendParts(h.env, h.server(r.page), h.wbuf, h.content.middle(), h.tailStamp[:], &h.scratch)
 	} else {
 		h.wbuf = hdr.Append(h.wbuf[:0], nil)
 		h.env.Send(h.server(r.page), h.wbuf)
@@ -1093,8 +1099,8 @@ func (h *Host) Recv(from emulator.Addr, payload []byte) {
 		h.integrity(fmt.Sprintf("page %d: the server has no copy (version %d was written)", r.page, pg.version))
 	case hdr.Version != pg.version || hdr.Sum != pg.sum:
 		h.integrity(fmt.Sprintf("page %d: got version %d (sum %08x), last written version %d (sum %08x)", r.page, hdr.Version, hdr.Sum, pg.version, pg.sum))
-	case len(data) != h.cfg.PageSize || checksum(data) != pg.sum:
-		h.integrity(fmt.Sprintf("page %d version %d: the data does not match its checksum", r.page, pg.version))
+	case !h.content.matches(data, uint64(r.page), pg.version):
+		h.integrity(fmt.Sprintf("page %d version %d: the data is not the version written", r.page, pg.version))
 	}
 	h.fetched(r.page, h.buf[h.pos].Write)
 	h.checkDone()

@@ -1,6 +1,8 @@
 package paging
 
 import (
+	"sync"
+
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/p4/farmem"
 )
@@ -38,7 +40,9 @@ type Server struct {
 	hosts    map[emulator.Addr]*hostStore
 	last     emulator.Addr // the host served last, and its store
 	lastHS   *hostStore
-	slab     []byte // the rest of the last allocation of page buffers
+	slab     []byte   // the rest of the last allocation of page buffers
+	slabs    [][]byte // every allocation of page buffers, to Release to pool
+	pool     *PagePool
 	out      []byte
 	scratch  []byte
 	stats    ServerStats
@@ -49,14 +53,59 @@ type Server struct {
 // replay's CPU time (the allocator and the collector).
 const slabPages = 64
 
-// newPage returns a buffer for a page stored for the first time.
+// newPage returns a buffer for a page stored for the first time. Its
+// bytes are undefined (a pooled slab holds an earlier server's pages): the
+// caller overwrites the whole page.
 func (s *Server) newPage() []byte {
 	if len(s.slab) < s.pageSize {
-		s.slab = make([]byte, slabPages*s.pageSize)
+		s.slab = s.pool.get(slabPages * s.pageSize)
+		if s.pool != nil {
+			s.slabs = append(s.slabs, s.slab)
+		}
 	}
 	p := s.slab[:s.pageSize:s.pageSize]
 	s.slab = s.slab[s.pageSize:]
 	return p
+}
+
+// PagePool keeps the page memory of memory servers that are done for the
+// servers that come after them, as a far-memory server registers its
+// memory once rather than for each client's run. A server's store grows to
+// the pages written to it, and memory new to a store costs more than the
+// copy that fills it: the Go heap zeroes memory it reuses, and memory new
+// to the process costs a page fault per 4 KiB on first touch (13–18 µs of
+// CPU each on a virtual machine with shadow paging, where a replay of the
+// store's size spent a third of its time in them). Servers of one pool may
+// run concurrently. The zero value is an empty pool; a nil *PagePool
+// allocates every time.
+type PagePool struct {
+	mu    sync.Mutex
+	slabs map[int][][]byte // by size in bytes
+}
+
+// get returns a slab of n bytes, reused if the pool has one.
+func (p *PagePool) get(n int) []byte {
+	if p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if k := len(p.slabs[n]); k > 0 {
+			b := p.slabs[n][k-1]
+			p.slabs[n][k-1] = nil
+			p.slabs[n] = p.slabs[n][:k-1]
+			return b
+		}
+	}
+	return make([]byte, n)
+}
+
+// put takes back slabs of n bytes.
+func (p *PagePool) put(n int, slabs [][]byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.slabs == nil {
+		p.slabs = map[int][][]byte{}
+	}
+	p.slabs[n] = append(p.slabs[n], slabs...)
 }
 
 // denseLimit bounds the dense part of a host's page table; pages above it
@@ -71,8 +120,23 @@ type hostStore struct {
 }
 
 // NewServer returns a memory server for pages of pageSize bytes.
-func NewServer(pageSize int) *Server {
-	return &Server{pageSize: pageSize, hosts: map[emulator.Addr]*hostStore{}}
+func NewServer(pageSize int) *Server { return NewPooledServer(pageSize, nil) }
+
+// NewPooledServer returns a memory server for pages of pageSize bytes that
+// takes its page memory from pool and gives it back on Release.
+func NewPooledServer(pageSize int, pool *PagePool) *Server {
+	return &Server{pageSize: pageSize, hosts: map[emulator.Addr]*hostStore{}, pool: pool}
+}
+
+// Release empties the server's store and gives its page memory back to its
+// pool, if it has one: call it when the server has stopped and no data
+// Lookup returned is used any more.
+func (s *Server) Release() {
+	if s.pool != nil {
+		s.pool.put(slabPages*s.pageSize, s.slabs)
+	}
+	s.slabs, s.slab = nil, nil
+	s.hosts, s.last, s.lastHS = map[emulator.Addr]*hostStore{}, emulator.Addr{}, nil
 }
 
 // Start implements emulator.Agent.
