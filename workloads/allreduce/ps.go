@@ -79,6 +79,7 @@ type psJob struct {
 	all       uint32
 	rounds    [2]psRound // by round parity
 	agg       []uint16   // Remap: the aggregator each window slot names, as the PS last saw it
+	spare     [][]int32  // value buffers of kept partials, for reuse (keep, drop)
 }
 
 type psRound struct {
@@ -196,7 +197,9 @@ func (j *psJob) round(r uint32) *psRound {
 	clear(b.bitmap)
 	clear(b.done)
 	clear(b.ovf)
-	clear(b.parts)
+	for c := range b.parts {
+		b.drop(c, &j.spare)
+	}
 	return b
 }
 
@@ -241,7 +244,7 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 		}
 		p.Stats.FromSwitch++
 		j.stats.FromSwitch++
-		delete(r.parts, c)
+		r.drop(c, &j.spare)
 		ina.GetValues(acc, vals)
 		r.bitmap[c], r.done[c], r.ovf[c] = j.all, true, h.Flags&ina.FlagOverflow != 0
 		r.slot[c] = j.place(c, h.Slot, false)
@@ -261,7 +264,7 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 		return
 	}
 	fed := j.Multicast.IsValid() // partials may overlap: keep them
-	kept := fed && r.keep(c, j.k, h, vals)
+	kept := fed && r.keep(c, j.k, h, vals, &j.spare)
 	if r.bitmap[c]&h.Bitmap != 0 {
 		if !kept || !r.cover(c, j.k, j.all) {
 			p.Stats.Overlaps++
@@ -296,7 +299,7 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 
 // complete publishes chunk c, summed in software.
 func (p *PS) complete(j *psJob, r *psRound, c int, h ina.Header) {
-	delete(r.parts, c)
+	r.drop(c, &j.spare)
 	r.done[c] = true
 	r.slot[c] = j.place(c, h.Slot, true)
 	p.Stats.Completed++
@@ -318,7 +321,7 @@ func (p *PS) complete(j *psJob, r *psRound, c int, h ina.Header) {
 // completes the chunk from any of them that cover every worker once
 // (cover). Workers that send to the PS directly send only their own
 // contribution: an overlap is a duplicate, and nothing is kept.
-func (r *psRound) keep(c, k int, h ina.Header, vals []byte) bool {
+func (r *psRound) keep(c, k int, h ina.Header, vals []byte, spare *[][]int32) bool {
 	parts := r.parts[c]
 	if len(parts) >= maxParts {
 		return false
@@ -328,10 +331,23 @@ func (r *psRound) keep(c, k int, h ina.Header, vals []byte) bool {
 			return false
 		}
 	}
-	v := make([]int32, k)
+	var v []int32
+	if n := len(*spare); n > 0 {
+		v, *spare = (*spare)[n-1], (*spare)[:n-1]
+	} else {
+		v = make([]int32, k)
+	}
 	ina.GetValues(v, vals)
 	r.parts[c] = append(parts, psPart{bitmap: h.Bitmap, ovf: h.Flags&ina.FlagOverflow != 0, values: v})
 	return true
+}
+
+// drop forgets chunk c's partials, keeping their buffers in spare.
+func (r *psRound) drop(c int, spare *[][]int32) {
+	for _, q := range r.parts[c] {
+		*spare = append(*spare, q.values)
+	}
+	delete(r.parts, c)
 }
 
 // cover looks among chunk c's partials for some whose bitmaps are disjoint
