@@ -50,6 +50,10 @@ type host struct {
 	// giveUps counts this host's INA connections whose retries ran out,
 	// reconnects those it re-established.
 	giveUps, reconnects int
+	// The ICRC state of the last sender inspect saw (as the device keeps
+	// its own): the pseudo-header is folded once per peer, not per packet.
+	rxFrom emulator.Addr
+	rxCRC  wire.PseudoCRC
 }
 
 func (h *host) fail(err error) {
