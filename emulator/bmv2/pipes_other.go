@@ -16,5 +16,5 @@ func newPipedInputs(string, int, []usefiles.Frame, time.Duration) (*pipedInputs,
 	return nil, errors.New("bmv2: replays need named pipes (a Unix system)")
 }
 
-func (*pipedInputs) Release()     {}
-func (*pipedInputs) Close() error { return nil }
+func (*pipedInputs) Release() {}
+func (*pipedInputs) Close()   {}

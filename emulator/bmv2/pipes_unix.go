@@ -25,8 +25,6 @@ type pipedInputs struct {
 	stop    chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
-	mu      sync.Mutex
-	err     error
 }
 
 // newPipedInputs makes dir's input pipes for ports 1..ports and starts
@@ -46,19 +44,16 @@ func newPipedInputs(dir string, ports int, frames []usefiles.Frame, gap time.Dur
 		in.wg.Add(1)
 		go func() {
 			defer in.wg.Done()
-			if err := in.feed(path, headers[p], records[p]); err != nil {
-				in.mu.Lock()
-				in.err = errors.Join(in.err, fmt.Errorf("%s: %w", path, err))
-				in.mu.Unlock()
-			}
+			in.feed(path, headers[p], records[p])
 		}()
 	}
 	return in, nil
 }
 
 // feed waits for the switch to open path, writes the header, and the
-// records once released.
-func (in *pipedInputs) feed(path string, header, records []byte) error {
+// records once released. A write fails only when the switch has closed
+// its end, which is to say exited: Replay sees that itself.
+func (in *pipedInputs) feed(path string, header, records []byte) {
 	var f *os.File
 	for {
 		// Non-blocking: ENXIO until the switch opens its end, so that
@@ -69,25 +64,23 @@ func (in *pipedInputs) feed(path string, header, records []byte) error {
 			break
 		}
 		if !errors.Is(err, syscall.ENXIO) {
-			return err
+			return // no such pipe any more: the run is over
 		}
 		select {
 		case <-in.stop:
-			return nil
+			return
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	defer f.Close()
 	if _, err := f.Write(header); err != nil {
-		return err
+		return
 	}
 	select {
 	case <-in.release:
+		f.Write(records)
 	case <-in.stop:
-		return nil
 	}
-	_, err := f.Write(records)
-	return err
 }
 
 // Release lets the frames go.
@@ -100,11 +93,8 @@ func (in *pipedInputs) Release() {
 }
 
 // Close stops the writers that still wait (the switch is gone or the run
-// failed) and waits for them; it returns their errors.
-func (in *pipedInputs) Close() error {
+// failed) and waits for them.
+func (in *pipedInputs) Close() {
 	in.once.Do(func() { close(in.stop) })
 	in.wg.Wait()
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.err
 }
