@@ -211,8 +211,7 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 		return
 	}
 	j := p.jobs[h.Job]
-	if j == nil || int(h.Workers) != len(j.Workers) || int(h.K) != j.k || h.Offset%uint32(j.k) != 0 || int(h.Offset)/j.k >= j.chunks ||
-		h.Bitmap == 0 || h.Bitmap&^j.all != 0 {
+	if j == nil || int(h.Workers) != len(j.Workers) || int(h.K) != j.k || h.Offset%uint32(j.k) != 0 || int(h.Offset)/j.k >= j.chunks {
 		p.Stats.Malformed++
 		return
 	}
