@@ -17,7 +17,7 @@ import (
 //	tc qdisc add dev IF parent 1:1 handle 10: pfifo
 //
 // through netlink; the pfifo holds the device's txqueuelen (HostQueue
-// packets). The bucket holds at least one frame of mtu bytes.
+// packets). The token bucket holds htbBucket(rate) bytes.
 func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	if rate == 0 {
 		return nil
@@ -32,11 +32,7 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	// 200000 bytes, so clamp it instead of letting it warn.
 	frame := uint64(max(mtu, DefaultMTU) + 100)
 	quantum := min(max(rate/8/10, frame), 200000)
-	// The bucket holds 1 ms of traffic (at least one frame): a timer that
-	// fires late then sends what is owed, so the long-run rate holds,
-	// while bursts stay at 1 ms. (tc's default, rate/HZ + MTU with the
-	// high-resolution HZ of 10^9, rounds to nothing at 10 Gbit/s.)
-	burst := min(max(rate/8/1000, frame), 1<<30)
+	burst := htbBucket(rate)
 	class := netlink.NewHtbClass(
 		netlink.ClassAttrs{LinkIndex: idx, Parent: netlink.MakeHandle(1, 0), Handle: netlink.MakeHandle(1, 1)},
 		netlink.HtbClassAttrs{Rate: rate, Ceil: rate, Quantum: uint32(quantum), Buffer: uint32(burst), Cbuffer: uint32(burst)})
@@ -48,6 +44,22 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 		return fmt.Errorf("pfifo leaf: %w", err)
 	}
 	return nil
+}
+
+// htbBucket is the token bucket of a link of rate bit/s, in bytes: 1 ms
+// of traffic, so a timer that fires late sends what is owed and the
+// long-run rate holds, while what leaves at once after an idle spell stays
+// near what the simulated link would have sent in that millisecond. HTB
+// sends a frame whenever the bucket is not empty and lets it go negative,
+// so a frame larger than the bucket still passes at the link's rate: the
+// bucket needs no room for an MTU. (It used to: at least one 9,100-byte
+// jumbo frame, which at 2.5 Mbit/s let a host put 29 ms of traffic on the
+// wire at once, more than a scaled switch buffer of a few frames holds;
+// the drops and timeouts doubled the ring's all-reduce times against sim.
+// tc's default, rate/HZ + MTU with the high-resolution HZ of 10^9, has the
+// same MTU term.)
+func htbBucket(rate uint64) uint64 {
+	return min(max(rate/8/1000, 1), 1<<30)
 }
 
 // disableTxOffload turns TX checksum offload (and with it TSO, which needs
