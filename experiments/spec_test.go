@@ -100,6 +100,8 @@ func TestBadSpecs(t *testing.T) {
 		{"dup seed", "kind: fake\npolicies: [a]\nseeds: [1, 1]\n", 3, "seeds", "twice"},
 		{"scale", "kind: fake\npolicies: [a]\nscale: 0.5\n", 3, "scale", "must be 1 to"},
 		{"huge scale", "kind: fake\npolicies: [a]\nscale: 1e30\n", 3, "scale", "must be 1 to"},
+		{"bmv2 scale", "kind: fake\npolicies: [a]\nbmv2_scale: 0.5\n", 3, "bmv2_scale", "must be 1 to"},
+		{"huge bmv2 scale", "kind: fake\npolicies: [a]\nbmv2_scale: 1e30\n", 3, "bmv2_scale", "must be 1 to"},
 		{"no scenarios", "kind: fake\npolicies: [a]\nscenarios: []\n", 3, "scenarios", "nothing would run"},
 		{"no seeds", "kind: fake\npolicies: [a]\nseeds: []\n", 3, "seeds", "empty"},
 		{"long name", "kind: fake\npolicies: [a]\nname: " + strings.Repeat("x", 1<<20) + "\n", 3, "name", "…"},

@@ -34,6 +34,9 @@ func TestExitCodes(t *testing.T) {
 		{"validate bad topology", []string{"validate", "testdata/bad-topology.yaml"}, 2, `testdata/bad-topology.yaml:7:28: topology.links[0].endpoints[1]: unknown node "s2"`, ""},
 		{"validate good", []string{"validate", "../../topologies/star.yaml", "../../experiments/incast.yaml"}, 0, "", "ok (topology star"},
 		{"validate needs files", []string{"validate"}, 2, "requires at least 1 arg", ""},
+		{"validate bmv2_scale", []string{"validate", "testdata/bmv2-scale.yaml"}, 2, "at bmv2_scale 10 (the runs on bmv2): testdata/bmv2-scale.yaml", ""},
+		{"bad scale", []string{"run", "--out", out, "--scale", "0.5", "testdata/small-incast.yaml"}, 2, "--scale 0.5: want 1 to", ""},
+		{"scale refused by the kind", []string{"run", "--out", out, "--scale", "2", "testdata/small-incast.yaml"}, 2, "scale: 2: the incast demonstration", ""},
 		{"run", []string{"run", "--quiet", "--out", out, "testdata/small-incast.yaml"}, 0, "", "small-incast — scenario fanin-4"},
 		{"topo generate", []string{"topo", "generate", "fattree", "--k", "6"}, 0, "", "name: fattree-k6"},
 		{"topo generate bad", []string{"topo", "generate", "fattree", "--k", "5"}, 2, "k: 5; want an even number", ""},
@@ -74,6 +77,19 @@ func TestDeterministicResults(t *testing.T) {
 	}
 	if !bytes.Contains(files[0], []byte(`"schema": "tracebed.results/v1"`)) {
 		t.Fatalf("results.json lacks the schema: %.200s", files[0])
+	}
+}
+
+// TestScaleFlagOverridesSpec: --scale replaces the spec's scale factor,
+// and the results record the one that ran.
+func TestScaleFlagOverridesSpec(t *testing.T) {
+	out := t.TempDir()
+	if code, _, stderr := run(t, "run", "--quiet", "--substrate", "sim", "--scale", "40000", "--out", out, "dynaina-netns"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, _ := os.ReadFile(filepath.Join(out, "dynaina-netns", "results.json"))
+	if !bytes.Contains(data, []byte(`"scale": 40000`)) || bytes.Contains(data, []byte(`"scale": 10000`)) {
+		t.Errorf("scale 40000 not recorded (or 10000 still is): %.600s", data)
 	}
 }
 

@@ -32,6 +32,7 @@ func (a *app) runCommand() *cobra.Command {
 		format    *formatFlag
 		pcapDir   string
 		pcapPorts []string
+		scale     float64
 		limits    = experiments.DefaultLimits
 	)
 	cmd := &cobra.Command{
@@ -94,6 +95,18 @@ writes, byte for byte (docs/scale-out.md).`,
 				}
 				if cmd.Flags().Changed("seed") {
 					s.Seeds = []int64{seed}
+				}
+				switch {
+				case cmd.Flags().Changed("scale"):
+					if !(scale >= 1 && scale <= experiments.MaxScale) {
+						return badInput(fmt.Errorf("--scale %g: want 1 to %g", scale, float64(experiments.MaxScale)))
+					}
+					s.Scale = scale
+				case switchArg == netnstb.SwitchBMv2 && s.Substrate == "netns":
+					if b := s.AtBMv2Scale(); b != s {
+						fmt.Fprintf(a.stderr, "%s: on bmv2 at scale %g, its bmv2_scale (--scale overrides)\n", s.Name, b.Scale)
+						s = b
+					}
 				}
 				s.SetContext(cmd.Context())
 				exp, err := a.registry.Compile(s)
@@ -203,6 +216,7 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.IntVar(&realtime, "realtime", 0, "netns: run the emulation (this process and its switches) at SCHED_RR with this priority, 1–99, so other work on the machine does not delay it; 0 = normal priority")
 	f.StringVar(&switchArg, "switch", netnstb.SwitchGo, "switch of the netns substrate: go (the Go switch) or bmv2 (simple_switch_grpc and p4c-bm2-ss on PATH)")
 	f.StringVar(&network, "network", netnstb.NetworkNetns, "who builds the netns substrate's network: netns (tracebed) or mininet (Mininet, with tracebed's classes; apt-get install mininet)")
+	f.Float64Var(&scale, "scale", 0, "run at this scale factor instead of the spec's: rates, volumes and memory divided by it (docs/scaling.md); default: the spec's scale, or its bmv2_scale on netns with --switch bmv2")
 	f.StringVar(&out, "out", "results", "directory for results")
 	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary lines on stderr")

@@ -113,6 +113,15 @@ func (a *app) validate(ctx context.Context, path string, limits experiments.Limi
 				return "", cerr // not about the file (say, interrupted)
 			}
 			probs.Add(cerr)
+			if b := s.AtBMv2Scale(); b != s && probs.Len() == 0 {
+				// What validate accepts must run: on bmv2 too.
+				if _, berr := a.registry.Compile(b); berr != nil {
+					if !yamlx.IsInputError(berr) {
+						return "", berr
+					}
+					probs.Add(fmt.Errorf("at bmv2_scale %g (the runs on bmv2): %w", s.BMv2Scale, berr))
+				}
+			}
 			if err := probs.Err(); err != nil {
 				return "", err
 			}
