@@ -35,7 +35,7 @@ portable:
 	$(GO) test -tags nonetns -count=1 -run 'TestLinuxOnlyCommands|TestExitCodes|TestNeedsLinux|TestExport|TestModule' ./cmd/tracebed ./emulator ./emulator/netns/mininet ./internal/layering
 
 # The long cross-validations, as root: Mininet against tracebed's own
-# bring-up, and bmv2 against the Go switch (about ten minutes; make test
+# bring-up, and bmv2 against the Go switch (about eight minutes; make test
 # skips the bmv2 one, docs/bmv2.md).
 crossval:
 	TRACEBED_BMV2_CROSSVAL=1 $(GO) test -timeout 40m -count=1 -v -run 'CrossValidation' ./experiments/crossval
