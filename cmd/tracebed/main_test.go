@@ -34,7 +34,7 @@ func TestExitCodes(t *testing.T) {
 		{"validate bad topology", []string{"validate", "testdata/bad-topology.yaml"}, 2, `testdata/bad-topology.yaml:7:28: topology.links[0].endpoints[1]: unknown node "s2"`, ""},
 		{"validate good", []string{"validate", "../../topologies/star.yaml", "../../experiments/incast.yaml"}, 0, "", "ok (topology star"},
 		{"validate needs files", []string{"validate"}, 2, "requires at least 1 arg", ""},
-		{"validate bmv2_scale", []string{"validate", "testdata/bmv2-scale.yaml"}, 2, "at bmv2_scale 10 (the runs on bmv2): testdata/bmv2-scale.yaml", ""},
+		{"validate bmv2_scale", []string{"validate", "testdata/bmv2-scale.yaml"}, 2, "testdata/bmv2-scale.yaml:5:13: bmv2_scale: 10: runs on bmv2 use it as their scale, and there scale: 10: the incast demonstration", ""},
 		{"bad scale", []string{"run", "--out", out, "--scale", "0.5", "testdata/small-incast.yaml"}, 2, "--scale 0.5: want 1 to", ""},
 		{"scale refused by the kind", []string{"run", "--out", out, "--scale", "2", "testdata/small-incast.yaml"}, 2, "scale: 2: the incast demonstration", ""},
 		{"run", []string{"run", "--quiet", "--out", out, "testdata/small-incast.yaml"}, 0, "", "small-incast — scenario fanin-4"},

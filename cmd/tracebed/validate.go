@@ -119,7 +119,13 @@ func (a *app) validate(ctx context.Context, path string, limits experiments.Limi
 					if !yamlx.IsInputError(berr) {
 						return "", berr
 					}
-					probs.Add(fmt.Errorf("at bmv2_scale %g (the runs on bmv2): %w", s.BMv2Scale, berr))
+					var e *yamlx.Error
+					if errors.As(berr, &e) {
+						berr = s.Errorf("bmv2_scale", "%g: runs on bmv2 use it as their scale, and there %s: %s", s.BMv2Scale, e.Field, e.Msg)
+					} else {
+						berr = s.Errorf("bmv2_scale", "%g: runs on bmv2 use it as their scale: %v", s.BMv2Scale, berr)
+					}
+					probs.Add(berr)
 				}
 			}
 			if err := probs.Err(); err != nil {
