@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tracebed/tracebed/internal/logtail"
 )
 
 // ProcessStart returns when process pid started, in clock ticks since boot
@@ -94,21 +96,11 @@ func (r *Run) Status() []SwitchStatus {
 		s := r.State.Switches[name]
 		st := SwitchStatus{Name: name, PID: s.PID, Log: s.Log, Alive: Alive(s.PID, s.Start)}
 		if !st.Alive {
-			st.LogTail = tail(s.Log, 10)
+			st.LogTail = logtail.File(s.Log, 10)
 		}
 		out = append(out, st)
 	}
 	return out
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 // Watch is the run's watchdog: it checks the switch processes every

@@ -48,6 +48,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/internal/logtail"
 	"github.com/tracebed/tracebed/topologies"
 )
 
@@ -483,7 +484,7 @@ func (t *Testbed) Run(ctx context.Context, step, limit time.Duration, done func(
 			timer.Stop()
 			return errors.New("netnstb: testbed closed during Run")
 		case p := <-exits:
-			t.fail(fmt.Errorf("netnstb: %s switch %s exited (%v); its log:\n%s", t.opts.Switch, p.Name, p.Err(), tail(p.Log)))
+			t.fail(fmt.Errorf("netnstb: %s switch %s exited (%v); its log:\n%s", t.opts.Switch, p.Name, p.Err(), logtail.File(p.Log, 20)))
 		case <-mnExited:
 			mnExited = nil
 			t.fail(errors.New("netnstb: Mininet, which built the network, exited"))
@@ -498,16 +499,6 @@ func (t *Testbed) fail(err error) {
 		t.failed = err
 	}
 	t.mu.Unlock()
-}
-
-// tail returns the last lines of a log file.
-func tail(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(len(lines)-20, 0):], "\n")
 }
 
 // Close implements testbed.Testbed: it stops the agents (closing their
