@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"math/bits"
 	"math/rand/v2"
+
+	"github.com/tracebed/tracebed/emulator/frame"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -39,6 +41,8 @@ type content struct {
 	// four tables of the images of each byte of the register.
 	midSum uint32
 	shift  [4][256]uint32
+	// The middle's share of a write-back's UDP checksum (frame.Sum).
+	midUDP uint16
 }
 
 func newContent(host uint32, seed uint64, pageSize int) *content {
@@ -50,6 +54,7 @@ func newContent(host uint32, seed uint64, pageSize int) *content {
 	c := &content{host: host, body: body}
 	mid := c.middle()
 	c.midSum = crcRegister(0, mid)
+	c.midUDP = frame.Sum(mid)
 	// The image of each bit of the register, then of each byte value at
 	// each byte position (the map is linear: XOR the images of its bits).
 	zeros := make([]byte, len(mid))

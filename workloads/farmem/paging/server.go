@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/tracebed/tracebed/emulator"
+	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/p4/farmem"
 )
 
@@ -157,6 +158,7 @@ type hostStore struct {
 	dense  []stored
 	sparse map[uint64]*stored
 	ref    []byte // the host's reference page: a copy of its first write
+	refUDP uint16 // its middle's frame.Sum, for the UDP checksum of a read
 }
 
 // pageMiddle returns the bytes of a page that its edges leave: those its host's
@@ -169,6 +171,7 @@ func (s *Server) put(hs *hostStore, e *stored, data []byte) {
 	if hs.ref == nil && len(data) > 4*edge {
 		hs.ref = s.alloc(len(data))
 		copy(hs.ref, data)
+		hs.refUDP = frame.Sum(pageMiddle(hs.ref))
 	}
 	n := len(data)
 	if hs.ref != nil && bytes.Equal(pageMiddle(data), pageMiddle(hs.ref)) {
@@ -313,8 +316,9 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 			emulator.SendParts(s.env, from, s.out, e.data, nil, &s.scratch)
 			return
 		}
+		// The middle's share of the UDP checksum is computed once.
 		s.out = append(s.out, e.data[:edge]...)
-		emulator.SendParts(s.env, from, s.out, pageMiddle(hs.ref), e.data[edge:], &s.scratch)
+		emulator.SendPartsSum(s.env, from, s.out, pageMiddle(hs.ref), hs.refUDP, e.data[edge:], &s.scratch)
 	case farmem.TypeWrite:
 		s.stats.Writes++
 		if len(data) != s.pageSize || checksum(data) != h.Sum {
