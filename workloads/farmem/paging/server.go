@@ -157,24 +157,34 @@ const denseLimit = 1 << 22
 type hostStore struct {
 	dense  []stored
 	sparse map[uint64]*stored
-	ref    []byte // the host's reference page: a copy of its first write
-	refUDP uint16 // its middle's frame.Sum, for the UDP checksum of a read
+	ref    []byte     // the host's reference page: a copy of its first write
+	refUDP uint16     // its middle's frame.Sum, for the UDP checksum of a read
+	refCRC *middleCRC // its middle's CRC-32C, for the checksum of a write
 }
 
 // pageMiddle returns the bytes of a page that its edges leave: those its host's
 // reference page shares with the pages kept as edges.
 func pageMiddle(page []byte) []byte { return page[edge : len(page)-edge] }
 
-// put stores data, a page of hs's host, in e, as edges where its middle is
-// the reference's.
-func (s *Server) put(hs *hostStore, e *stored, data []byte) {
+// sameMiddle reports whether page, of a host whose store is hs (nil if it
+// has none), can be kept as its edges: its middle is the reference's.
+func sameMiddle(hs *hostStore, page []byte) bool {
+	return hs != nil && hs.ref != nil && bytes.Equal(pageMiddle(page), pageMiddle(hs.ref))
+}
+
+// put stores data, a page of hs's host, in e: as its edges if edges (its
+// middle is the reference's, sameMiddle), else whole. The host's first
+// page becomes its reference.
+func (s *Server) put(hs *hostStore, e *stored, data []byte, edges bool) {
 	if hs.ref == nil && len(data) > 4*edge {
 		hs.ref = s.alloc(len(data))
 		copy(hs.ref, data)
 		hs.refUDP = frame.Sum(pageMiddle(hs.ref))
+		hs.refCRC = newMiddleCRC(pageMiddle(hs.ref))
+		edges = true
 	}
 	n := len(data)
-	if hs.ref != nil && bytes.Equal(pageMiddle(data), pageMiddle(hs.ref)) {
+	if edges {
 		n = 2 * edge
 	}
 	if len(e.data) != n {
@@ -321,14 +331,28 @@ func (s *Server) Recv(from emulator.Addr, payload []byte) {
 		emulator.SendPartsSum(s.env, from, s.out, pageMiddle(hs.ref), hs.refUDP, e.data[edge:], &s.scratch)
 	case farmem.TypeWrite:
 		s.stats.Writes++
-		if len(data) != s.pageSize || checksum(data) != h.Sum {
+		if len(data) != s.pageSize {
 			s.stats.Corrupt++
 			return // no ack: the host retransmits
+		}
+		// A page whose middle is the reference's has its checksum from
+		// its edges and the reference's share.
+		hs := s.store(from)
+		edges := sameMiddle(hs, data)
+		var sum uint32
+		if edges {
+			sum = hs.refCRC.checksum(data[:edge], data[len(data)-edge:])
+		} else {
+			sum = checksum(data)
+		}
+		if sum != h.Sum {
+			s.stats.Corrupt++
+			return
 		}
 		e := s.slot(from, h.Page)
 		switch {
 		case e.data == nil || h.Version > e.version:
-			s.put(s.lastHS, e, data) // data is a whole page: checked above
+			s.put(s.lastHS, e, data, edges) // data is a whole page: checked above
 			e.version, e.sum = h.Version, h.Sum
 		case h.Version == e.version:
 			s.stats.DupWrites++

@@ -147,7 +147,17 @@ func TestServerKeepsEdges(t *testing.T) {
 	}
 	write(7, odd(7, 2000)) // edges → whole, reusing a freed page
 	check("pages that changed form")
-	if st := s.Stats(); st.StoredPages != 203 || st.Corrupt != 0 || st.NotFound != 0 {
-		t.Errorf("server: %+v, want 203 pages stored", st)
+	// Writes whose data does not match their checksum, in an edge (the
+	// checksum from the edges and the reference's share) and in the
+	// middle (the page's): dropped, the stored versions kept.
+	for _, at := range []int{5, pageSize - 1, pageSize / 2} {
+		page := stamped(8)
+		sum := checksum(page)
+		page[at] ^= 1
+		s.Recv(from, farmem.Header{Type: farmem.TypeWrite, ID: 3, Page: 8, Version: versions[8] + 1, Sum: sum}.Append(nil, page))
+	}
+	check("after corrupted writes")
+	if st := s.Stats(); st.StoredPages != 203 || st.Corrupt != 3 || st.NotFound != 0 {
+		t.Errorf("server: %+v, want 203 pages stored, 3 corrupt writes", st)
 	}
 }
