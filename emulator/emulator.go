@@ -108,6 +108,26 @@ type GatherSender interface {
 	SendGather(to Addr, head, body, tail []byte)
 }
 
+// SumGatherSender is implemented by an Env that computes the UDP checksums
+// of what it sends itself (sim's; a kernel offloads them). SendGatherSum
+// is SendGather for a body the agent sends many times unchanged (a body
+// every page a host writes back shares), with bodySum its frame.Sum,
+// computed once: the datagram's checksum then costs its head and tail
+// only. A wrong bodySum makes a datagram receivers drop.
+type SumGatherSender interface {
+	SendGatherSum(to Addr, head, body []byte, bodySum uint16, tail []byte)
+}
+
+// SendPartsSum is SendParts for a body whose frame.Sum is bodySum: with
+// SendGatherSum where env is a SumGatherSender, else SendParts.
+func SendPartsSum(env Env, to Addr, head, body []byte, bodySum uint16, tail []byte, scratch *[]byte) {
+	if g, ok := env.(SumGatherSender); ok {
+		g.SendGatherSum(to, head, body, bodySum, tail)
+		return
+	}
+	SendParts(env, to, head, body, tail, scratch)
+}
+
 // SendParts sends head, body and tail as one datagram through env: with
 // SendGather where env is a GatherSender, else joined in *scratch (a
 // buffer the caller keeps for the purpose) and sent with Send.

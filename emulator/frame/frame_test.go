@@ -249,6 +249,34 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
+// TestSetChecksumParts: a checksum from a head, a body given by its Sum
+// and the rest is SetChecksum's, for parts of every parity (a part at an
+// odd offset adds its sum byte-swapped), on random bytes and on bytes that
+// make every addition carry.
+func TestSetChecksumParts(t *testing.T) {
+	tpl := NewTemplate(sampleUDP())
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, fill := range []func(int) byte{func(int) byte { return byte(r.Uint32()) }, func(int) byte { return 0xff }} {
+		for _, n := range []int{0, 1, 2, 3, 7, 64, 129, 4096 + 40 + 8, 9000} {
+			payload := make([]byte, n)
+			for i := range payload {
+				payload[i] = fill(i)
+			}
+			want := tpl.Append(nil, payload)
+			for range 40 {
+				head := r.IntN(n + 1)
+				body := r.IntN(n - head + 1)
+				got := tpl.AppendHeaders(nil, n)
+				got = append(got, payload...)
+				tpl.SetChecksumParts(got, head, body, Sum(payload[head:head+body]))
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%d bytes, head %d, body %d: checksum %x, want %x", n, head, body, got[offUDP+6:offUDP+8], want[offUDP+6:offUDP+8])
+				}
+			}
+		}
+	}
+}
+
 // TestSum64 checks the 64-bit ones' complement sum against the sum of
 // 16-bit words of RFC 1071 for every length up to 300 bytes, on random
 // bytes and on bytes that make every addition carry.

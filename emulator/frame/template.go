@@ -1,6 +1,9 @@
 package frame
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Template holds the headers of one flow's frames (one source and
 // destination), built once: Append writes a frame from it with a copy,
@@ -57,6 +60,41 @@ func (t *Template) AppendHeaders(b []byte, n int) []byte {
 	binary.BigEndian.PutUint16(f[offIPCsum:], ^uint16(sum))
 	binary.BigEndian.PutUint16(f[offUDP+4:], uint16(UDPLen+n))
 	return b
+}
+
+// SetChecksumParts is SetChecksum for a frame whose payload is a head of
+// head bytes, a body of body bytes and the rest, where bodySum is the
+// body's Sum, computed once by a sender that sends one body many times:
+// the checksum then costs the head and the rest only. It writes what
+// SetChecksum writes.
+func (t *Template) SetChecksumParts(f []byte, head, body int, bodySum uint16) {
+	payload := f[HeaderLen:]
+	n16 := uint64(UDPLen + len(payload))
+	// A part that starts at an odd offset adds its sum byte-swapped
+	// (RFC 1071, §2(B)).
+	s := uint64(fold(sum64(t.usum+2*n16, payload[:head])))
+	s += uint64(swapOdd(bodySum, head))
+	s += uint64(swapOdd(fold(sum64(0, payload[head+body:])), head+body))
+	c := ^fold(s)
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(f[offUDP+6:], c)
+}
+
+// Sum returns the ones' complement sum of b as big-endian 16-bit words (an
+// odd last byte padded with zero), folded to 16 bits: b's share of the
+// checksum of a datagram that carries it at an even offset of its payload
+// (SetChecksumParts).
+func Sum(b []byte) uint16 { return fold(sum64(0, b)) }
+
+// swapOdd returns sum byte-swapped if off is odd: the share of a part
+// whose Sum is sum at offset off.
+func swapOdd(sum uint16, off int) uint16 {
+	if off&1 == 1 {
+		return bits.ReverseBytes16(sum)
+	}
+	return sum
 }
 
 // SetChecksum writes the UDP checksum of f, a frame of the template's flow

@@ -659,12 +659,27 @@ func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
 
 // SendGather implements emulator.GatherSender.
 func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
+	e.sendGather(to, head, body, tail, false, 0)
+}
+
+// SendGatherSum implements emulator.SumGatherSender.
+func (e *hostEnv) SendGatherSum(to emulator.Addr, head, body []byte, bodySum uint16, tail []byte) {
+	e.sendGather(to, head, body, tail, true, bodySum)
+}
+
+// sendGather sends head, body and tail as one datagram, with the body's
+// frame.Sum bodySum if summed.
+func (e *hostEnv) sendGather(to emulator.Addr, head, body, tail []byte, summed bool, bodySum uint16) {
 	h := e.host
 	n := len(head) + len(body) + len(tail)
 	tpl := e.template(to)
 	data := tpl.AppendHeaders(h.net.frameBuf(frame.HeaderLen+n), n)
 	data = append(append(append(data, head...), body...), tail...)
-	if !e.noSum {
+	switch {
+	case e.noSum:
+	case summed:
+		tpl.SetChecksumParts(data, len(head), len(body), bodySum)
+	default:
 		tpl.SetChecksum(data)
 	}
 	if to.Addr() == h.node.IP {
@@ -684,5 +699,6 @@ var (
 	_ emulator.Poster          = (*hostEnv)(nil)
 	_ emulator.ChecksumOmitter = (*hostEnv)(nil)
 	_ emulator.GatherSender    = (*hostEnv)(nil)
+	_ emulator.SumGatherSender = (*hostEnv)(nil)
 	_ emulator.Caller          = (*hostEnv)(nil)
 )

@@ -57,8 +57,18 @@ func newBulk(to []emulator.Addr, weights []float64, size units.Bytes, rate units
 	return b
 }
 
+// Start implements emulator.Agent. The sender's datagrams carry UDP
+// checksum 0, "no checksum" (RFC 768), as RoCEv2 traffic does: their
+// payload is filler that the sink only counts (the discard port), and
+// summing each 9000-byte frame at the sender and again at the sink was a
+// third of a glitter-100g run's CPU time on sim. Nothing else changes:
+// the frames have the same size and headers, queue and are forwarded
+// alike.
 func (b *bulk) Start(env emulator.Env) {
 	b.env = env
+	if o, ok := env.(emulator.ChecksumOmitter); ok {
+		o.OmitUDPChecksum()
+	}
 	b.next = env.Now() + b.exp(b.off) // a random phase
 	b.env.After(b.next-env.Now(), b.burst)
 }

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"math/bits"
 	"math/rand/v2"
+
+	"github.com/tracebed/tracebed/emulator/frame"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -31,14 +33,9 @@ const (
 type content struct {
 	host uint32
 	body []byte // a whole page; body[stampHead:len(body)-stampTail] is every version's middle
-
-	// The middle's part of CRC-32C, so that a version's checksum costs
-	// 24 bytes of CRC instead of a page: the CRC register after the
-	// middle is shift(register before it) ^ midSum, shift being the
-	// linear map "run the register over len(middle) zero bytes", kept as
-	// four tables of the images of each byte of the register.
-	midSum uint32
-	shift  [4][256]uint32
+	mid  *middleCRC
+	// The middle's share of a write-back's UDP checksum (frame.Sum).
+	midUDP uint16
 }
 
 func newContent(host uint32, seed uint64, pageSize int) *content {
@@ -48,8 +45,24 @@ func newContent(host uint32, seed uint64, pageSize int) *content {
 		binary.LittleEndian.PutUint64(body[i:], r.Uint64())
 	}
 	c := &content{host: host, body: body}
-	mid := c.middle()
-	c.midSum = crcRegister(0, mid)
+	c.mid = newMiddleCRC(c.middle())
+	c.midUDP = frame.Sum(c.middle())
+	return c
+}
+
+// middleCRC is a middle's part of CRC-32C, for pages that share the
+// middle and differ in a few bytes around it: the checksum of such a page
+// costs the CRC of those bytes instead of a page's. The CRC register after
+// the middle is shift(register before it) ^ sum, shift being the linear map
+// "run the register over len(middle) zero bytes", kept as four tables of
+// the images of each byte of the register.
+type middleCRC struct {
+	sum   uint32
+	shift [4][256]uint32
+}
+
+func newMiddleCRC(mid []byte) *middleCRC {
+	m := &middleCRC{sum: crcRegister(0, mid)}
 	// The image of each bit of the register, then of each byte value at
 	// each byte position (the map is linear: XOR the images of its bits).
 	zeros := make([]byte, len(mid))
@@ -57,13 +70,26 @@ func newContent(host uint32, seed uint64, pageSize int) *content {
 	for i := range bit {
 		bit[i] = crcRegister(1<<i, zeros)
 	}
-	for j := range c.shift {
+	for j := range m.shift {
 		for v := 1; v < 256; v++ {
 			low := bits.TrailingZeros(uint(v)) // v = 1<<low + the rest
-			c.shift[j][v] = c.shift[j][v&^(1<<low)] ^ bit[8*j+low]
+			m.shift[j][v] = m.shift[j][v&^(1<<low)] ^ bit[8*j+low]
 		}
 	}
-	return c
+	return m
+}
+
+// across returns the CRC register after the middle from the register
+// before it.
+func (m *middleCRC) across(reg uint32) uint32 {
+	return m.shift[0][reg&0xff] ^ m.shift[1][reg>>8&0xff] ^ m.shift[2][reg>>16&0xff] ^ m.shift[3][reg>>24] ^ m.sum
+}
+
+// checksum returns the CRC-32C of head, the middle, and tail, with the
+// instructions of hash/crc32 (head and tail escape: see shortRegister).
+func (m *middleCRC) checksum(head, tail []byte) uint32 {
+	// CRC-32C starts its register at all ones.
+	return ^crcRegister(m.across(crcRegister(^uint32(0), head)), tail)
 }
 
 // crcRegister runs CRC-32C's register (no pre- or post-inversion) from
@@ -98,8 +124,7 @@ func (c *content) fill(dst []byte, p uint64, v uint32) {
 func (c *content) sum(p uint64, v uint32) uint32 {
 	head, tail := c.stamps(p, v)
 	reg := shortRegister(^uint32(0), head[:]) // CRC-32C starts its register at all ones
-	reg = c.shift[0][reg&0xff] ^ c.shift[1][reg>>8&0xff] ^ c.shift[2][reg>>16&0xff] ^ c.shift[3][reg>>24] ^ c.midSum
-	return ^shortRegister(reg, tail[:])
+	return ^shortRegister(c.mid.across(reg), tail[:])
 }
 
 // shortRegister is crcRegister for a few bytes, a byte at a time:

@@ -1038,13 +1038,14 @@ func (h *Host) transmit(r *request, retx bool) {
 		// version v of page p is always the same bytes): its checksum
 		// comes from its stamps (content.sum), and the header with the
 		// head stamp, the host's body and the tail stamp go out as
-		// parts, copied once, into the frame.
+		// parts, copied once, into the frame, the body's share of the
+		// UDP checksum computed once too.
 		head, tail := h.content.stamps(uint64(r.page), r.version)
 		r.sum = h.content.sum(uint64(r.page), r.version)
 		hdr.Sum = r.sum
 		h.wbuf = append(hdr.Append(h.wbuf[:0], nil), head[:]...)
 		h.tailStamp = tail
-		emulator.SendParts(h.env, h.server(r.page), h.wbuf, h.content.middle(), h.tailStamp[:], &h.scratch)
+		emulator.SendPartsSum(h.env, h.server(r.page), h.wbuf, h.content.middle(), h.content.midUDP, h.tailStamp[:], &h.scratch)
 	} else {
 		h.wbuf = hdr.Append(h.wbuf[:0], nil)
 		h.env.Send(h.server(r.page), h.wbuf)

@@ -421,8 +421,10 @@ func TestIntegrityErrorsAreCaught(t *testing.T) {
 	// Run until page 0 is stored, then flip a byte of it.
 	for {
 		r.s.RunUntil(r.s.Now() + sim.Microsecond)
-		if _, _, data, ok := r.servers[0].Lookup(r.hosts[0].Addr(), 0); ok {
-			data[100] ^= 1
+		// The stored bytes: the page's first byte is the first of its
+		// stored form, whole or edges.
+		if e := r.servers[0].lookup(r.servers[0].hosts[r.hosts[0].Addr()], 0); e != nil {
+			e.data[10] ^= 1
 			break
 		}
 	}
