@@ -21,6 +21,7 @@ func (a *app) runCommand() *cobra.Command {
 	var (
 		substrate string
 		switchArg string
+		switchIO  string
 		network   string
 		realtime  int
 		out       string
@@ -111,7 +112,7 @@ writes, byte for byte (docs/scale-out.md).`,
 			if !slices.Contains(netnstb.Networks, network) {
 				return badInput(fmt.Errorf("--network %q: want one of %s", network, strings.Join(netnstb.Networks, ", ")))
 			}
-			tbOpts := netnstb.Options{Switch: switchArg, Network: network, RunIDPrefix: a.netnsRunPrefix}
+			tbOpts := netnstb.Options{Switch: switchArg, Network: network, RunIDPrefix: a.netnsRunPrefix, SwitchIO: switchIO}
 			for _, c := range todo {
 				if c.spec.Substrate != "netns" {
 					continue
@@ -202,6 +203,7 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec; netns needs root and runs one run at a time)")
 	f.IntVar(&realtime, "realtime", 0, "netns: run the emulation (this process and its switches) at SCHED_RR with this priority, 1–99, so other work on the machine does not delay it; 0 = normal priority")
 	f.StringVar(&switchArg, "switch", netnstb.SwitchGo, "switch of the netns substrate: go (the Go switch) or bmv2 (simple_switch_grpc and p4c-bm2-ss on PATH)")
+	f.StringVar(&switchIO, "switch-io", "auto", "netns: the Go switches' port sockets: auto (AF_XDP where a port allows it, else AF_PACKET), xdp, or afpacket (captures on switch interfaces see every frame)")
 	f.StringVar(&network, "network", netnstb.NetworkNetns, "who builds the netns substrate's network: netns (tracebed) or mininet (Mininet, with tracebed's classes; apt-get install mininet)")
 	f.StringVar(&out, "out", "results", "directory for results")
 	f.Int64Var(&seed, "seed", 1, "run this one seed instead of the spec's seeds")

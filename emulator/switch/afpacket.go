@@ -93,6 +93,30 @@ func OpenAFPacket(iface string, batch int) (PortIO, error) {
 	return s, nil
 }
 
+// openPacketTx opens an AF_PACKET socket on iface that only sends: bound
+// with protocol 0, it receives nothing, and the kernel does not copy the
+// interface's frames to it. Its frames pass the device's qdisc and packet
+// taps as the stack's own do.
+func openPacketTx(iface string, batch int) (*packetSocket, error) {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("port %s: %w", iface, err)
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("port %s: AF_PACKET socket: %w", iface, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("port %s: SO_SNDBUFFORCE: %w", iface, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: 0, Ifindex: ifi.Index}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("port %s: bind: %w", iface, err)
+	}
+	return &packetSocket{fd: fd, msgs: make([]unix.Mmsghdr, batch), iovs: make([]unix.Iovec, batch)}, nil
+}
+
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func (s *packetSocket) FD() int { return s.fd }

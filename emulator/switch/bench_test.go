@@ -4,11 +4,10 @@ package goswitch
 
 import (
 	"context"
-	"net"
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
-
-	"golang.org/x/net/ipv4"
 
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/internal/units"
@@ -16,109 +15,38 @@ import (
 )
 
 // BenchmarkSwitchVsBridge measures packets per second from one host to
-// another through the Go switch and, between the same namespaces and veths
-// in the same run, through a Linux bridge (the kernel's own forwarding):
-// UDP datagrams with 256-byte payloads, sent as fast as a batched socket
-// allows, counted as frames arriving at the receiver's interface. It
-// reports both rates and their ratio (switch_vs_bridge).
+// another of a star through the Go switch and through a Linux bridge (the
+// kernel's own forwarding), on copies of the network up at the same time,
+// in alternating windows of the same run (see BridgeBench): UDP datagrams
+// in Ethernet frames of 64, 256 and 1500 bytes (headers included), sent as
+// fast as a batched socket allows, counted as frames arriving at the
+// receiver's interface. The Go switch runs with AF_XDP ports (the default)
+// and with AF_PACKET ports (the fallback). Each sub-benchmark reports the
+// rates, the ratios switch_vs_bridge (AF_XDP) and afpacket_vs_bridge, and
+// CPU time per packet (BridgeComparison.Report).
 func BenchmarkSwitchVsBridge(b *testing.B) {
 	needRoot(b)
 	top := topo(b, topologies.Params{Generate: "star", Hosts: 2, Rate: 100 * units.Gbps})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	n, err := netns.Up(ctx, top, netns.Options{NoShaping: true, RunID: netns.TestRunID(testPrefix)})
+	bench, err := NewBridgeBench(ctx, top, netns.Options{NoShaping: true}, func() string { return netns.TestRunID(testPrefix) }, registry(b), FabricOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer n.Down()
-	// Each iteration measures A B B A (switch, bridge, bridge, switch),
-	// so drift in the machine's load falls on both alike.
-	const window = time.Second
-	var swPPS, brPPS float64
-	goSwitch := func() float64 {
-		f, err := StartFabric(n, registry(b), FabricOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		pps := blast(b, n, "h1", "h2", 256, window)
-		st, _ := f.Switches["tor"].Stats(ctx)
-		if err := f.Stop(); err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("Go switch %.0f pps; port 1 received %d, kernel dropped %d (switch behind); port 2 sent %d",
-			pps, st.Ports[1].RxPackets, st.Ports[1].RxKernelDrops, st.Ports[2].TxPackets)
-		return pps
-	}
-	bridge := func() float64 {
-		if err := n.BridgeSwitches(); err != nil {
-			b.Fatal(err)
-		}
-		pps := blast(b, n, "h1", "h2", 256, window)
-		if err := n.UnbridgeSwitches(); err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("bridge %.0f pps", pps)
-		return pps
-	}
-	for range b.N {
-		swPPS += goSwitch()
-		brPPS += bridge() + bridge()
-		swPPS += goSwitch()
-	}
-	swPPS /= 2
-	brPPS /= 2
-	swPPS /= float64(b.N)
-	brPPS /= float64(b.N)
-	b.ReportMetric(swPPS, "switch_pps")
-	b.ReportMetric(brPPS, "bridge_pps")
-	b.ReportMetric(swPPS/brPPS, "switch_vs_bridge")
-	b.ReportMetric(0, "ns/op")
-}
-
-// blast sends UDP datagrams of size bytes from one host to another for d,
-// in batches of 64 per sendmmsg, and returns the frames per second that
-// arrived at the receiver's interface.
-func blast(b *testing.B, n *netns.Network, from, to string, size int, d time.Duration) float64 {
-	b.Helper()
-	dst := n.Topology.Node(to)
-	var rx, tx net.PacketConn
-	// The receiver's socket exists (no ICMP unreachable comes back) but is
-	// not read: frames are counted at the interface.
-	if err := n.Do(to, func() (err error) { rx, err = net.ListenPacket("udp4", dst.IP.String()+":9000"); return }); err != nil {
-		b.Fatal(err)
-	}
-	defer rx.Close()
-	if err := n.Do(from, func() (err error) { tx, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
-		b.Fatal(err)
-	}
-	defer tx.Close()
-	pc := ipv4.NewPacketConn(tx)
-	addr := &net.UDPAddr{IP: net.IP(dst.IP.AsSlice()), Port: 9000}
-	msgs := make([]ipv4.Message, 64)
-	payload := make([]byte, size)
-	for i := range msgs {
-		msgs[i] = ipv4.Message{Buffers: [][]byte{payload}, Addr: addr}
-	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	defer bench.Close()
+	dst := netip.AddrPortFrom(top.Node("h2").IP, 9000)
+	for _, size := range []int{64, 256, 1500} {
+		b.Run(fmt.Sprintf("frame=%d", size), func(b *testing.B) {
+			payload := make([]byte, size-42) // Ethernet, IPv4 and UDP headers
+			c, err := bench.Compare(4*b.N, func(_ string, n *netns.Network) (netns.BlastResult, error) {
+				return n.Blast(ctx, netns.BlastOptions{From: "h1", Dst: dst, Payloads: [][]byte{payload}, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond})
+			})
+			if err != nil {
+				b.Fatal(err)
 			}
-			pc.WriteBatch(msgs, 0)
-		}
-	}()
-	defer func() { close(stop); <-done }()
-	time.Sleep(200 * time.Millisecond) // steady state
-	p0 := ifaceStats(b, n, to).RxPackets
-	t0 := time.Now()
-	time.Sleep(d)
-	p1 := ifaceStats(b, n, to).RxPackets
-	return float64(p1-p0) / time.Since(t0).Seconds()
+			c.Report(b)
+		})
+	}
 }
 
 // BenchmarkRateThroughSwitch floods a 400 Mbit/s link through the Go switch

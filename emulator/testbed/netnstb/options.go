@@ -52,6 +52,10 @@ type Options struct {
 	// Spin is the Go switches' busy-poll horizon (goswitch.Config.Spin):
 	// µs timing at the cost of a busy core per switch.
 	Spin time.Duration
+	// SwitchIO selects the Go switches' port sockets (goswitch.IOMode):
+	// "auto" (empty: AF_XDP where a port allows it, else AF_PACKET),
+	// "xdp" or "afpacket".
+	SwitchIO string
 	// Executable runs the Go switch command; empty means this
 	// executable (see switchcmd.Options).
 	Executable string
