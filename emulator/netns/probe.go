@@ -248,20 +248,24 @@ func (n *Network) Blast(ctx context.Context, o BlastOptions) (BlastResult, error
 		return l.Attrs().Statistics.RxPackets, nil
 	}
 	cpu := threadCPUClock(<-tid)
-	select {
-	case <-time.After(o.Warmup):
-	case <-ctx.Done():
-		return BlastResult{}, ctx.Err()
+	wait := func(d time.Duration) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := wait(o.Warmup); err != nil {
+		return BlastResult{}, err
 	}
 	p0, err := rx()
 	if err != nil {
 		return BlastResult{}, fmt.Errorf("blast: %w", err)
 	}
 	t0, c0 := time.Now(), cpu()
-	select {
-	case <-time.After(o.Duration):
-	case <-ctx.Done():
-		return BlastResult{}, ctx.Err()
+	if err := wait(o.Duration); err != nil {
+		return BlastResult{}, err
 	}
 	p1, err := rx()
 	if err != nil {
