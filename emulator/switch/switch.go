@@ -300,11 +300,23 @@ func (s *Switch) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, s.wake)
 	defer stop()
 
-	fds := make([]unix.PollFd, 0, len(s.ports)+1)
+	// fds: the wake-up eventfd, each port's descriptor, then each port's
+	// separate send descriptor (a sendPoller's; -1, ignored, otherwise),
+	// polled for POLLOUT while the port is blocked.
+	nports := len(s.ports) - 1
+	fds := make([]unix.PollFd, 0, 1+2*nports)
 	fds = append(fds, unix.PollFd{Fd: int32(s.wakeFD), Events: unix.POLLIN})
 	for _, p := range s.ports[1:] {
 		fds = append(fds, unix.PollFd{Fd: int32(p.io.FD()), Events: unix.POLLIN})
 	}
+	for _, p := range s.ports[1:] {
+		fd := -1
+		if sp, ok := p.io.(sendPoller); ok {
+			fd = sp.SendFD()
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(fd)})
+	}
+	sendfds := fds[1+nports:]
 	bufs := make([][]byte, Batch)
 	lens := make([]int, Batch)
 	for i := range bufs {
@@ -323,7 +335,11 @@ func (s *Switch) Run(ctx context.Context) error {
 			wait := s.nextEvent(now)
 			for i, p := range s.ports[1:] {
 				fds[i+1].Events = unix.POLLIN
-				if p.blocked {
+				sendfds[i].Events = 0
+				switch {
+				case p.blocked && sendfds[i].Fd >= 0:
+					sendfds[i].Events = unix.POLLOUT
+				case p.blocked:
 					fds[i+1].Events |= unix.POLLOUT
 				}
 			}
@@ -352,7 +368,7 @@ func (s *Switch) Run(ctx context.Context) error {
 		moved := s.moved
 		now = s.now()
 		for i, p := range s.ports[1:] {
-			if fds[i+1].Revents&unix.POLLOUT != 0 {
+			if (fds[i+1].Revents|sendfds[i].Revents)&unix.POLLOUT != 0 {
 				p.blocked = false
 			}
 			if fds[i+1].Revents&(unix.POLLIN|unix.POLLERR) == 0 {
@@ -409,8 +425,16 @@ func (s *Switch) spinPoll(fds []unix.PollFd) bool {
 			fds[i+1].Revents = unix.POLLIN
 		}
 	}
+	for i := range len(s.ports) - 1 {
+		fds[len(s.ports)+i].Revents = 0
+	}
 	return true
 }
+
+// sendPoller is a PortIO that sends through a descriptor other than FD
+// (an AF_XDP port sends through AF_PACKET): the switch polls SendFD for
+// POLLOUT when Send reported the socket full.
+type sendPoller interface{ SendFD() int }
 
 // wake interrupts the loop's poll.
 func (s *Switch) wake() {

@@ -262,11 +262,12 @@ func getsockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
 	return nil
 }
 
-// FD returns the AF_XDP socket: it polls readable when frames wait. The
-// send socket is never polled: sendmmsg on an AF_PACKET socket blocks no
-// longer than the device takes a frame (noqueue on a veth), and a full
-// send buffer is reported by Send.
+// FD returns the AF_XDP socket: it polls readable when frames wait.
 func (x *xskSocket) FD() int { return x.fd }
+
+// SendFD returns the AF_PACKET send socket: it polls writable when a Send
+// that found it full may be retried.
+func (x *xskSocket) SendFD() int { return x.packetSocket.FD() }
 
 // Close detaches the program and releases the sockets and their memory.
 func (x *xskSocket) Close() error {
