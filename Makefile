@@ -4,7 +4,7 @@ COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X main.commit=$(COMMIT)
 BIN     := bin/tracebed
 
-.PHONY: all build run test bench lint portable fuzz fuzz-inputs soak clean p4 image
+.PHONY: all build run test crossval bench lint portable fuzz fuzz-inputs soak clean p4 image
 
 all: build
 
@@ -33,6 +33,12 @@ portable:
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./... || exit 1; done
 	$(GO) vet -tags nonetns ./...
 	$(GO) test -tags nonetns -count=1 -run 'TestLinuxOnlyCommands|TestExitCodes|TestNeedsLinux|TestExport|TestModule' ./cmd/tracebed ./emulator ./emulator/netns/mininet ./internal/layering
+
+# The long cross-validations, as root: Mininet against tracebed's own
+# bring-up, and bmv2 against the Go switch (about ten minutes; make test
+# skips the bmv2 one, docs/bmv2.md).
+crossval:
+	TRACEBED_BMV2_CROSSVAL=1 $(GO) test -timeout 40m -count=1 -v -run 'CrossValidation' ./experiments/crossval
 
 # Performance benchmarks (event rate, pipelines, Go switch when root, suite
 # run times): every Go benchmark of the module, found and run by

@@ -9,6 +9,20 @@
 //
 // Neither side ever touches a socket or a clock directly.
 //
+// # Calls that take time
+//
+// An agent that needs a round trip outside the network it studies — a
+// controller writing a switch's tables through P4Runtime, reading its
+// registers — never makes it inside a callback: on netns that would be a
+// gRPC round trip during which the agent's timers and datagrams wait. It
+// hands the call to its substrate instead (Caller, which every
+// substrate's Env implements), and the completion comes back later as an
+// event of its own, like a timer or a datagram: on sim after a modelled
+// latency, deterministically; on netns when the round trip is over, within
+// CallTimeout. The agent's state is touched only by its callbacks, before
+// the call and in its completion; the call itself touches only what it
+// was given (package emulator/p4rt's Port is the P4Runtime side).
+//
 // # Who owns a frame
 //
 // Frames and payloads are lent, never shared, so that a substrate can move
@@ -28,6 +42,7 @@
 package emulator
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/netip"
 	"time"
@@ -70,6 +85,70 @@ type Env interface {
 type Poster interface {
 	Post(f func()) bool
 }
+
+// ChecksumOmitter is implemented by the Env of every substrate.
+// OmitUDPChecksum makes the agent's datagrams leave with a UDP checksum
+// of 0, "no checksum", which IPv4 allows (RFC 768), and saves a pass over
+// every payload at both ends: receivers do not check a checksum that is
+// absent. It is for protocols that carry an end-to-end check of their
+// own; RoCEv2 devices send 0 (rdma_rxe's prepare_udp_hdr, RNICs) and
+// protect each packet with its invariant CRC. Call it from Start, before
+// the agent's first Send.
+type ChecksumOmitter interface {
+	OmitUDPChecksum()
+}
+
+// GatherSender is implemented by the Env of every substrate. SendGather
+// sends one datagram whose payload is head, body and tail joined, as
+// Send(to, head+body+tail) would, without joining them first (the iovec
+// of sendmsg): an agent that frames a large body it keeps elsewhere (an
+// RDMA device's memory region, a server's stored page) copies it once,
+// into the frame. Like Send, it copies all three.
+type GatherSender interface {
+	SendGather(to Addr, head, body, tail []byte)
+}
+
+// SendParts sends head, body and tail as one datagram through env: with
+// SendGather where env is a GatherSender, else joined in *scratch (a
+// buffer the caller keeps for the purpose) and sent with Send.
+func SendParts(env Env, to Addr, head, body, tail []byte, scratch *[]byte) {
+	if g, ok := env.(GatherSender); ok {
+		g.SendGather(to, head, body, tail)
+		return
+	}
+	*scratch = append(append(append((*scratch)[:0], head...), body...), tail...)
+	env.Send(to, *scratch)
+}
+
+// Caller is implemented by the Env of every substrate: it is how an agent
+// makes a call that blocks — a control-plane round trip to a switch — and
+// stays sans-IO. Call hands op to the substrate and returns at once; op
+// runs outside the agent's callbacks, and done(op's error) then runs on
+// the agent's goroutine as an event of its own, never inside Call:
+//
+//   - on sim, op and done run together, on the simulation's goroutine, a
+//     modelled control latency after the call (sim.Options.ControlLatency;
+//     0: at the same instant, after the events already due), so a run
+//     stays a pure function of its inputs and seed;
+//   - on netns, op runs on a goroutine of the agent's own, with a context
+//     that ends after CallTimeout (or when the run closes), and done is
+//     posted to the agent's loop when op returns.
+//
+// An agent's calls run one at a time, in the order they were made, so a
+// call may rely on every earlier one having completed (a write after the
+// read it was planned from, a binding's removal after its installation).
+// op must not touch the agent's state, which its callbacks keep touching
+// meanwhile: it uses only what it captured, and leaves its results where
+// done reads them. Call, like After, is called from the agent's callbacks;
+// once the agent has stopped, done is dropped.
+type Caller interface {
+	Call(op func(ctx context.Context) error, done func(err error))
+}
+
+// CallTimeout bounds one Caller call on a substrate where calls take real
+// time (netns): a switch that stopped answering fails the call, and the
+// agent's run, with an error instead of stalling it.
+const CallTimeout = 10 * time.Second
 
 // Timer is a pending call scheduled with Env.After.
 type Timer interface {

@@ -38,7 +38,7 @@ Markdown image links are relative to the report file (--out).`,
 		Example: "  tracebed report results > REPORT.md\n  tracebed report --out results/REPORT.md results\n  tracebed report --format csv results/incast",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := a.buildReport(args, title)
+			rep, err := a.buildReport(args, title, true)
 			if err != nil {
 				return err
 			}
@@ -87,7 +87,10 @@ Markdown image links are relative to the report file (--out).`,
 
 // buildReport gathers the results directories args name (as
 // resultsDirs expands them) into a report.
-func (a *app) buildReport(args []string, title string) (*report.Report, error) {
+// buildReport reads the results under args into a report; with draw, it
+// draws each experiment's figures where they are missing or stale, else
+// the report has none.
+func (a *app) buildReport(args []string, title string, draw bool) (*report.Report, error) {
 	dirs, benchPath, err := resultsDirs(args)
 	if err != nil {
 		return nil, badInput(err)
@@ -100,7 +103,7 @@ func (a *app) buildReport(args []string, title string) (*report.Report, error) {
 		rep.BenchPath = benchPath
 	}
 	for _, dir := range dirs {
-		e, err := a.reportEntry(dir)
+		e, err := a.reportEntry(dir, draw)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +168,7 @@ const benchFile = "bench.json"
 
 // reportEntry loads one results directory for a report, drawing its
 // figures when figures.json is missing or does not match results.json.
-func (a *app) reportEntry(dir string) (*report.ReportEntry, error) {
+func (a *app) reportEntry(dir string, draw bool) (*report.ReportEntry, error) {
 	res, err := analysis.Read(dir)
 	if err != nil {
 		return nil, badInput(err)
@@ -179,14 +182,16 @@ func (a *app) reportEntry(dir string) (*report.ReportEntry, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		e.Notes = append(e.Notes, "provenance.json is unreadable: "+err.Error())
 	}
-	figs := report.Figures(res)
-	if idx, err := report.ReadFigures(dir); err != nil || !sameFigures(idx.Figures, figs) {
-		if _, err := report.WriteFigures(dir, figs); err != nil {
-			return nil, err
+	if draw {
+		figs := report.Figures(res)
+		if idx, err := report.ReadFigures(dir); err != nil || !sameFigures(idx.Figures, figs) {
+			if _, err := report.WriteFigures(dir, figs); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(a.stderr, "%s: drew %d figures from %s\n", dir, len(figs), analysis.ResultsFile)
 		}
-		fmt.Fprintf(a.stderr, "%s: drew %d figures from %s\n", dir, len(figs), analysis.ResultsFile)
+		e.Figures = figs
 	}
-	e.Figures = figs
 	e.Tables, e.Notes = a.tablesFor(res, e.Notes)
 	return e, nil
 }

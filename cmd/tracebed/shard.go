@@ -112,7 +112,7 @@ second; --expect names experiments that must be among them.`,
 			if !report {
 				return nil
 			}
-			rep, err := a.buildReport([]string{out}, "tracebed results")
+			rep, err := a.buildReport([]string{out}, "tracebed results", plots)
 			if err != nil {
 				return err
 			}

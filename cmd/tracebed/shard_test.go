@@ -107,6 +107,10 @@ func TestShardsInProcessesMergeByteIdentical(t *testing.T) {
 			if report, err := os.ReadFile(filepath.Join(merged, "REPORT.md")); err != nil || !bytes.Contains(report, []byte(fmt.Sprintf("| shards | %d shards merged", n))) {
 				t.Errorf("REPORT.md does not say it was merged from %d shards (%v)", n, err)
 			}
+			// --plots=false: no figure, not even for the report.
+			if figs, _ := filepath.Glob(filepath.Join(merged, "small-sweep", "*.png")); len(figs) > 0 {
+				t.Errorf("merge --plots=false drew %d figures (%s, ...)", len(figs), figs[0])
+			}
 		})
 	}
 }

@@ -226,6 +226,7 @@ func (a *app) convertJobTrace(in, out string, factor float64) error {
 }
 
 func (a *app) traceInfoCommand() *cobra.Command {
+	var compression float64
 	var format *formatFlag
 	var lf *lackeyFlags
 	cmd := &cobra.Command{
@@ -239,18 +240,25 @@ distances (how many other pages were touched since the page's previous
 access): an access at distance d hits in an LRU memory of more than d
 pages, so the cumulative column is LRU's hit ratio against local memory.
 
-A job trace: its jobs, their arrivals, workers, models and GPU time.`,
-		Args: cobra.ExactArgs(1),
+A job trace: its jobs, their arrivals, workers, models and GPU time;
+--time-compression N summarises it as a spec's time_compression replays
+it (Gavel's Philly trace needs 2 or more).`,
+		Example: "  tracebed trace info --time-compression 1000 traces/jobs/philly-e13805.trace",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
 			switch traceKind(path) {
 			case "jobs":
-				return a.jobTraceInfo(path, format.value)
+				return a.jobTraceInfo(path, format.value, compression)
 			default:
+				if cmd.Flags().Changed("time-compression") {
+					return badInput(errors.New("--time-compression applies to job traces"))
+				}
 				return a.memTraceInfo(path, format.value, lf.options())
 			}
 		},
 	}
+	cmd.Flags().Float64Var(&compression, "time-compression", 1, "job traces: divide arrivals and iterations by this factor")
 	lf = addLackeyFlags(cmd.Flags())
 	format = addFormatFlag(cmd.Flags(), formatTable, "output format")
 	return cmd
@@ -324,12 +332,12 @@ func (a *app) memTraceInfo(path, format string, opts memtrace.LackeyOptions) err
 	return writeTables(a.stdout, format, []analysis.Table{summary, reuse})
 }
 
-func (a *app) jobTraceInfo(path, format string) error {
+func (a *app) jobTraceInfo(path, format string, compression float64) error {
 	data, err := readLimited(path, maxJobTrace)
 	if err != nil {
 		return badInput(err)
 	}
-	jobs, f, err := jobtrace.Parse(path, data)
+	jobs, f, err := jobtrace.ParseCompressed(path, data, compression)
 	if err != nil {
 		return badInput(err)
 	}

@@ -78,6 +78,15 @@ func TestTraceConvertAndInfo(t *testing.T) {
 	if code, stdout, _ = run(t, "trace", "info", csv); code != 0 || !strings.Contains(stdout, "607") || !strings.Contains(stdout, "inception3") {
 		t.Errorf("job info: exit %d\n%s", code, stdout)
 	}
+	// The shipped trace itself, summarised and validated as the spec
+	// replays it.
+	gavel := "../../traces/jobs/philly-e13805.trace"
+	if code, stdout, stderr = run(t, "trace", "info", "--time-compression", "1000", gavel); code != 0 || !strings.Contains(stdout, "gavel") || !strings.Contains(stdout, "607") {
+		t.Errorf("trace info --time-compression 1000 %s: exit %d\n%s%s", gavel, code, stdout, stderr)
+	}
+	if code, stdout, stderr = run(t, "validate", "--time-compression", "1000", gavel); code != 0 || !strings.Contains(stdout, "ok (job trace (gavel): 607 jobs, compressed 1000× in time)") {
+		t.Errorf("validate --time-compression 1000 %s: exit %d\n%s%s", gavel, code, stdout, stderr)
+	}
 }
 
 func TestTraceErrors(t *testing.T) {
@@ -95,7 +104,10 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "info", bad}, []string{"bad.memtxt:2:", "bad.memtxt:4:"}},
 		{[]string{"trace", "convert", bad, filepath.Join(dir, "o.csv")}, []string{"want a memory trace"}},
 		{[]string{"trace", "convert", "--time-compression", "0.5", "../../traces/jobs/sample.csv", filepath.Join(dir, "o.csv")}, []string{"--time-compression 0.5"}},
-		{[]string{"validate", "../../traces/jobs/philly-e13805.trace"}, []string{"philly-e13805.trace:214: total_steps:", "compress the trace in time by 2 or more"}},
+		{[]string{"validate", "../../traces/jobs/philly-e13805.trace"}, []string{"philly-e13805.trace:214: total_steps:", "compress the trace in time by 2 or more", "--time-compression of tracebed trace convert, trace info and validate"}},
+		{[]string{"trace", "info", "../../traces/jobs/philly-e13805.trace"}, []string{"compress the trace in time by 2 or more"}},
+		{[]string{"trace", "info", "--time-compression", "2", bad}, []string{"--time-compression applies to job traces"}},
+		{[]string{"validate", "--time-compression", "0", "../../traces/jobs/sample.csv"}, []string{"time compression 0: want a factor of 1 or more"}},
 	} {
 		code, _, stderr := run(t, tc.args...)
 		for _, w := range tc.want {

@@ -26,6 +26,7 @@ const maxProblems = problems.Max
 
 func (a *app) validateCommand() *cobra.Command {
 	limits := experiments.DefaultLimits
+	var compression float64
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check topology, experiment spec and trace files",
@@ -35,7 +36,8 @@ line and field. A YAML file with a "kind" key is an experiment spec
 "topology" key is a topology; other files are checked as traces by their
 extension: job traces (.csv, .jsonl, .ndjson, Gavel's .trace) and memory
 traces (.memtrace, .memtxt, .lackey). Memory traces are read as a stream,
-whatever their size.
+whatever their size. --time-compression checks a job trace as a spec's
+time_compression replays it (Gavel's Philly trace needs 2 or more).
 
 A spec is checked as 'tracebed run' checks it before running anything:
 its runs' memory and simulation events are estimated and refused above
@@ -44,7 +46,7 @@ its runs' memory and simulation events are estimated and refused above
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var errs []error
 			for _, path := range args {
-				what, err := a.validate(cmd.Context(), path, limits)
+				what, err := a.validate(cmd.Context(), path, limits, compression)
 				if err != nil {
 					// A file's sections are each checked to the limit;
 					// the file as a whole is held to it too.
@@ -65,13 +67,15 @@ its runs' memory and simulation events are estimated and refused above
 		},
 	}
 	addLimitFlags(cmd.Flags(), &limits)
+	cmd.Flags().Float64Var(&compression, "time-compression", 1, "job traces: check them divided in time by this factor, as a spec's time_compression")
 	return cmd
 }
 
-// validate checks one file, a spec against limits, and says what it was.
-func (a *app) validate(ctx context.Context, path string, limits experiments.Limits) (string, error) {
+// validate checks one file, a spec against limits, a job trace at a time
+// compression, and says what it was.
+func (a *app) validate(ctx context.Context, path string, limits experiments.Limits, compression float64) (string, error) {
 	ext := strings.ToLower(filepath.Ext(path))
-	if v, ok := a.traceValidators()[ext]; ok {
+	if v, ok := a.traceValidators(compression)[ext]; ok {
 		return v(ctx, path)
 	}
 	switch ext {
@@ -129,9 +133,12 @@ func (a *app) validate(ctx context.Context, path string, limits experiments.Limi
 }
 
 // traceValidators maps a file extension to the validator of that trace format.
-func (a *app) traceValidators() map[string]func(ctx context.Context, path string) (string, error) {
+// traceValidators returns the checks of trace files by extension, job
+// traces at a time compression.
+func (a *app) traceValidators(compression float64) map[string]func(ctx context.Context, path string) (string, error) {
+	jobs := func(_ context.Context, path string) (string, error) { return validateJobTrace(path, compression) }
 	return map[string]func(context.Context, string) (string, error){
-		".csv": validateJobTrace, ".jsonl": validateJobTrace, ".ndjson": validateJobTrace, ".trace": validateJobTrace,
+		".csv": jobs, ".jsonl": jobs, ".ndjson": jobs, ".trace": jobs,
 		".memtrace": validateMemTrace, ".memtxt": validateMemTrace, ".lackey": validateMemTrace,
 	}
 }
@@ -159,17 +166,22 @@ func validateMemTrace(ctx context.Context, path string) (string, error) {
 }
 
 // validateJobTrace checks an INA job trace (traces/jobs: CSV, JSON Lines,
-// the Tiresias CSV or Gavel's format).
-func validateJobTrace(_ context.Context, path string) (string, error) {
+// the Tiresias CSV or Gavel's format) as a spec replays it at a time
+// compression.
+func validateJobTrace(path string, compression float64) (string, error) {
 	data, err := readLimited(path, maxJobTrace)
 	if err != nil {
 		return "", err
 	}
-	jobs, format, err := jobtrace.Parse(path, data)
+	jobs, format, err := jobtrace.ParseCompressed(path, data, compression)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("job trace (%s): %d jobs", format, len(jobs)), nil
+	what := fmt.Sprintf("job trace (%s): %d jobs", format, len(jobs))
+	if compression != 1 {
+		what += fmt.Sprintf(", compressed %g× in time", compression)
+	}
+	return what, nil
 }
 
 // maxJobTrace bounds the job traces read whole: a million jobs of about
@@ -195,7 +207,7 @@ func readLimited(path string, limit int64) ([]byte, error) {
 
 func (a *app) traceExtensions() []string {
 	var exts []string
-	for e := range a.traceValidators() {
+	for e := range a.traceValidators(1) {
 		exts = append(exts, e)
 	}
 	slices.Sort(exts)

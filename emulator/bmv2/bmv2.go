@@ -54,10 +54,19 @@ type Options struct {
 	// warn, error, off); empty means warn. Per-packet levels (debug,
 	// trace) slow the switch down by orders of magnitude.
 	LogLevel string
-	// PriorityQueues passes --priority-queues with each switch's number
-	// of queues from the topology (simple_switch_grpc 1.15 and later);
-	// older builds refuse the option.
-	PriorityQueues bool
+	// SingleQueue leaves out --priority-queues, which otherwise gives
+	// every port of a switch with more than one queue in the topology
+	// that many strict-priority queues (simple_switch_grpc 1.15 and
+	// later; older builds refuse the option). Without it bmv2 drops
+	// every packet whose program sets a priority above 0 ("Priority out
+	// of range"): fwd.p4 sets it from the DSCP class, farmem.p4 by
+	// message class.
+	SingleQueue bool
+	// DirectLinks attaches simple_switch_grpc to the links' interfaces
+	// themselves, without the link stages of StartStages: the links then
+	// have no delay, loss, duplication or reordering and bmv2's egress is
+	// not paced at the link's rate.
+	DirectLinks bool
 	// CPUPort is the --cpu-port for P4Runtime packet-in/out; 0 leaves
 	// it off. fwd.p4 and farmem.p4 use emulator.CPUPort (510), which the
 	// netns testbed passes.
@@ -108,6 +117,9 @@ type Program struct {
 	JSON   []byte // simple_switch's configuration: the P4Runtime p4_device_config
 	P4Info *p4configv1.P4Info
 	Dir    string // where the compiler's outputs are kept
+	// Warnings is what the compiler printed for a program it compiled:
+	// its warnings (empty for a clean compilation).
+	Warnings string
 }
 
 // Compile compiles the P4-16 source (fwd, ina, farmem, freeina: package p4) of prog (its Source) with p4c-bm2-ss
@@ -168,6 +180,9 @@ func compile(ctx context.Context, compiler, program string, src []byte, dir, cac
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("bmv2: %s %s: %w\n%s", compiler, strings.Join(args, " "), err, out.String())
 	}
+	if err := os.WriteFile(filepath.Join(tmp, logName), out.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("bmv2: %w", err)
+	}
 	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
 		// Another run compiled the same program at the same time: keep
 		// theirs.
@@ -197,5 +212,10 @@ func load(program, dir, jsonPath, infoPath string) (*Program, error) {
 	if err := prototext.Unmarshal(txt, info); err != nil {
 		return nil, fmt.Errorf("bmv2: %s: %w", infoPath, err)
 	}
-	return &Program{Name: program, JSON: js, P4Info: info, Dir: dir}, nil
+	warnings, _ := os.ReadFile(filepath.Join(dir, logName))
+	return &Program{Name: program, JSON: js, P4Info: info, Dir: dir, Warnings: string(warnings)}, nil
 }
+
+// logName is the file of the compiler's output in a compiled program's
+// directory.
+const logName = "p4c.log"

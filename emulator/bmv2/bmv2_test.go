@@ -46,15 +46,15 @@ func TestSwitchArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaf := top.Node("leaf1")
-	got := SwitchArgs(leaf, "/run/tracebed/tb-x/leaf1.bmv2.sock", Options{PriorityQueues: true, CPUPort: 255})
+	got := SwitchArgs(leaf, "/run/tracebed/tb-x/leaf1.bmv2.sock", Options{CPUPort: 255, DirectLinks: true})
 	want := []string{"--device-id", "1", "-i", "1@eth1", "-i", "2@eth2", "-i", "3@eth3", "-i", "4@eth4", "-i", "5@eth5", "-i", "6@eth6",
 		"--log-console", "--log-level", "warn", "--no-p4", "--",
 		"--grpc-server-addr", "unix:/run/tracebed/tb-x/leaf1.bmv2.sock", "--cpu-port", "255", "--priority-queues", "8"}
 	if !slices.Equal(got, want) {
 		t.Errorf("args:\n got %q\nwant %q", got, want)
 	}
-	got = SwitchArgs(leaf, "/s", Options{LogLevel: "info"})
-	if slices.Contains(got, "--priority-queues") || slices.Contains(got, "--cpu-port") || !slices.Contains(got, "info") {
+	got = SwitchArgs(leaf, "/s", Options{LogLevel: "info", SingleQueue: true})
+	if slices.Contains(got, "--priority-queues") || slices.Contains(got, "--cpu-port") || !slices.Contains(got, "info") || got[3] != "1@bmv1" {
 		t.Errorf("defaults: %q", got)
 	}
 	if a := CompileArgs("x.p4", "x.json", "x.txtpb"); !slices.Equal(a, []string{"--arch", "v1model", "-o", "x.json", "--p4runtime-files", "x.txtpb", "x.p4"}) {

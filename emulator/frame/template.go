@@ -35,23 +35,39 @@ func NewTemplate(h UDP) Template {
 // slice: the same bytes as AppendUDP(b, h, payload) for the h the template
 // was made from.
 func (t *Template) Append(b []byte, payload []byte) []byte {
-	n := len(b)
+	b = append(t.AppendHeaders(b, len(payload)), payload...)
+	t.SetChecksum(b[len(b)-HeaderLen-len(payload):])
+	return b
+}
+
+// AppendHeaders appends the headers of a frame that will carry n bytes of
+// payload, with every field but the UDP checksum, which it leaves 0 ("no
+// checksum", RFC 768; see emulator.ChecksumOmitter). The caller appends
+// the payload (from as many buffers as it holds it in, with one copy),
+// then calls SetChecksum unless it leaves the checksum out.
+func (t *Template) AppendHeaders(b []byte, n int) []byte {
+	k := len(b)
 	b = append(b, t.hdr[:]...)
-	b = append(b, payload...)
-	f := b[n:]
-	total := uint32(IPv4Len + UDPLen + len(payload))
+	f := b[k:]
+	total := uint32(IPv4Len + UDPLen + n)
 	binary.BigEndian.PutUint16(f[offTotalLen:], uint16(total))
 	sum := t.sum + total
 	sum = sum&0xffff + sum>>16
 	sum = sum&0xffff + sum>>16
 	binary.BigEndian.PutUint16(f[offIPCsum:], ^uint16(sum))
-	n16 := uint64(UDPLen + len(payload))
-	binary.BigEndian.PutUint16(f[offUDP+4:], uint16(n16))
+	binary.BigEndian.PutUint16(f[offUDP+4:], uint16(UDPLen+n))
+	return b
+}
+
+// SetChecksum writes the UDP checksum of f, a frame of the template's flow
+// that AppendHeaders began and whose payload is complete.
+func (t *Template) SetChecksum(f []byte) {
+	payload := f[HeaderLen:]
 	// The pseudo-header's length and the UDP header's are the same.
+	n16 := uint64(UDPLen + len(payload))
 	c := ^fold(sum64(t.usum+2*n16, payload))
 	if c == 0 {
 		c = 0xffff
 	}
 	binary.BigEndian.PutUint16(f[offUDP+6:], c)
-	return b
 }

@@ -3,6 +3,7 @@
 package live
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
 )
@@ -29,12 +31,18 @@ type Runtime struct {
 	wg     sync.WaitGroup
 
 	timers timerQueue // the loops' timers (timers.go)
+
+	// ctx ends when the runtime closes: the context of the loops' calls
+	// (Loop.Call) derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New returns a runtime whose clock starts now. Agents' random sources are
 // seeded from seed and their addresses.
 func New(seed uint64) *Runtime {
-	return &Runtime{start: time.Now(), seed: seed}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runtime{start: time.Now(), seed: seed, ctx: ctx, cancel: cancel}
 }
 
 // Now returns the time since the runtime started.
@@ -51,6 +59,18 @@ type Loop struct {
 	quit   chan struct{}
 	once   sync.Once
 	after  func() // runs after each callback (an agent's batched sends)
+
+	// The loop's calls (Call), in the order they were made, and whether
+	// a goroutine is running them.
+	callMu  sync.Mutex
+	calls   []call
+	calling bool
+}
+
+// call is one Loop.Call.
+type call struct {
+	op   func(ctx context.Context) error
+	done func(err error)
 }
 
 // NewLoop starts an event loop that is not tied to a socket, for
@@ -107,6 +127,53 @@ func (l *Loop) stop() { l.once.Do(func() { close(l.quit) }) }
 
 // Now returns the runtime's clock.
 func (l *Loop) Now() time.Duration { return l.rt.Now() }
+
+// Call implements emulator.Caller: op runs on a goroutine of the loop's
+// own, with a context that ends after emulator.CallTimeout or when the
+// runtime closes, and done is posted to the loop when op returns. The
+// loop's calls run one at a time, in the order they were made; Call never
+// waits for one. Like After, it is called from the loop's goroutine.
+func (l *Loop) Call(op func(ctx context.Context) error, done func(err error)) {
+	l.callMu.Lock()
+	defer l.callMu.Unlock()
+	l.calls = append(l.calls, call{op, done})
+	if l.calling {
+		return
+	}
+	l.rt.mu.Lock()
+	closed := l.rt.closed
+	if !closed {
+		l.rt.wg.Add(1)
+	}
+	l.rt.mu.Unlock()
+	if closed {
+		l.calls = nil // the loop has stopped: done would be dropped
+		return
+	}
+	l.calling = true
+	go l.runCalls()
+}
+
+// runCalls runs the loop's calls until none is left.
+func (l *Loop) runCalls() {
+	defer l.rt.wg.Done()
+	for {
+		l.callMu.Lock()
+		if len(l.calls) == 0 {
+			l.calling = false
+			l.callMu.Unlock()
+			return
+		}
+		c := l.calls[0]
+		l.calls[0] = call{}
+		l.calls = l.calls[1:]
+		l.callMu.Unlock()
+		ctx, cancel := context.WithTimeout(l.rt.ctx, emulator.CallTimeout)
+		err := c.op(ctx)
+		cancel()
+		l.Post(func() { c.done(err) })
+	}
+}
 
 // After runs f on the loop once d has elapsed, unless the returned timer is
 // stopped first. Stop must be called from the loop's goroutine. The
@@ -242,12 +309,18 @@ func (e *Env) Rand() *rand.Rand { return e.rng }
 // sendmmsg calls as possible when the callback returns: the cost of a system
 // call per datagram is what limits a real host's packet rate here.
 func (e *Env) Send(to emulator.Addr, payload []byte) {
+	e.SendGather(to, payload, nil, nil)
+}
+
+// SendGather implements emulator.GatherSender: the three parts are copied
+// into one buffer of the pending batch, as Send copies its payload.
+func (e *Env) SendGather(to emulator.Addr, head, body, tail []byte) {
 	i := len(e.pending)
 	if i == len(e.bufs) {
 		e.bufs = append(e.bufs, nil)
 		e.addrs = append(e.addrs, net.UDPAddr{})
 	}
-	e.bufs[i] = append(e.bufs[i][:0], payload...)
+	e.bufs[i] = append(append(append(e.bufs[i][:0], head...), body...), tail...)
 	a := &e.addrs[i]
 	ip := to.Addr().As4()
 	a.IP = append(a.IP[:0], ip[:]...)
@@ -291,6 +364,7 @@ func (r *Runtime) Close() {
 	r.closed = true
 	loops, conns := r.loops, r.conns
 	r.mu.Unlock()
+	r.cancel() // calls in progress end
 	for _, l := range loops {
 		l.stop()
 	}
@@ -301,4 +375,32 @@ func (r *Runtime) Close() {
 	r.wg.Wait()
 }
 
-var _ emulator.Poster = (*Env)(nil)
+// OmitUDPChecksum implements emulator.ChecksumOmitter with the socket
+// option SO_NO_CHECK, under which Linux sends the socket's IPv4 datagrams
+// with UDP checksum 0. Should the option fail, datagrams keep their
+// checksums, which is correct, only slower; the error is kept for
+// SendErrors.
+func (e *Env) OmitUDPChecksum() {
+	raw, err := e.conn.SyscallConn()
+	if err == nil {
+		cerr := raw.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
+		})
+		if cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		e.mu.Lock()
+		e.lastError = fmt.Errorf("SO_NO_CHECK: %w", err)
+		e.mu.Unlock()
+	}
+}
+
+var (
+	_ emulator.Poster          = (*Env)(nil)
+	_ emulator.ChecksumOmitter = (*Env)(nil)
+	_ emulator.GatherSender    = (*Env)(nil)
+	_ emulator.Caller          = (*Env)(nil)
+	_ emulator.Caller          = (*Loop)(nil)
+)

@@ -3,12 +3,18 @@
 package live
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/emulator"
 )
@@ -219,6 +225,131 @@ func TestTimersFireInOrderNeverEarly(t *testing.T) {
 	<-checked
 }
 
+// TestCallDoesNotBlock: a call that blocks — a slow switch — runs off
+// the loop: the loop's timers keep firing on time while it lasts, the
+// completions come back on the loop, one callback at a time, in the order
+// the calls were made, and each call has a deadline of at most
+// emulator.CallTimeout.
+func TestCallDoesNotBlock(t *testing.T) {
+	rt := New(1)
+	defer rt.Close()
+	l, err := rt.NewLoop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slow, tick = 300 * time.Millisecond, 2 * time.Millisecond
+	var (
+		inCB     atomic.Int32
+		overlap  atomic.Bool
+		calling  bool
+		ticks    int // while the slow call runs
+		lateness time.Duration
+		order    []string
+	)
+	enter := func() func() {
+		if inCB.Add(1) != 1 {
+			overlap.Store(true)
+		}
+		return func() { inCB.Add(-1) }
+	}
+	finished := make(chan struct{})
+	var next func()
+	next = func() {
+		due := l.Now() + tick
+		l.After(tick, func() {
+			defer enter()()
+			lateness = max(lateness, l.Now()-due)
+			if calling {
+				ticks++
+			}
+			if len(order) < 2 {
+				next()
+			}
+		})
+	}
+	deadline := func(ctx context.Context) {
+		d, ok := ctx.Deadline()
+		if !ok || time.Until(d) > emulator.CallTimeout {
+			t.Errorf("call context: deadline %v (%v), want within %v", d, ok, emulator.CallTimeout)
+		}
+	}
+	l.Post(func() {
+		defer enter()()
+		next()
+		calling = true
+		l.Call(func(ctx context.Context) error {
+			deadline(ctx)
+			time.Sleep(slow)
+			return errors.New("slow")
+		}, func(err error) {
+			defer enter()()
+			calling = false
+			order = append(order, "slow: "+err.Error())
+		})
+		l.Call(func(ctx context.Context) error {
+			deadline(ctx)
+			return nil
+		}, func(err error) {
+			defer enter()()
+			order = append(order, fmt.Sprintf("fast: %v", err))
+			close(finished)
+		})
+	})
+	select {
+	case <-finished:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the calls did not complete")
+	}
+	checked := make(chan struct{})
+	l.Post(func() {
+		defer close(checked)
+		if want := []string{"slow: slow", "fast: <nil>"}; !slices.Equal(order, want) {
+			t.Errorf("completions %q, want %q", order, want)
+		}
+		// A blocked loop would fire no timer during the call, then one
+		// about 300 ms late.
+		if ticks < int(slow/tick)/4 || lateness > slow/2 {
+			t.Errorf("during a %v call: %d ticks of %v, the latest %v late: the loop was blocked", slow, ticks, tick, lateness)
+		}
+		t.Logf("during a %v call: %d ticks of %v, the latest %v late", slow, ticks, tick, lateness)
+	})
+	<-checked
+	if overlap.Load() {
+		t.Error("two callbacks of one loop ran at once")
+	}
+}
+
+// TestCloseEndsCalls: Close cancels a call in progress and drops its
+// completion, and a call made once the runtime is closed never runs.
+func TestCloseEndsCalls(t *testing.T) {
+	rt := New(1)
+	l, err := rt.NewLoop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var completed atomic.Bool
+	l.Post(func() {
+		l.Call(func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		}, func(error) { completed.Store(true) })
+	})
+	<-started
+	begin := time.Now()
+	rt.Close()
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Errorf("Close took %v with a call in progress", d)
+	}
+	ran := false
+	l.Call(func(context.Context) error { ran = true; return nil }, func(error) { completed.Store(true) })
+	time.Sleep(10 * time.Millisecond)
+	if completed.Load() || ran {
+		t.Errorf("after Close: completion delivered %v, call run %v", completed.Load(), ran)
+	}
+}
+
 // BenchmarkTimerLateness measures how late a 200 µs timer's function runs on
 // its loop, with a socket open (so Go's network poller is in use), for the
 // runtime's timers and, for comparison in the same run, for Go's
@@ -253,4 +384,55 @@ func BenchmarkTimerLateness(b *testing.B) {
 	b.ReportMetric(q(ours, 0.99), "late-p99-µs")
 	b.ReportMetric(q(goTimers, 0.5), "go-timer-late-p50-µs")
 	b.ReportMetric(q(goTimers, 0.5)/max(q(ours, 0.5), 1), "go/ours-p50")
+}
+
+// TestOmitUDPChecksum: after OmitUDPChecksum an agent's datagrams leave
+// with UDP checksum 0 (SO_NO_CHECK); before, with one. A raw socket (root)
+// sees the UDP headers as sent.
+func TestOmitUDPChecksum(t *testing.T) {
+	raw, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_UDP)
+	if err != nil {
+		t.Skipf("a raw socket needs root: %v", err)
+	}
+	defer unix.Close(raw)
+	tv := unix.NsecToTimeval(int64(5 * time.Second))
+	if err := unix.SetsockoptTimeval(raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	dst := listen(t)
+	defer dst.Close()
+	to := netip.MustParseAddrPort(dst.LocalAddr().String())
+	rt := New(1)
+	defer rt.Close()
+	conn := listen(t)
+	from := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
+	sent := make(chan struct{})
+	_, err = rt.Attach(conn, emulator.AgentFunc{OnStart: func(env emulator.Env) {
+		env.Send(to, []byte("with checksum")) // leaves when Start returns
+		env.After(0, func() {
+			env.(emulator.ChecksumOmitter).OmitUDPChecksum()
+			env.Send(to, []byte("without"))
+			close(sent)
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	var sums []uint16
+	buf := make([]byte, 2048)
+	for len(sums) < 2 {
+		n, _, err := unix.Recvfrom(raw, buf, 0)
+		if err != nil {
+			t.Fatalf("raw socket: %v (checksums so far %#04x)", err, sums)
+		}
+		ihl := int(buf[0]&0x0f) * 4
+		if n < ihl+8 || binary.BigEndian.Uint16(buf[ihl:]) != from {
+			continue // another datagram on this host
+		}
+		sums = append(sums, binary.BigEndian.Uint16(buf[ihl+6:]))
+	}
+	if sums[0] == 0 || sums[1] != 0 {
+		t.Fatalf("UDP checksums sent: %#04x, want one then 0", sums)
+	}
 }

@@ -172,3 +172,55 @@ func SameObjects(want, got *p4configv1.P4Info) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SameIDs checks that every object of want (a Go twin's P4Info) has, in
+// got (p4c's), the same id under the same name: tables and their match
+// fields, actions and their parameters, action profiles, counters,
+// registers, digests and controller packet metadata. With SameObjects it
+// says that a controller may use either P4Info with either switch.
+func SameIDs(want, got *p4configv1.P4Info) error {
+	ids := map[string]uint32{}
+	walk := func(info *p4configv1.P4Info, visit func(key string, id uint32)) {
+		for _, t := range info.GetTables() {
+			visit("table "+t.GetPreamble().GetName(), t.GetPreamble().GetId())
+			for _, f := range t.GetMatchFields() {
+				visit("table "+t.GetPreamble().GetName()+" field "+f.GetName(), f.GetId())
+			}
+		}
+		for _, a := range info.GetActions() {
+			visit("action "+a.GetPreamble().GetName(), a.GetPreamble().GetId())
+			for _, p := range a.GetParams() {
+				visit("action "+a.GetPreamble().GetName()+" param "+p.GetName(), p.GetId())
+			}
+		}
+		for _, p := range info.GetActionProfiles() {
+			visit("action profile "+p.GetPreamble().GetName(), p.GetPreamble().GetId())
+		}
+		for _, c := range info.GetCounters() {
+			visit("counter "+c.GetPreamble().GetName(), c.GetPreamble().GetId())
+		}
+		for _, r := range info.GetRegisters() {
+			visit("register "+r.GetPreamble().GetName(), r.GetPreamble().GetId())
+		}
+		for _, d := range info.GetDigests() {
+			visit("digest "+d.GetPreamble().GetName(), d.GetPreamble().GetId())
+		}
+		for _, m := range info.GetControllerPacketMetadata() {
+			visit("controller header "+m.GetPreamble().GetName(), m.GetPreamble().GetId())
+			for _, f := range m.GetMetadata() {
+				visit("controller header "+m.GetPreamble().GetName()+" field "+f.GetName(), f.GetId())
+			}
+		}
+	}
+	walk(got, func(key string, id uint32) { ids[key] = id })
+	var errs []error
+	walk(want, func(key string, id uint32) {
+		switch g, ok := ids[key]; {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: missing", key))
+		case g != id:
+			errs = append(errs, fmt.Errorf("%s: id %#x, want %#x", key, g, id))
+		}
+	})
+	return errors.Join(errs...)
+}

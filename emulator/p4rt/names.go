@@ -1,6 +1,7 @@
 package p4rt
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -524,4 +525,23 @@ func encode(v uint64, width int, owner, field string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %s: %v", owner, field, err)
 	}
 	return EncodeUint(v), nil
+}
+
+// CounterPackets reads every cell of counter (one wildcard read) and
+// returns the packet count of each, by index.
+func CounterPackets(ctx context.Context, c Client, n *Names, counter string) (map[int64]uint64, error) {
+	q, err := n.CounterQuery(counter, -1)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := c.Read(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", counter, err)
+	}
+	cells := make(map[int64]uint64, len(ents))
+	for _, e := range ents {
+		ce := e.GetCounterEntry()
+		cells[ce.GetIndex().GetIndex()] += uint64(ce.GetData().GetPacketCount())
+	}
+	return cells, nil
 }

@@ -2,6 +2,7 @@ package roce
 
 import (
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"strings"
 	"time"
@@ -122,6 +123,11 @@ type QP struct {
 	rq  recvQueue
 	res responder
 
+	// The ICRC seed of its packets (from the device's address, fixed once
+	// it started) to txTo.
+	txTo  netip.AddrPort
+	txCRC wire.PseudoCRC
+
 	timer    emulator.Timer // the local ACK timer, when armed
 	deadline time.Duration  // when the ACK timer expires; it is pushed back lazily
 	onTimer  func()
@@ -142,8 +148,10 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, fmt.Errorf("%w: out of QP numbers", ErrInvalid)
 	}
 	qp := &QP{dev: d, qpn: uint32(FirstQPN + len(d.qps)), cfg: cfg}
-	qp.sq.ring = make([]swqe, cfg.MaxSendWR)
-	qp.rq.ring = make([]rwqe, cfg.MaxRecvWR)
+	// The rings are a power of two long, so that a count wraps to an
+	// index with a mask; the queue depths are the configured ones.
+	qp.sq.ring = make([]swqe, 1<<bits.Len(uint(cfg.MaxSendWR-1)))
+	qp.rq.ring = make([]rwqe, 1<<bits.Len(uint(cfg.MaxRecvWR-1)))
 	qp.onTimer = qp.timerFired
 	qp.attr.PKey = wire.DefaultPKey
 	d.qps = append(d.qps, qp)
@@ -341,8 +349,8 @@ func (qp *QP) PostSend(wr SendWR) error {
 	default:
 		return fmt.Errorf("%w: post send in %v", ErrState, qp.attr.State)
 	}
-	if qp.sq.tail-qp.sq.head >= uint64(len(qp.sq.ring)) {
-		return fmt.Errorf("%w: %d send requests outstanding", ErrQueueFull, len(qp.sq.ring))
+	if qp.sq.tail-qp.sq.head >= uint64(qp.cfg.MaxSendWR) {
+		return fmt.Errorf("%w: %d send requests outstanding", ErrQueueFull, qp.cfg.MaxSendWR)
 	}
 	qp.dev.enter()
 	defer qp.dev.leave()
@@ -375,8 +383,8 @@ func (qp *QP) PostRecv(wr RecvWR) error {
 	if !ok {
 		return fmt.Errorf("%w: %d bytes at %#x are outside region %#x", ErrInvalid, wr.Local.Length, wr.Local.Addr, wr.Local.LKey)
 	}
-	if qp.rq.tail-qp.rq.head >= uint64(len(qp.rq.ring)) {
-		return fmt.Errorf("%w: %d receive requests outstanding", ErrQueueFull, len(qp.rq.ring))
+	if qp.rq.tail-qp.rq.head >= uint64(qp.cfg.MaxRecvWR) {
+		return fmt.Errorf("%w: %d receive requests outstanding", ErrQueueFull, qp.cfg.MaxRecvWR)
 	}
 	qp.rq.push(rwqe{RecvWR: wr, mr: mr, buf: buf})
 	return nil

@@ -49,7 +49,7 @@ type sendQueue struct {
 	rnrTimer           emulator.Timer
 }
 
-func (sq *sendQueue) at(i uint64) *swqe { return &sq.ring[i%uint64(len(sq.ring))] }
+func (sq *sendQueue) at(i uint64) *swqe { return &sq.ring[i&uint64(len(sq.ring)-1)] }
 
 func (sq *sendQueue) start(psn uint32, retry, rnr uint8) {
 	sq.psn, sq.sentEnd, sq.una = psn, psn, psn

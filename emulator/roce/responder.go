@@ -21,12 +21,12 @@ type recvQueue struct {
 }
 
 func (rq *recvQueue) push(r rwqe) {
-	rq.ring[rq.tail%uint64(len(rq.ring))] = r
+	rq.ring[rq.tail&uint64(len(rq.ring)-1)] = r
 	rq.tail++
 }
 
 func (rq *recvQueue) pop() *rwqe {
-	r := &rq.ring[rq.head%uint64(len(rq.ring))]
+	r := &rq.ring[rq.head&uint64(len(rq.ring)-1)]
 	rq.head++
 	return r
 }

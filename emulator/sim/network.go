@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -14,12 +15,43 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
-// Packet is a frame in flight.
+// Packet is a frame in flight. It fits one cache line: the queues of a
+// busy link hold many, and each is read again when it leaves.
 type Packet struct {
 	Data []byte
 	prio int
 	at   Time   // arrival time while on the wire
 	seq  uint64 // event sequence number of that arrival
+	// A frame that is an event of its own (see fire) says where it goes:
+	// to the owner of port to, which it reaches outside the link's wire
+	// queue (duplicated, reordered), or whose pipeline latency it leaves
+	// (a switch's ingress port), or to the host whose NIC is to, looped
+	// back.
+	kind eventKind
+	to   *port
+}
+
+// eventKind is what a frame does when it fires as an event.
+type eventKind uint8
+
+const (
+	evArrival  eventKind = iota + 1 // reaches to's owner, from the link
+	evProcess                       // enters the pipeline of to's owner, a switch
+	evLoopback                      // reaches to's owner, a host, from itself
+)
+
+// fire delivers a frame scheduled as an event of its own.
+func (pkt *Packet) fire(*Sim) {
+	kind, to := pkt.kind, pkt.to
+	pkt.kind, pkt.to = 0, nil
+	switch kind {
+	case evArrival:
+		to.owner.receive(to, pkt)
+	case evProcess:
+		to.owner.(*SwitchNode).process(to.tp.Num, pkt)
+	default:
+		to.owner.receive(nil, pkt)
+	}
 }
 
 // Options configure a Network.
@@ -37,6 +69,12 @@ type Options struct {
 	// which models a sender that blocks on a full socket buffer instead of
 	// losing data.
 	HostBuffer units.Bytes
+	// ControlLatency is the modelled time of a control-plane call an
+	// agent makes through its Env (emulator.Caller): a P4Runtime round
+	// trip to a switch. The call runs against the in-process switch, and
+	// its completion reaches the agent, this long after it was made; 0
+	// runs both at the same instant, after the events already due.
+	ControlLatency time.Duration
 }
 
 // Network is a topology brought to life on a Sim.
@@ -285,6 +323,13 @@ type port struct {
 	// frames bypass it). This keeps the heap as small as the number of
 	// links, not of frames in flight.
 	wire fifo
+	// txing is the frame being serialized while busy: the event of its
+	// end (fire) finds it here.
+	txing *Packet
+	// The transmission time of the last frame size asked for: the frames
+	// of a flow have few sizes, and the time takes a 128-bit division.
+	txSize int
+	txDur  Time
 
 	loss, dup, reorder float64
 	rng                *rand.Rand
@@ -326,6 +371,14 @@ func (p *port) enqueue(pkt *Packet) {
 	p.maxBacklog = max(p.maxBacklog, p.backlog)
 }
 
+// txTime returns how long a frame of size bytes occupies the link.
+func (p *port) txTime(size int) Time {
+	if size != p.txSize || p.txDur == 0 {
+		p.txSize, p.txDur = size, Time(units.TransmitTime(units.Bytes(size), p.rate))
+	}
+	return p.txDur
+}
+
 func (p *port) transmit(pkt *Packet) {
 	p.busy = true
 	p.txPackets++
@@ -333,12 +386,16 @@ func (p *port) transmit(pkt *Packet) {
 	if p.tap != nil {
 		p.tap(p.net.Sim.now, pkt.Data)
 	}
-	tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
-	p.net.Sim.schedule(p.net.Sim.now+tx, p, pkt)
+	tx := p.txTime(len(pkt.Data))
+	p.txing = pkt
+	p.net.Sim.schedule(p.net.Sim.now+tx, p)
 }
 
-// fire runs when pkt has been fully serialized onto the wire.
-func (p *port) fire(s *Sim, pkt *Packet) {
+// fire runs when the frame being sent has been fully serialized onto the
+// wire.
+func (p *port) fire(s *Sim) {
+	pkt := p.txing
+	p.txing = nil
 	p.propagate(s, pkt)
 	for q := len(p.queues) - 1; q >= 0; q-- {
 		if next := p.queues[q].pop(); next != nil {
@@ -365,14 +422,17 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 		if p.dup > 0 && p.rng.Float64() < p.dup {
 			p.duplicated++
 			c := append(p.net.frameBuf(len(pkt.Data)), pkt.Data...)
-			s.schedule(at, arrival{p.peer}, p.net.packet(c, pkt.prio))
+			d := p.net.packet(c, pkt.prio)
+			d.kind, d.to = evArrival, p.peer
+			s.schedule(at, d)
 		}
 		if p.reorder > 0 && p.rng.Float64() < p.reorder {
 			// Hold the frame back by 1 to 16 of its own transmission times,
 			// so that frames sent right after it overtake it.
 			p.reordered++
-			tx := Time(units.TransmitTime(units.Bytes(len(pkt.Data)), p.rate))
-			s.schedule(at+tx*Time(1+p.rng.IntN(16)), arrival{p.peer}, pkt)
+			tx := p.txTime(len(pkt.Data))
+			pkt.kind, pkt.to = evArrival, p.peer
+			s.schedule(at+tx*Time(1+p.rng.IntN(16)), pkt)
 			return
 		}
 	}
@@ -380,7 +440,7 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 	// scheduled now, even though it enters the heap only when it reaches
 	// the head of the wire.
 	if p.wire.size == 0 {
-		s.schedule(at, wireHead{p}, nil)
+		s.schedule(at, wireHead{p})
 	} else {
 		s.seq++
 	}
@@ -388,16 +448,10 @@ func (p *port) propagate(s *Sim, pkt *Packet) {
 	p.wire.push(pkt)
 }
 
-// arrival is the event of a frame that bypassed the wire queue reaching the
-// receiving side of a link.
-type arrival struct{ in *port }
-
-func (a arrival) fire(_ *Sim, pkt *Packet) { a.in.owner.receive(a.in, pkt) }
-
 // wireHead is the event of the first frame on a link's wire arriving.
 type wireHead struct{ p *port }
 
-func (w wireHead) fire(s *Sim, _ *Packet) {
+func (w wireHead) fire(s *Sim) {
 	p := w.p
 	pkt := p.wire.pop()
 	if next := p.wire.peek(); next != nil {
@@ -406,7 +460,8 @@ func (w wireHead) fire(s *Sim, _ *Packet) {
 	p.peer.owner.receive(p.peer, pkt)
 }
 
-// fifo is a queue of packets backed by a ring buffer.
+// fifo is a queue of packets backed by a ring buffer whose length is a
+// power of two, so that an index wraps with a mask, not a division.
 type fifo struct {
 	buf        []*Packet
 	head, size int
@@ -416,11 +471,11 @@ func (q *fifo) push(p *Packet) {
 	if q.size == len(q.buf) {
 		nb := make([]*Packet, max(16, 2*len(q.buf)))
 		for i := range q.size {
-			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+			nb[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 		}
 		q.buf, q.head = nb, 0
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = p
+	q.buf[(q.head+q.size)&(len(q.buf)-1)] = p
 	q.size++
 }
 
@@ -437,7 +492,7 @@ func (q *fifo) pop() *Packet {
 	}
 	p := q.buf[q.head]
 	q.buf[q.head] = nil
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.size--
 	return p
 }
@@ -462,7 +517,8 @@ type SwitchNode struct {
 
 func (sw *SwitchNode) receive(in *port, pkt *Packet) {
 	if sw.latency > 0 {
-		sw.net.Sim.schedule(sw.net.Sim.now+sw.latency, process{sw, in.tp.Num}, pkt)
+		pkt.kind, pkt.to = evProcess, in
+		sw.net.Sim.schedule(sw.net.Sim.now+sw.latency, pkt)
 		return
 	}
 	sw.process(in.tp.Num, pkt)
@@ -479,14 +535,6 @@ func (sw *SwitchNode) process(in int, pkt *Packet) {
 	}
 	sw.inLo, sw.inHi = 0, 0
 }
-
-// process is the event of a frame leaving a switch's pipeline latency.
-type process struct {
-	sw *SwitchNode
-	in int
-}
-
-func (e process) fire(_ *Sim, pkt *Packet) { e.sw.process(e.in, pkt) }
 
 // Emit implements emulator.Emitter.
 func (sw *SwitchNode) Emit(port int, prio int, f []byte) {
@@ -516,14 +564,17 @@ type hostNode struct {
 func (h *hostNode) receive(_ *port, pkt *Packet) {
 	data := pkt.Data
 	h.net.release(pkt)
-	hdr, payload, err := frame.ParseUDP(data)
+	var hdr frame.UDP
+	payload, err := hdr.Decode(data)
 	if err != nil || hdr.Dst.Addr() != h.node.IP {
 		h.stats.Malformed++
 		return
 	}
-	if present, ok := frame.UDPChecksum(data); present && !ok {
-		h.stats.BadChecksum++
-		return
+	if frame.HasUDPChecksum(data) {
+		if _, ok := frame.UDPChecksum(data); !ok {
+			h.stats.BadChecksum++
+			return
+		}
 	}
 	e := h.last
 	if port := hdr.Dst.Port(); e == nil || e.local.Port() != port {
@@ -549,6 +600,7 @@ type hostEnv struct {
 	// The headers of the frames to the destinations sent to lately.
 	tpl     [sendTemplates]destTemplate
 	tplNext int
+	noSum   bool // OmitUDPChecksum was called
 }
 
 // sendTemplates is how many destinations an agent's frame headers are
@@ -590,20 +642,47 @@ func (e *hostEnv) Post(f func()) bool {
 	return true
 }
 
+// Call implements emulator.Caller: op runs on the simulation's goroutine,
+// Options.ControlLatency after the call, and done right after it, in the
+// same event. Every call of a run has the same latency, so an agent's
+// calls complete in the order it made them.
+func (e *hostEnv) Call(op func(ctx context.Context) error, done func(err error)) {
+	s := e.host.net.Sim
+	s.At(s.now+FromDuration(e.host.net.opts.ControlLatency), func() { done(op(context.Background())) })
+}
+
 // Send builds a UDP/IPv4 frame and queues it on the host's NIC. A datagram
 // to the host itself is delivered without touching the network.
 func (e *hostEnv) Send(to emulator.Addr, payload []byte) {
+	e.SendGather(to, payload, nil, nil)
+}
+
+// SendGather implements emulator.GatherSender.
+func (e *hostEnv) SendGather(to emulator.Addr, head, body, tail []byte) {
 	h := e.host
-	data := e.template(to).Append(h.net.frameBuf(frame.HeaderLen+len(payload)), payload)
+	n := len(head) + len(body) + len(tail)
+	tpl := e.template(to)
+	data := tpl.AppendHeaders(h.net.frameBuf(frame.HeaderLen+n), n)
+	data = append(append(append(data, head...), body...), tail...)
+	if !e.noSum {
+		tpl.SetChecksum(data)
+	}
 	if to.Addr() == h.node.IP {
-		h.net.Sim.schedule(h.net.Sim.now, loopback{h}, h.net.packet(data, 0))
+		pkt := h.net.packet(data, 0)
+		pkt.kind, pkt.to = evLoopback, h.nic
+		h.net.Sim.schedule(h.net.Sim.now, pkt)
 		return
 	}
 	h.nic.enqueue(h.net.packet(data, 0))
 }
 
-type loopback struct{ h *hostNode }
+// OmitUDPChecksum implements emulator.ChecksumOmitter: the agent's
+// frames carry UDP checksum 0, which hosts do not check.
+func (e *hostEnv) OmitUDPChecksum() { e.noSum = true }
 
-func (l loopback) fire(_ *Sim, pkt *Packet) { l.h.receive(nil, pkt) }
-
-var _ emulator.Poster = (*hostEnv)(nil)
+var (
+	_ emulator.Poster          = (*hostEnv)(nil)
+	_ emulator.ChecksumOmitter = (*hostEnv)(nil)
+	_ emulator.GatherSender    = (*hostEnv)(nil)
+	_ emulator.Caller          = (*hostEnv)(nil)
+)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -340,5 +341,88 @@ func TestNoPipeline(t *testing.T) {
 	_, err := NewNetwork(New(), mustTopo(t, chain), Options{})
 	if err == nil || !strings.Contains(err.Error(), "Options.Pipeline") {
 		t.Errorf("switches without a data plane: %v", err)
+	}
+}
+
+// omitter sends one datagram without a UDP checksum.
+type omitter struct{ to emulator.Addr }
+
+func (o omitter) Start(env emulator.Env) {
+	env.(emulator.ChecksumOmitter).OmitUDPChecksum()
+	env.Send(o.to, []byte("no checksum, please"))
+}
+func (omitter) Recv(emulator.Addr, []byte) {}
+
+// TestOmitUDPChecksum: an agent that omits checksums sends frames with
+// UDP checksum 0, which hosts deliver; other agents' frames keep theirs.
+func TestOmitUDPChecksum(t *testing.T) {
+	top := mustTopo(t, chain)
+	s, n := mustNet(t, top, Options{})
+	var sums []uint16
+	if err := n.Tap("h1", 1, func(_ Time, f []byte) {
+		sums = append(sums, binary.BigEndian.Uint16(f[frame.HeaderLen-2:]))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rx := &sink{}
+	dst := netip.AddrPortFrom(top.Node("h2").IP, 7)
+	n.Attach("h2", 7, rx)
+	n.Attach("h1", 8, omitter{to: dst})
+	n.Attach("h1", 9, burst{to: dst, n: 1, size: 20})
+	s.Run()
+	if len(sums) != 2 || sums[0] != 0 || sums[1] == 0 {
+		t.Fatalf("UDP checksums sent: %#04x, want 0 then one", sums)
+	}
+	if st := n.HostStats("h2"); st.Delivered != 2 || st.BadChecksum != 0 {
+		t.Fatalf("h2 received %+v, want both delivered", st)
+	}
+}
+
+// TestCall: an agent's control-plane calls (emulator.Caller) run outside
+// its callbacks, ControlLatency after they were made, in the order they
+// were made; each completion is an event of its own, after the events
+// already due at its instant, never inside Call.
+func TestCall(t *testing.T) {
+	for _, lat := range []time.Duration{0, 50 * time.Microsecond} {
+		top := mustTopo(t, chain)
+		s, n := mustNet(t, top, Options{ControlLatency: lat})
+		var log []string
+		var env emulator.Env
+		inCallback := false
+		at := func(what string) {
+			log = append(log, fmt.Sprintf("%s@%v", what, env.Now()))
+		}
+		call := func(name string) {
+			env.(emulator.Caller).Call(func(ctx context.Context) error {
+				if inCallback {
+					t.Errorf("%v: op %s ran inside a callback", lat, name)
+				}
+				if _, ok := ctx.Deadline(); ok {
+					t.Errorf("%v: op %s has a wall-clock deadline on sim", lat, name)
+				}
+				at("op " + name)
+				return fmt.Errorf("%s failed", name)
+			}, func(err error) {
+				inCallback = true
+				defer func() { inCallback = false }()
+				at("done " + name + ": " + err.Error())
+			})
+		}
+		n.Attach("h1", 1, emulator.AgentFunc{OnStart: func(e emulator.Env) {
+			inCallback = true
+			defer func() { inCallback = false }()
+			env = e
+			e.After(0, func() { at("timer") })
+			call("a")
+			call("b")
+			at("start returns")
+		}})
+		s.Run()
+		want := []string{"start returns@0s", "timer@0s",
+			fmt.Sprintf("op a@%v", lat), fmt.Sprintf("done a: a failed@%v", lat),
+			fmt.Sprintf("op b@%v", lat), fmt.Sprintf("done b: b failed@%v", lat)}
+		if strings.Join(log, "\n") != strings.Join(want, "\n") {
+			t.Errorf("latency %v:\n%s\nwant\n%s", lat, strings.Join(log, "\n"), strings.Join(want, "\n"))
+		}
 	}
 }

@@ -48,10 +48,10 @@ func (t Time) String() string {
 	return fmt.Sprintf("%s+%dps", t.Duration(), t%Nanosecond)
 }
 
-// handler is what an event does when it fires. The network's ports and
-// timers implement it, so the hot path allocates no closures.
+// handler is what an event does when it fires. The network's ports,
+// frames and timers implement it, so the hot path allocates no closures.
 type handler interface {
-	fire(s *Sim, p *Packet)
+	fire(s *Sim)
 }
 
 // arity is the number of children of a node of the event heap: a 4-ary heap
@@ -59,12 +59,15 @@ type handler interface {
 const arity = 4
 
 // event is one entry of the event heap: a single event, or a batch (its h
-// is the *batch, its seq that of the batch's next event).
+// is the *batch, its seq that of the batch's next event). It is kept to
+// four machine words, which the compiler holds in registers: a larger
+// struct is copied through memory on every move of the heap, and the CPU
+// stalls reading back what it has just written. What an event carries (a
+// frame in flight) lives in its handler (see Packet.fire, port.fire).
 type event struct {
 	at  Time
 	seq uint64
 	h   handler
-	p   *Packet
 }
 
 // batch holds events due at one instant, in the order of their sequence
@@ -84,7 +87,7 @@ type batch struct {
 
 // batch satisfies handler so that it can stand in the heap; the event loop
 // takes events out of it and never fires it.
-func (*batch) fire(*Sim, *Packet) {}
+func (*batch) fire(*Sim) {}
 
 // recentBits sizes the table of instants the scheduler remembers, to add
 // events to their batch: a direct-mapped table of 2^recentBits instants,
@@ -144,15 +147,15 @@ func (s *Sim) Pending() int { return s.pending }
 // funcHandler runs a plain function.
 type funcHandler func()
 
-func (f funcHandler) fire(*Sim, *Packet) { f() }
+func (f funcHandler) fire(*Sim) { f() }
 
 // At schedules f at time t; a time in the past means now.
-func (s *Sim) At(t Time, f func()) { s.schedule(t, funcHandler(f), nil) }
+func (s *Sim) At(t Time, f func()) { s.schedule(t, funcHandler(f)) }
 
 // After schedules f after d and returns a Timer that can cancel it.
 func (s *Sim) After(d Time, f func()) *Timer {
 	t := s.newTimer(f)
-	s.schedule(s.now+max(d, 0), t, nil)
+	s.schedule(s.now+max(d, 0), t)
 	return t
 }
 
@@ -175,13 +178,13 @@ func (s *Sim) newTimer(f func()) *Timer {
 // schedule adds an event with a new sequence number, the largest yet, so
 // that it may join the batch of its instant: a second event for an instant
 // scheduled lately opens a batch, and later ones join it.
-func (s *Sim) schedule(at Time, h handler, p *Packet) {
+func (s *Sim) schedule(at Time, h handler) {
 	if at < s.now {
 		at = s.now
 	}
 	s.seq++
 	s.pending++
-	e := event{at: at, seq: s.seq, h: h, p: p}
+	e := event{at: at, seq: s.seq, h: h}
 	r := &s.recent[uint64(at)*0x9e3779b97f4a7c15>>(64-recentBits)]
 	if r.at != at {
 		*r = recent{at: at}
@@ -261,7 +264,7 @@ func (s *Sim) RunUntil(limit Time) {
 		s.now = e.at
 		s.fired++
 		s.pending--
-		e.h.fire(s, e.p)
+		e.h.fire(s)
 	}
 	if !s.stopped && limit != Forever && s.now < limit {
 		s.now = limit
@@ -380,7 +383,7 @@ func (t *Timer) Stop() bool {
 	return true
 }
 
-func (t *Timer) fire(*Sim, *Packet) {
+func (t *Timer) fire(*Sim) {
 	if t.done {
 		return
 	}

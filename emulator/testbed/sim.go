@@ -29,9 +29,12 @@ func NewSim(cfg Config) (*Sim, error) {
 	if prog == nil && len(cfg.Topology.Switches()) > 0 {
 		return nil, errors.New("testbed: Config.Program is nil: the switches need a data plane")
 	}
+	if cfg.ControlLatency < 0 {
+		return nil, fmt.Errorf("testbed: control latency %v is negative", cfg.ControlLatency)
+	}
 	t := &Sim{Sim: sim.New(), planes: map[string]dataplane.Dataplane{}}
 	var err error
-	t.Network, err = sim.NewNetwork(t.Sim, cfg.Topology, sim.Options{Seed: cfg.Seed,
+	t.Network, err = sim.NewNetwork(t.Sim, cfg.Topology, sim.Options{Seed: cfg.Seed, ControlLatency: cfg.ControlLatency,
 		Pipeline: func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
 			dp, err := prog.New(sw, routes)
 			if err != nil {

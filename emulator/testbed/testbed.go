@@ -61,6 +61,13 @@ type Config struct {
 	Program *dataplane.Program
 	// Seed seeds every random source: agents', links' impairments.
 	Seed uint64
+	// ControlLatency is, on sim, the modelled time of a control-plane
+	// call an agent makes (emulator.Caller: a P4Runtime round trip to a
+	// switch, through a p4rt.Port): the call runs against the in-process
+	// switch, and its completion reaches the agent, this long after it
+	// was made; 0 runs both at the instant of the call, after the events
+	// already due. netns has the real latency and ignores it.
+	ControlLatency time.Duration
 }
 
 // ErrStalled is returned by Run on sim when no event is left and done is

@@ -30,6 +30,93 @@ func TestMain(m *testing.M) {
 	os.Exit(netns.RunTests(m, prefix))
 }
 
+// spec is a ready netns spec and its headline metric.
+type spec struct {
+	name, metric string
+	lower        bool // a lower value is better
+}
+
+// specs are the ready netns specs the cross-validations run.
+var specs = []spec{
+	{"dynaina-netns", training.MetricAvgJCT, true},
+	{"glitter-netns", farmem.MetricThroughput, false},
+}
+
+// variant is one way of running a spec on netns.
+type variant struct {
+	name string
+	opts netnstb.Options
+}
+
+// crossValidate runs the first scenario of each spec on two variants: the
+// policies must rank the same and each policy's headline metric on b must
+// be within tol of a's.
+func crossValidate(t *testing.T, a, b variant, tol float64) {
+	registry := experiments.NewRegistry(training.Kind{}, farmem.Kind{})
+	restore, err := netnstb.Realtime(10)
+	if err == nil {
+		defer restore()
+	} else {
+		t.Logf("at normal priority: %v", err)
+	}
+	for _, tc := range specs {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := experiments.Open(tc.name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Scenarios = s.Scenarios[:1]
+			exp, err := registry.Compile(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scenario := s.Scenarios[0].Name
+			results := map[string]*analysis.Results{}
+			for _, v := range []variant{a, b} {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				v.opts.RunIDPrefix = prefix
+				f := netnstb.NewFactory(v.opts)
+				start := time.Now()
+				res, err := experiments.Execute(ctx, s, exp, experiments.Options{Parallel: 1, NewTestbed: f.New})
+				f.Close()
+				cancel()
+				if err != nil {
+					t.Fatalf("%s on %s: %v", tc.name, v.name, err)
+				}
+				t.Logf("%s on %s: %v", tc.name, v.name, time.Since(start).Round(time.Second))
+				results[v.name] = res
+			}
+			value := func(v, policy string) float64 {
+				return results[v].Aggregate(scenario, policy)[tc.metric].Mean
+			}
+			rank := func(v string) []string {
+				p := slices.Clone(results[v].Policies)
+				slices.SortStableFunc(p, func(x, y string) int {
+					c := cmp.Compare(value(v, x), value(v, y))
+					if !tc.lower {
+						c = -c
+					}
+					return c
+				})
+				return p
+			}
+			t.Logf("%-9s %14s %14s %8s", "policy", tc.metric+" "+a.name, b.name, "ratio")
+			for _, p := range results[a.name].Policies {
+				x, y := value(a.name, p), value(b.name, p)
+				t.Logf("%-9s %14.4g %14.4g %8.3f", p, x, y, y/x)
+				if math.Abs(y/x-1) > tol {
+					t.Errorf("%s: %s %.4g on %s is %+.1f%% off %s's (%.4g); want within %.0f%%", p, tc.metric, y, b.name, 100*(y/x-1), a.name, x, 100*tol)
+				}
+			}
+			if ra, rb := rank(a.name), rank(b.name); !slices.Equal(ra, rb) {
+				t.Errorf("policies rank %v on %s, %v on %s", ra, a.name, rb, b.name)
+			} else {
+				t.Logf("rank on both: %v", ra)
+			}
+		})
+	}
+}
+
 // TestMininetCrossValidation runs the first scenario of dynaina-netns and
 // of glitter-netns with tracebed's own bring-up and with Mininet building
 // the network ('run --network mininet'): the policies must rank the same
@@ -45,72 +132,31 @@ func TestMininetCrossValidation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short mode: about five minutes of real-time runs")
 	}
-	registry := experiments.NewRegistry(training.Kind{}, farmem.Kind{})
-	restore, err := netnstb.Realtime(10)
-	if err == nil {
-		defer restore()
-	} else {
-		t.Logf("at normal priority: %v", err)
+	crossValidate(t, variant{"netns", netnstb.Options{Network: netnstb.NetworkNetns}},
+		variant{"mininet", netnstb.Options{Network: netnstb.NetworkMininet}}, 0.10)
+}
+
+// TestBMv2CrossValidation runs the first scenario of dynaina-netns and of
+// glitter-netns on the Go switch and on bmv2 ('run --switch bmv2':
+// simple_switch_grpc running ina.p4 and farmem.p4, its links modelled by
+// the link stages): the policies must rank the same and each policy's
+// headline metric must agree within 15%, the cross-validation rule of
+// docs/scaling.md. It runs with TRACEBED_BMV2_CROSSVAL=1 (make crossval):
+// bmv2 is several times slower than the Go switch, and the two runs take
+// about ten minutes, more than make test's budget.
+func TestBMv2CrossValidation(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the netns substrate needs root (CI runs as root)")
 	}
-	for _, tc := range []struct {
-		spec, metric string
-		lower        bool
-	}{
-		{"dynaina-netns", training.MetricAvgJCT, true},
-		{"glitter-netns", farmem.MetricThroughput, false},
-	} {
-		t.Run(tc.spec, func(t *testing.T) {
-			spec, err := experiments.Open(tc.spec, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec.Scenarios = spec.Scenarios[:1]
-			exp, err := registry.Compile(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			scenario := spec.Scenarios[0].Name
-			results := map[string]*analysis.Results{}
-			for _, network := range netnstb.Networks {
-				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-				f := netnstb.NewFactory(netnstb.Options{Network: network, RunIDPrefix: prefix})
-				start := time.Now()
-				res, err := experiments.Execute(ctx, spec, exp, experiments.Options{Parallel: 1, NewTestbed: f.New})
-				f.Close()
-				cancel()
-				if err != nil {
-					t.Fatalf("%s on %s: %v", tc.spec, network, err)
-				}
-				t.Logf("%s on %s: %v", tc.spec, network, time.Since(start).Round(time.Second))
-				results[network] = res
-			}
-			value := func(network, policy string) float64 {
-				return results[network].Aggregate(scenario, policy)[tc.metric].Mean
-			}
-			rank := func(network string) []string {
-				p := slices.Clone(results[network].Policies)
-				slices.SortStableFunc(p, func(x, y string) int {
-					c := cmp.Compare(value(network, x), value(network, y))
-					if !tc.lower {
-						c = -c
-					}
-					return c
-				})
-				return p
-			}
-			t.Logf("%-9s %14s %14s %8s", "policy", tc.metric+" netns", "mininet", "ratio")
-			for _, p := range results[netnstb.NetworkNetns].Policies {
-				n, m := value(netnstb.NetworkNetns, p), value(netnstb.NetworkMininet, p)
-				t.Logf("%-9s %14.4g %14.4g %8.3f", p, n, m, m/n)
-				if math.Abs(m/n-1) > 0.10 {
-					t.Errorf("%s: %s %.4g on Mininet is %+.1f%% off tracebed's bring-up (%.4g); want within 10%%", p, tc.metric, m, 100*(m/n-1), n)
-				}
-			}
-			if a, b := rank(netnstb.NetworkNetns), rank(netnstb.NetworkMininet); !slices.Equal(a, b) {
-				t.Errorf("policies rank %v with tracebed's bring-up, %v on Mininet", a, b)
-			} else {
-				t.Logf("rank on both: %v", a)
-			}
-		})
+	if err := netnstb.Check(netnstb.Options{Switch: netnstb.SwitchBMv2}); err != nil {
+		t.Skipf("skipping: %v", err)
 	}
+	if testing.Short() {
+		t.Skip("skipping in -short mode: about ten minutes of real-time runs")
+	}
+	if os.Getenv("TRACEBED_BMV2_CROSSVAL") != "1" {
+		t.Skip("skipping: about ten minutes of real-time runs, more than make test's budget; run it with make crossval (TRACEBED_BMV2_CROSSVAL=1)")
+	}
+	crossValidate(t, variant{"go", netnstb.Options{Switch: netnstb.SwitchGo}},
+		variant{"bmv2", netnstb.Options{Switch: netnstb.SwitchBMv2}}, 0.15)
 }

@@ -1,7 +1,9 @@
-// Package crossval holds tests only: they run the ready netns specs on
-// networks built two ways — by tracebed itself (package emulator/netns)
-// and by Mininet with tracebed's classes (package emulator/netns/mininet,
-// 'tracebed run --network mininet') — and check that the policies rank the
-// same and that each policy's headline metric agrees within 10%. They need
-// root and Mininet and skip, saying so, otherwise.
+// Package crossval holds tests only: they run the ready netns specs two
+// ways and check that the policies rank the same and that each policy's
+// headline metric agrees — on networks built by tracebed itself (package
+// emulator/netns) and by Mininet with tracebed's classes (package
+// emulator/netns/mininet, 'tracebed run --network mininet'), within 10%;
+// and with the Go switch and with bmv2's simple_switch_grpc running the P4
+// programs ('tracebed run --switch bmv2'), within 15%. They need root and
+// Mininet or bmv2 and p4c, and skip, saying so, otherwise.
 package crossval

@@ -17,3 +17,19 @@ func TestProcessAdvances(t *testing.T) {
 		t.Errorf("CPU time did not advance over a busy loop: %v", d)
 	}
 }
+
+// TestMinorFaultsCountsNewMemory touches memory new to the process: where
+// the system counts faults, the count must not go backwards, and grows.
+func TestMinorFaultsCountsNewMemory(t *testing.T) {
+	start := MinorFaults()
+	if start < 0 {
+		t.Skip("the system does not count page faults")
+	}
+	b := make([]byte, 64<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	if d := MinorFaults() - start; d <= 0 {
+		t.Errorf("%d faults after touching 64 MiB of new memory", d)
+	}
+}

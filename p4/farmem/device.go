@@ -35,11 +35,11 @@ const (
 
 // The ids of farmem.p4info.txtpb for the objects this package implements.
 const (
-	idClassify     uint32 = 0x02000010
-	idSetPriority  uint32 = 0x01000010
+	idClassify     uint32 = 0x02ac7ba4
+	idSetPriority  uint32 = 0x0163d539
 	idNoAction     uint32 = 21257015 // p4c's id of core.p4's NoAction
-	idCounterClass uint32 = 0x12000010
-	idCounterStats uint32 = 0x12000011
+	idCounterClass uint32 = 0x123effba
+	idCounterStats uint32 = 0x12242184
 )
 
 //go:embed farmem.p4info.txtpb

@@ -7,10 +7,10 @@
  * and re-marks the DSCP to that class selector, so the class is visible on
  * the wire and kept by DSCP-only switches. A miss leaves the DSCP priority.
  *
- * farmem.p4info.txtpb is its P4Info (ids assigned by hand: p4c is not on
- * tracebed's build machines; controllers look ids up by name). The Go twin
- * passes testdata/vectors.json; TestBmv2Vectors runs the same vectors
- * through bmv2 where p4c and simple_switch are installed.
+ * farmem.p4info.txtpb is its P4Info, as p4c-bm2-ss writes it (the Go twin
+ * serves the same ids; controllers look ids up by name). The Go twin
+ * passes testdata/vectors.json; TestVectorsBMv2 runs the same vectors
+ * through simple_switch_grpc where p4c and bmv2 are installed.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -135,7 +135,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
         }
         actions = { forward; send_to_cpu; @defaultonly NoAction; }
         implementation = ecmp;
-        const default_action = NoAction();
+        /* No default_action: see fwd.p4 (a miss is route_miss's). */
         size = 65536;
     }
     table route_miss {
@@ -174,19 +174,31 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             hdr.packet_out.setInvalid();
             return;
         }
-        if (!hdr.ipv4.isValid()) { meta.miss_reason = 0; route_miss.apply(); return; }
-        if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
-        bool on_port = hdr.udp.isValid() &&
+        /* A well-formed IPv4 header (fwd.p4's rule: version 4 and 20
+         * bytes, a total length within the frame); anything else is
+         * malformed, route_miss's. */
+        bool ipv4 = hdr.ipv4.isValid() && sm.parser_error != error.HeaderTooShort &&
+            hdr.ipv4.total_len >= 20 && (bit<32>) hdr.ipv4.total_len + 14 <= sm.packet_length;
+        bool on_port = ipv4 && hdr.udp.isValid() &&
             (hdr.l4.dst_port == FARMEM_PORT || hdr.l4.src_port == FARMEM_PORT);
-        if (on_port && (sm.checksum_error == 1 || hdr.udp.checksum == 0)) {
-            drops.count(4); // checksum: a corrupted message is never forwarded
-            mark_to_drop(sm);
-            return;
+        bool miss = !ipv4;
+        meta.miss_reason = 0; // not IPv4: malformed
+        if (ipv4) {
+            if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+            if (on_port && (sm.checksum_error == 1 || hdr.udp.checksum == 0)) {
+                drops.count(4); // checksum: a corrupted message is never forwarded
+                mark_to_drop(sm);
+                return;
+            }
+            if (ipv4_route.apply().hit) {
+                sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
+            } else {
+                meta.miss_reason = 1; // no_route
+                miss = true;
+            }
         }
-        if (ipv4_route.apply().hit) {
-            sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
-        } else {
-            meta.miss_reason = 1;
+        /* One place for route_miss: bmv2 applies a table at one place. */
+        if (miss) {
             route_miss.apply();
         }
 
@@ -242,4 +254,6 @@ control FarmemDeparser(packet_out pkt, in headers hdr) {
     }
 }
 
+@pkginfo(name="farmem", version="1")
+@brief("fwd.p4's IPv4 forwarding, with far-memory messages (UDP port 7470) classified by (type, urgency) into egress priority classes, re-marked in the DSCP")
 V1Switch(FarmemParser(), FarmemVerify(), ingress(), egress(), FarmemChecksum(), FarmemDeparser()) main;

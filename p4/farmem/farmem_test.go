@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -298,17 +297,6 @@ func TestDeviceUnknownEntities(t *testing.T) {
 	if err := p.Write([]*p4v1.Update{{Type: p4v1.Update_INSERT}}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("update without entity: %v", err)
 	}
-}
-
-// TestBmv2Vectors runs testdata/vectors.json through bmv2 running farmem.p4.
-func TestBmv2Vectors(t *testing.T) {
-	p4c, err1 := exec.LookPath("p4c-bm2-ss")
-	sw, err2 := exec.LookPath("simple_switch")
-	cli, err3 := exec.LookPath("simple_switch_CLI")
-	if err1 != nil || err2 != nil || err3 != nil {
-		t.Skip("bmv2 is not installed (need p4c-bm2-ss, simple_switch and simple_switch_CLI from p4lang/p4c and p4lang/behavioral-model): farmem.p4 is checked against the vectors only by the Go twin here")
-	}
-	runBmv2Vectors(t, p4c, sw, cli, readVectors(t))
 }
 
 // TestProgramName checks that the name testbeds and switches load the

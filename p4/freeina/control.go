@@ -10,6 +10,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/p4rt"
 	"github.com/tracebed/tracebed/emulator/roce/wire"
+	"github.com/tracebed/tracebed/p4/fwd"
 	"github.com/tracebed/tracebed/p4/ina"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -148,15 +149,16 @@ func (c *Controller) ringUpdates(t p4v1.Update_Type, top *topologies.Topology, s
 	for i, l := range r.Links {
 		ce, err := c.n.TableEntry(TableConns, []p4rt.Match{p4rt.Exact(FieldSrc, ipUint(l.Src)),
 			p4rt.Exact(FieldDst, ipUint(l.Dst)), p4rt.Exact(FieldQPN, uint64(l.QPN))},
-			ActionConn, []p4rt.Arg{p4rt.P(ParamJob, uint64(r.Job)), p4rt.P(ParamWorker, uint64(i))}, 0)
+			ActionConn, []p4rt.Arg{p4rt.P(ParamJob, uint64(r.Job)), p4rt.P(ParamWorker, uint64(i)), p4rt.P(ParamPSN, 0)}, 0)
 		if err != nil {
 			return nil, err
 		}
 		m := members[i]
 		re, err := c.n.TableEntry(TableReplicas, []p4rt.Match{p4rt.Exact(FieldGroup, uint64(r.Group)), p4rt.Exact(FieldRID, uint64(i+1))},
-			ActionReplica, []p4rt.Arg{p4rt.P(ParamWorker, uint64(i)), p4rt.P(ParamRSrc, ipUint(l.Src)), p4rt.P(ParamRDst, ipUint(l.Dst)),
+			ActionReplica, []p4rt.Arg{p4rt.P(ParamRSrc, ipUint(l.Src)), p4rt.P(ParamRDst, ipUint(l.Dst)),
 				p4rt.P(ParamRSport, uint64(l.Sport)), p4rt.P(ParamRQPN, uint64(l.QPN)), p4rt.P(ParamRKey, uint64(l.RKey)),
-				p4rt.P(ParamVA, l.VA), p4rt.P(ParamDstMAC, macUint(m.DstMAC)), p4rt.P(ParamSrcMAC, macUint(m.SrcMAC))}, 0)
+				p4rt.P(ParamVA, l.VA), p4rt.P(ParamDstMAC, macUint(m.DstMAC)), p4rt.P(ParamSrcMAC, macUint(m.SrcMAC)),
+				p4rt.P(ParamPSN, 0)}, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -209,9 +211,13 @@ func (c *Controller) RemoveRing(ctx context.Context, top *topologies.Topology, s
 }
 
 // Bind grants the job the memory of b for its next all-reduce, whose
-// first chunk worker i sends with PSN psn[i]. The PSNs are written first,
-// then the binding (inserted, or replacing the job's previous one), in
-// two writes: a switch applies the updates of one write in any order.
+// first chunk worker i sends with PSN psn[i]. The PSNs are written first —
+// the ParamPSN of the job's TableConns entries and of its result copies'
+// TableReplicas entries (table parameters: bmv2's P4Runtime server, PI,
+// writes no register), read back and modified — then the binding
+// (inserted, or replacing the job's previous one), in two writes: a
+// switch applies the updates of one write in any order. The job's ring
+// must be installed (AddRing).
 func (c *Controller) Bind(ctx context.Context, b Binding, psn []uint32) error {
 	if len(psn) != int(b.Workers) {
 		return fmt.Errorf("job %d: %d PSNs for %d workers", b.Job, len(psn), b.Workers)
@@ -219,13 +225,9 @@ func (c *Controller) Bind(ctx context.Context, b Binding, psn []uint32) error {
 	if err := b.Check(1 << 20); err != nil {
 		return err
 	}
-	var ups []*p4v1.Update
-	for i, v := range psn {
-		re, err := c.n.RegisterEntry(RegPSN, int64(b.Job)*MaxWorkers+int64(i), uint64(v&wire.PSNMask))
-		if err != nil {
-			return err
-		}
-		ups = append(ups, p4rt.Modify(p4rt.Register(re)))
+	ups, err := c.psnUpdates(ctx, b, psn)
+	if err != nil {
+		return err
 	}
 	if err := c.c.Write(ctx, ups...); err != nil {
 		return err
@@ -238,6 +240,104 @@ func (c *Controller) Bind(ctx context.Context, b Binding, psn []uint32) error {
 		return nil
 	}
 	return c.c.Write(ctx, p4rt.Insert(p4rt.Table(te)))
+}
+
+// psnUpdates reads the job's TableConns entries and its group's
+// TableReplicas entries and returns them modified to carry psn[worker].
+func (c *Controller) psnUpdates(ctx context.Context, b Binding, psn []uint32) ([]*p4v1.Update, error) {
+	connsID, err := c.n.TableID(TableConns)
+	if err != nil {
+		return nil, err
+	}
+	repsID, err := c.n.TableID(TableReplicas)
+	if err != nil {
+		return nil, err
+	}
+	groupField, err := c.n.MatchFieldID(TableReplicas, FieldGroup)
+	if err != nil {
+		return nil, err
+	}
+	ridField, err := c.n.MatchFieldID(TableReplicas, FieldRID)
+	if err != nil {
+		return nil, err
+	}
+	// Parameter ids: a connection's job, worker and PSN; a copy's PSN.
+	var ids [4]uint32
+	for i, x := range []struct{ action, name string }{{ActionConn, ParamJob}, {ActionConn, ParamWorker}, {ActionConn, ParamPSN},
+		{ActionReplica, ParamPSN}} {
+		if ids[i], err = c.n.ParamID(x.action, x.name); err != nil {
+			return nil, err
+		}
+	}
+	ents, err := c.c.Read(ctx, p4rt.Table(&p4v1.TableEntry{TableId: connsID}), p4rt.Table(&p4v1.TableEntry{TableId: repsID}))
+	if err != nil {
+		return nil, fmt.Errorf("job %d: read its connections: %w", b.Job, err)
+	}
+	get := func(a *p4v1.Action, id uint32) (uint64, bool) {
+		for _, p := range a.GetParams() {
+			if p.GetParamId() == id {
+				v, err := p4rt.DecodeUint(p.GetValue(), 32)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+	set := func(a *p4v1.Action, id uint32, v uint32) {
+		for _, p := range a.GetParams() {
+			if p.GetParamId() == id {
+				p.Value = p4rt.EncodeUint(uint64(v & wire.PSNMask))
+			}
+		}
+	}
+	var ups []*p4v1.Update
+	conns, reps := 0, 0
+	for _, e := range ents {
+		te := e.GetTableEntry()
+		a := te.GetAction().GetAction()
+		if a == nil || te.GetIsDefaultAction() {
+			continue
+		}
+		switch te.GetTableId() {
+		case connsID:
+			job, ok1 := get(a, ids[0])
+			w, ok2 := get(a, ids[1])
+			if !ok1 || !ok2 || job != uint64(b.Job) {
+				continue
+			}
+			if w >= uint64(len(psn)) {
+				return nil, fmt.Errorf("job %d: connection of worker %d, the binding has %d workers", b.Job, w, len(psn))
+			}
+			set(a, ids[2], psn[w])
+			conns++
+		case repsID:
+			// The copy for worker w's connection is instance w+1.
+			var group, rid uint64
+			for _, m := range te.GetMatch() {
+				switch m.GetFieldId() {
+				case groupField:
+					group, _ = p4rt.DecodeUint(m.GetExact().GetValue(), 16)
+				case ridField:
+					rid, _ = p4rt.DecodeUint(m.GetExact().GetValue(), 16)
+				}
+			}
+			if group != uint64(b.Group) {
+				continue
+			}
+			if rid == 0 || rid > uint64(len(psn)) {
+				return nil, fmt.Errorf("job %d: result copy %d, the binding has %d workers", b.Job, rid, len(psn))
+			}
+			set(a, ids[3], psn[rid-1])
+			reps++
+		default:
+			continue
+		}
+		ups = append(ups, p4rt.Modify(p4rt.Table(&p4v1.TableEntry{TableId: te.GetTableId(), Match: te.GetMatch(),
+			Priority: te.GetPriority(), Action: te.GetAction()})))
+	}
+	if conns != len(psn) || reps != len(psn) {
+		return nil, fmt.Errorf("job %d: %d connections and %d result copies on the switch, want %d of each: install its ring first (AddRing)", b.Job, conns, reps, len(psn))
+	}
+	return ups, nil
 }
 
 // Unbind releases the job's memory: its packets are dropped from now on
@@ -295,4 +395,56 @@ func (c *Controller) Counters(ctx context.Context, job uint16) (JobCounters, err
 		jc.Drops[r] = pk(len(names) + r)
 	}
 	return jc, nil
+}
+
+// FrameCounts is the switch's frame accounting. Every frame it receives is
+// counted once: in the forwarding pipeline's forwarded or drops cells (a
+// frame not of an INA connection) or in its job's freeina_packets cell (a
+// frame of an INA connection, whatever becomes of it; the job's
+// freeina_job_drops cells say why one was dropped). One frame the switch
+// sends is counted besides: the aggregate it returns for a retransmission
+// of a complete chunk (freeina_answers) passes the forwarding table, as in
+// freeina.p4, and is counted there too. So the frames received are
+// forwarded + drops + freeina_packets − freeina_answers (Total).
+type FrameCounts struct {
+	Forwarded  uint64
+	Drops      [fwd.NumDrops]uint64
+	JobPackets uint64
+	Answers    uint64
+}
+
+// Total is the frames received that the counts account for.
+func (f FrameCounts) Total() uint64 {
+	n := f.Forwarded + f.JobPackets - f.Answers
+	for _, d := range f.Drops {
+		n += d
+	}
+	return n
+}
+
+// FrameCounts reads the switch's frame accounting (four wildcard counter
+// reads).
+func (c *Controller) FrameCounts(ctx context.Context) (FrameCounts, error) {
+	var fc FrameCounts
+	for _, name := range []string{fwd.CounterFwdName, fwd.CounterDropName, CounterPackets, CounterAnswers} {
+		cells, err := p4rt.CounterPackets(ctx, c.c, c.n, name)
+		if err != nil {
+			return fc, err
+		}
+		for i, pk := range cells {
+			switch name {
+			case fwd.CounterFwdName:
+				fc.Forwarded += pk
+			case fwd.CounterDropName:
+				if i >= 0 && i < fwd.NumDrops {
+					fc.Drops[i] = pk
+				}
+			case CounterPackets:
+				fc.JobPackets += pk
+			default:
+				fc.Answers += pk
+			}
+		}
+	}
+	return fc, nil
 }

@@ -78,8 +78,6 @@ func (p *Pipeline) registerCells(name string) (func(int) uint64, func(int, uint6
 		return func(i int) uint64 { return uint64(s[i]) }, func(i int, v uint64) { s[i] = uint8(v) }, nil
 	}
 	switch name {
-	case RegPSN:
-		return u32(p.psn[:], wire.PSNMask)
 	case RegBitmap:
 		return u32(p.bitmap, ^uint32(0))
 	case RegGen:
@@ -140,7 +138,7 @@ func (p *Pipeline) applyConn(c *p4rt.Change) error {
 	case w >= MaxWorkers:
 		return errf(codes.InvalidArgument, "%s: worker %d; a job has at most %d workers", TableConns, w, MaxWorkers)
 	}
-	p.conns[keyOf(c.Entry)] = &conn{job: uint16(job), worker: uint8(w)}
+	p.conns[keyOf(c.Entry)] = &conn{job: uint16(job), worker: uint8(w), psn: uint32(a.Uint(ParamPSN)) & wire.PSNMask}
 	return nil
 }
 
@@ -182,10 +180,7 @@ func (p *Pipeline) applyReplica(c *p4rt.Change) error {
 		delete(p.replicas, key)
 		return nil
 	}
-	if w := a.Uint(ParamWorker); w >= MaxWorkers {
-		return errf(codes.InvalidArgument, "%s: worker %d; a job has at most %d workers", TableReplicas, w, MaxWorkers)
-	}
-	r := &replica{worker: uint8(a.Uint(ParamWorker)), sport: uint16(a.Uint(ParamRSport)),
+	r := &replica{psn: uint32(a.Uint(ParamPSN)) & wire.PSNMask, sport: uint16(a.Uint(ParamRSport)),
 		qpn: uint32(a.Uint(ParamRQPN)), rkey: uint32(a.Uint(ParamRKey)), va: a.Uint(ParamVA)}
 	putIP(r.src[:], a.Uint(ParamRSrc))
 	putIP(r.dst[:], a.Uint(ParamRDst))

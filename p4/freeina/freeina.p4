@@ -11,7 +11,7 @@
 // it, a RoCEv2 packet whose (source, destination, destination QP) is an INA
 // connection of a job (freeina_conns) is aggregated: its values are added
 // into the cell of its chunk, numbered by its PSN from the connection's
-// PSN of chunk 0 (conn_psn); the last contribution of a chunk is
+// PSN of chunk 0 (a parameter of its freeina_conns entry); the last contribution of a chunk is
 // multicast, and egress rebuilds each copy for one connection of the job
 // (freeina_replicas): addresses, queue pair, the connection's PSN of the
 // chunk, the remote address, a new ICRC. Everything else is forwarded.
@@ -39,6 +39,7 @@ const bit<32> D_MALFORMED = 3;
 const bit<32> D_ICRC = 4;
 const bit<32> D_NO_BINDING = 5;
 const bit<32> D_INCONSISTENT = 6;
+const bit<32> D_TTL = 7;
 
 header ethernet_t { bit<48> dst_addr; bit<48> src_addr; bit<16> ether_type; }
 header ipv4_t {
@@ -344,12 +345,9 @@ struct metadata {
     bit<16> job;
     bit<8>  worker;
     bit<32> chunk;
+    bit<24> psn0;        // the PSN of chunk 0 of the connection's current all-reduce
     bit<1>  rewrite;     // an INA packet the switch rewrote: egress recomputes its ICRC
 }
-
-// PSN of chunk 0 of every connection's current all-reduce, job·MAX_WORKERS
-// + worker: ingress numbers a packet's chunk by it, egress a replica's PSN.
-register<bit<24>>(32768) conn_psn;
 
 parser FreeParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
@@ -401,12 +399,12 @@ control FreeVerify(inout headers hdr, inout metadata meta) { apply { } }
     hdr.ipv4.flags, hdr.ipv4.frag_offset, 8w0xff, hdr.ipv4.protocol, 16w0xffff, \
     hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.l4.src_port, hdr.l4.dst_port, hdr.udp.length, 16w0xffff, \
     hdr.bth.opcode, hdr.bth.se, hdr.bth.m, hdr.bth.pad, hdr.bth.tver, hdr.bth.pkey, 8w0xff, hdr.bth.dqpn, \
-    hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn, hdr.reth.va, hdr.reth.rkey, hdr.reth.len, hdr.imm.imm \, hdr.vals.v0, hdr.vals.v1, hdr.vals.v2, hdr.vals.v3, hdr.vals.v4, hdr.vals.v5, hdr.vals.v6, hdr.vals.v7, hdr.vals.v8, hdr.vals.v9, hdr.vals.v10, hdr.vals.v11, hdr.vals.v12, hdr.vals.v13, hdr.vals.v14, hdr.vals.v15, hdr.vals.v16, hdr.vals.v17, hdr.vals.v18, hdr.vals.v19, hdr.vals.v20, hdr.vals.v21, hdr.vals.v22, hdr.vals.v23, hdr.vals.v24, hdr.vals.v25, hdr.vals.v26, hdr.vals.v27, hdr.vals.v28, hdr.vals.v29, hdr.vals.v30, hdr.vals.v31, hdr.vals.v32, hdr.vals.v33, hdr.vals.v34, hdr.vals.v35, hdr.vals.v36, hdr.vals.v37, hdr.vals.v38, hdr.vals.v39, hdr.vals.v40, hdr.vals.v41, hdr.vals.v42, hdr.vals.v43, hdr.vals.v44, hdr.vals.v45, hdr.vals.v46, hdr.vals.v47, hdr.vals.v48, hdr.vals.v49, hdr.vals.v50, hdr.vals.v51, hdr.vals.v52, hdr.vals.v53, hdr.vals.v54, hdr.vals.v55, hdr.vals.v56, hdr.vals.v57, hdr.vals.v58, hdr.vals.v59, hdr.vals.v60, hdr.vals.v61, hdr.vals.v62, hdr.vals.v63, hdr.vals.v64, hdr.vals.v65, hdr.vals.v66, hdr.vals.v67, hdr.vals.v68, hdr.vals.v69, hdr.vals.v70, hdr.vals.v71, hdr.vals.v72, hdr.vals.v73, hdr.vals.v74, hdr.vals.v75, hdr.vals.v76, hdr.vals.v77, hdr.vals.v78, hdr.vals.v79, hdr.vals.v80, hdr.vals.v81, hdr.vals.v82, hdr.vals.v83, hdr.vals.v84, hdr.vals.v85, hdr.vals.v86, hdr.vals.v87, hdr.vals.v88, hdr.vals.v89, hdr.vals.v90, hdr.vals.v91, hdr.vals.v92, hdr.vals.v93, hdr.vals.v94, hdr.vals.v95, hdr.vals.v96, hdr.vals.v97, hdr.vals.v98, hdr.vals.v99, hdr.vals.v100, hdr.vals.v101, hdr.vals.v102, hdr.vals.v103, hdr.vals.v104, hdr.vals.v105, hdr.vals.v106, hdr.vals.v107, hdr.vals.v108, hdr.vals.v109, hdr.vals.v110, hdr.vals.v111, hdr.vals.v112, hdr.vals.v113, hdr.vals.v114, hdr.vals.v115, hdr.vals.v116, hdr.vals.v117, hdr.vals.v118, hdr.vals.v119, hdr.vals.v120, hdr.vals.v121, hdr.vals.v122, hdr.vals.v123, hdr.vals.v124, hdr.vals.v125, hdr.vals.v126, hdr.vals.v127, hdr.vals.v128, hdr.vals.v129, hdr.vals.v130, hdr.vals.v131, hdr.vals.v132, hdr.vals.v133, hdr.vals.v134, hdr.vals.v135, hdr.vals.v136, hdr.vals.v137, hdr.vals.v138, hdr.vals.v139, hdr.vals.v140, hdr.vals.v141, hdr.vals.v142, hdr.vals.v143, hdr.vals.v144, hdr.vals.v145, hdr.vals.v146, hdr.vals.v147, hdr.vals.v148, hdr.vals.v149, hdr.vals.v150, hdr.vals.v151, hdr.vals.v152, hdr.vals.v153, hdr.vals.v154, hdr.vals.v155, hdr.vals.v156, hdr.vals.v157, hdr.vals.v158, hdr.vals.v159, hdr.vals.v160, hdr.vals.v161, hdr.vals.v162, hdr.vals.v163, hdr.vals.v164, hdr.vals.v165, hdr.vals.v166, hdr.vals.v167, hdr.vals.v168, hdr.vals.v169, hdr.vals.v170, hdr.vals.v171, hdr.vals.v172, hdr.vals.v173, hdr.vals.v174, hdr.vals.v175, hdr.vals.v176, hdr.vals.v177, hdr.vals.v178, hdr.vals.v179, hdr.vals.v180, hdr.vals.v181, hdr.vals.v182, hdr.vals.v183, hdr.vals.v184, hdr.vals.v185, hdr.vals.v186, hdr.vals.v187, hdr.vals.v188, hdr.vals.v189, hdr.vals.v190, hdr.vals.v191, hdr.vals.v192, hdr.vals.v193, hdr.vals.v194, hdr.vals.v195, hdr.vals.v196, hdr.vals.v197, hdr.vals.v198, hdr.vals.v199, hdr.vals.v200, hdr.vals.v201, hdr.vals.v202, hdr.vals.v203, hdr.vals.v204, hdr.vals.v205, hdr.vals.v206, hdr.vals.v207, hdr.vals.v208, hdr.vals.v209, hdr.vals.v210, hdr.vals.v211, hdr.vals.v212, hdr.vals.v213, hdr.vals.v214, hdr.vals.v215, hdr.vals.v216, hdr.vals.v217, hdr.vals.v218, hdr.vals.v219, hdr.vals.v220, hdr.vals.v221, hdr.vals.v222, hdr.vals.v223, hdr.vals.v224, hdr.vals.v225, hdr.vals.v226, hdr.vals.v227, hdr.vals.v228, hdr.vals.v229, hdr.vals.v230, hdr.vals.v231, hdr.vals.v232, hdr.vals.v233, hdr.vals.v234, hdr.vals.v235, hdr.vals.v236, hdr.vals.v237, hdr.vals.v238, hdr.vals.v239, hdr.vals.v240, hdr.vals.v241, hdr.vals.v242, hdr.vals.v243, hdr.vals.v244, hdr.vals.v245, hdr.vals.v246, hdr.vals.v247, hdr.vals.v248, hdr.vals.v249, hdr.vals.v250, hdr.vals.v251, hdr.vals.v252, hdr.vals.v253, hdr.vals.v254, hdr.vals.v255 }
+    hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn, hdr.reth.va, hdr.reth.rkey, hdr.reth.len, hdr.imm.imm, hdr.vals.v0, hdr.vals.v1, hdr.vals.v2, hdr.vals.v3, hdr.vals.v4, hdr.vals.v5, hdr.vals.v6, hdr.vals.v7, hdr.vals.v8, hdr.vals.v9, hdr.vals.v10, hdr.vals.v11, hdr.vals.v12, hdr.vals.v13, hdr.vals.v14, hdr.vals.v15, hdr.vals.v16, hdr.vals.v17, hdr.vals.v18, hdr.vals.v19, hdr.vals.v20, hdr.vals.v21, hdr.vals.v22, hdr.vals.v23, hdr.vals.v24, hdr.vals.v25, hdr.vals.v26, hdr.vals.v27, hdr.vals.v28, hdr.vals.v29, hdr.vals.v30, hdr.vals.v31, hdr.vals.v32, hdr.vals.v33, hdr.vals.v34, hdr.vals.v35, hdr.vals.v36, hdr.vals.v37, hdr.vals.v38, hdr.vals.v39, hdr.vals.v40, hdr.vals.v41, hdr.vals.v42, hdr.vals.v43, hdr.vals.v44, hdr.vals.v45, hdr.vals.v46, hdr.vals.v47, hdr.vals.v48, hdr.vals.v49, hdr.vals.v50, hdr.vals.v51, hdr.vals.v52, hdr.vals.v53, hdr.vals.v54, hdr.vals.v55, hdr.vals.v56, hdr.vals.v57, hdr.vals.v58, hdr.vals.v59, hdr.vals.v60, hdr.vals.v61, hdr.vals.v62, hdr.vals.v63, hdr.vals.v64, hdr.vals.v65, hdr.vals.v66, hdr.vals.v67, hdr.vals.v68, hdr.vals.v69, hdr.vals.v70, hdr.vals.v71, hdr.vals.v72, hdr.vals.v73, hdr.vals.v74, hdr.vals.v75, hdr.vals.v76, hdr.vals.v77, hdr.vals.v78, hdr.vals.v79, hdr.vals.v80, hdr.vals.v81, hdr.vals.v82, hdr.vals.v83, hdr.vals.v84, hdr.vals.v85, hdr.vals.v86, hdr.vals.v87, hdr.vals.v88, hdr.vals.v89, hdr.vals.v90, hdr.vals.v91, hdr.vals.v92, hdr.vals.v93, hdr.vals.v94, hdr.vals.v95, hdr.vals.v96, hdr.vals.v97, hdr.vals.v98, hdr.vals.v99, hdr.vals.v100, hdr.vals.v101, hdr.vals.v102, hdr.vals.v103, hdr.vals.v104, hdr.vals.v105, hdr.vals.v106, hdr.vals.v107, hdr.vals.v108, hdr.vals.v109, hdr.vals.v110, hdr.vals.v111, hdr.vals.v112, hdr.vals.v113, hdr.vals.v114, hdr.vals.v115, hdr.vals.v116, hdr.vals.v117, hdr.vals.v118, hdr.vals.v119, hdr.vals.v120, hdr.vals.v121, hdr.vals.v122, hdr.vals.v123, hdr.vals.v124, hdr.vals.v125, hdr.vals.v126, hdr.vals.v127, hdr.vals.v128, hdr.vals.v129, hdr.vals.v130, hdr.vals.v131, hdr.vals.v132, hdr.vals.v133, hdr.vals.v134, hdr.vals.v135, hdr.vals.v136, hdr.vals.v137, hdr.vals.v138, hdr.vals.v139, hdr.vals.v140, hdr.vals.v141, hdr.vals.v142, hdr.vals.v143, hdr.vals.v144, hdr.vals.v145, hdr.vals.v146, hdr.vals.v147, hdr.vals.v148, hdr.vals.v149, hdr.vals.v150, hdr.vals.v151, hdr.vals.v152, hdr.vals.v153, hdr.vals.v154, hdr.vals.v155, hdr.vals.v156, hdr.vals.v157, hdr.vals.v158, hdr.vals.v159, hdr.vals.v160, hdr.vals.v161, hdr.vals.v162, hdr.vals.v163, hdr.vals.v164, hdr.vals.v165, hdr.vals.v166, hdr.vals.v167, hdr.vals.v168, hdr.vals.v169, hdr.vals.v170, hdr.vals.v171, hdr.vals.v172, hdr.vals.v173, hdr.vals.v174, hdr.vals.v175, hdr.vals.v176, hdr.vals.v177, hdr.vals.v178, hdr.vals.v179, hdr.vals.v180, hdr.vals.v181, hdr.vals.v182, hdr.vals.v183, hdr.vals.v184, hdr.vals.v185, hdr.vals.v186, hdr.vals.v187, hdr.vals.v188, hdr.vals.v189, hdr.vals.v190, hdr.vals.v191, hdr.vals.v192, hdr.vals.v193, hdr.vals.v194, hdr.vals.v195, hdr.vals.v196, hdr.vals.v197, hdr.vals.v198, hdr.vals.v199, hdr.vals.v200, hdr.vals.v201, hdr.vals.v202, hdr.vals.v203, hdr.vals.v204, hdr.vals.v205, hdr.vals.v206, hdr.vals.v207, hdr.vals.v208, hdr.vals.v209, hdr.vals.v210, hdr.vals.v211, hdr.vals.v212, hdr.vals.v213, hdr.vals.v214, hdr.vals.v215, hdr.vals.v216, hdr.vals.v217, hdr.vals.v218, hdr.vals.v219, hdr.vals.v220, hdr.vals.v221, hdr.vals.v222, hdr.vals.v223, hdr.vals.v224, hdr.vals.v225, hdr.vals.v226, hdr.vals.v227, hdr.vals.v228, hdr.vals.v229, hdr.vals.v230, hdr.vals.v231, hdr.vals.v232, hdr.vals.v233, hdr.vals.v234, hdr.vals.v235, hdr.vals.v236, hdr.vals.v237, hdr.vals.v238, hdr.vals.v239, hdr.vals.v240, hdr.vals.v241, hdr.vals.v242, hdr.vals.v243, hdr.vals.v244, hdr.vals.v245, hdr.vals.v246, hdr.vals.v247, hdr.vals.v248, hdr.vals.v249, hdr.vals.v250, hdr.vals.v251, hdr.vals.v252, hdr.vals.v253, hdr.vals.v254, hdr.vals.v255 }
 
 control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     // fwd.p4's forwarding.
     counter(1, CounterType.packets) forwarded;
-    counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
+    counter(8, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local, 4 checksum
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
     action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
@@ -729,9 +727,13 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     bit<32> s;
     bit<32> ovf;
 
-    action set_conn(bit<16> job, bit<8> worker) {
+    /* psn: the PSN of chunk 0 of the connection's current all-reduce,
+     * written by the controller with each binding (a table parameter, not
+     * a register: bmv2's P4Runtime server writes no register). */
+    action set_conn(bit<16> job, bit<8> worker, bit<24> psn) {
         meta.job = job;
         meta.worker = worker;
+        meta.psn0 = psn;
     }
     action not_ina() { }
     table freeina_conns {
@@ -2343,21 +2345,40 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
 
     apply {
         meta.rewrite = 0;
+        // Set by freeina_jobs's bind; zero when the job has no binding.
+        b_gen = 0;
+        b_base = 0;
+        b_size = 0;
+        b_chunks = 0;
+        b_workers = 0;
+        b_group = 0;
         if (hdr.packet_out.isValid()) {
+            if (hdr.packet_out.egress_port == (bit<16>) CPU_PORT) {
+                drops.count(0); // back to the controller: malformed
+                mark_to_drop(sm);
+                return;
+            }
+            forwarded.count(0);
             sm.egress_spec = (bit<9>) hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
             return;
         }
+        /* A well-formed IPv4 header (fwd.p4's rule: version 4 and 20
+         * bytes, a total length within the frame); anything else is
+         * malformed, route_miss's. ipv4_route and route_miss are each
+         * applied at one place (bmv2 applies a table once): route says a
+         * frame is to be routed, miss that it meets route_miss. */
+        bool ipv4 = hdr.ipv4.isValid() && sm.parser_error != error.HeaderTooShort &&
+            hdr.ipv4.total_len >= 20 && (bit<32>) hdr.ipv4.total_len + 14 <= sm.packet_length;
+        bool miss = !ipv4;
+        bool route = ipv4;
         meta.miss_reason = 0; // not IPv4: malformed
-        if (!hdr.ipv4.isValid()) {
-            route_miss.apply();
-            return;
-        }
         bool ina = false;
-        if (hdr.bth.isValid()) {
+        if (ipv4 && hdr.bth.isValid()) {
             ina = freeina_conns.apply().hit;
         }
         if (ina) {
+            route = false;
             freeina_packets.count((bit<32>)meta.job);
             // The packet as the hosts send it: an RDMA WRITE only with
             // immediate of K values, no pad, transport version 0.
@@ -2380,9 +2401,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                 job_drop(D_INCONSISTENT);
                 return;
             }
-            bit<24> psn0;
-            conn_psn.read(psn0, (bit<32>)meta.job * MAX_WORKERS + (bit<32>)meta.worker);
-            meta.chunk = (bit<32>)(hdr.bth.psn - psn0);
+            meta.chunk = (bit<32>)(hdr.bth.psn - meta.psn0);
             if (meta.chunk >= b_chunks) {
                 job_drop(D_RANGE);
                 return;
@@ -2401,57 +2420,61 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                     return;
                 }
                 // A retransmission of a complete chunk: the aggregate
-                // again, on its own connection.
+                // again, on its own connection, routed below.
                 fill();
                 freeina_answers.count((bit<32>)meta.job);
-                ipv4_route.apply();
-                return;
+                route = true;
             } else {
                 add();
             }
-            if (r_count != b_workers) {
-                freeina_held.count((bit<32>)meta.job);
-                mark_to_drop(sm); // kept: its replica leaves with the chunk's result
+            if (!route) {
+                if (r_count != b_workers) {
+                    freeina_held.count((bit<32>)meta.job);
+                    mark_to_drop(sm); // kept: its replica leaves with the chunk's result
+                    return;
+                }
+                if (r_ovf != 0) {
+                    freeina_overflows.count((bit<32>)meta.job);
+                }
+                freeina_results.count((bit<32>)meta.job);
+                fill();
+                if (hdr.ipv4.ttl <= 1) {
+                    job_drop(D_TTL); // counted once, with the job's frames
+                    mark_to_drop(sm);
+                    return;
+                }
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                sm.mcast_grp = b_group;
                 return;
             }
-            if (r_ovf != 0) {
-                freeina_overflows.count((bit<32>)meta.job);
-            }
-            freeina_results.count((bit<32>)meta.job);
-            fill();
-            if (hdr.ipv4.ttl <= 1) {
-                drops.count(2);
-                mark_to_drop(sm);
+        }
+        if (route) {
+            if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+            if (ipv4_route.apply().hit) {
+                sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
                 return;
             }
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            sm.mcast_grp = b_group;
-            return;
+            meta.miss_reason = 1; // no_route
+            miss = true;
         }
-        if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
-        if (ipv4_route.apply().hit) {
-            sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
-            return;
+        if (miss) {
+            route_miss.apply();
         }
-        meta.miss_reason = 1; // no_route
-        route_miss.apply();
     }
 }
 
 control egress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     // A result copy for one connection of the job: worker's, to its
     // successor.
-    action set_replica(bit<8> worker, bit<32> src, bit<32> dst, bit<16> sport, bit<24> qpn,
-                       bit<32> rkey, bit<64> va, bit<48> dmac, bit<48> smac) {
+    action set_replica(bit<32> src, bit<32> dst, bit<16> sport, bit<24> qpn,
+                       bit<32> rkey, bit<64> va, bit<48> dmac, bit<48> smac, bit<24> psn) {
         hdr.ethernet.dst_addr = dmac;
         hdr.ethernet.src_addr = smac;
         hdr.ipv4.src_addr = src;
         hdr.ipv4.dst_addr = dst;
         hdr.l4.src_port = sport;
         hdr.bth.dqpn = qpn;
-        bit<24> psn0;
-        conn_psn.read(psn0, (bit<32>)meta.job * MAX_WORKERS + (bit<32>)worker);
-        hdr.bth.psn = psn0 + meta.chunk[23:0];
+        hdr.bth.psn = psn + meta.chunk[23:0]; // psn: chunk 0's on that connection
         hdr.reth.va = va + (bit<64>)meta.chunk * PAYLOAD;
         hdr.reth.rkey = rkey;
     }
@@ -2496,4 +2519,6 @@ control FreeDeparser(packet_out pkt, in headers hdr) {
     }
 }
 
+@pkginfo(name="freeina", version="1")
+@brief("FreeINA: in-network aggregation of RoCEv2 RC connections between hosts (docs/freeina.md), over fwd.p4's forwarding")
 V1Switch(FreeParser(), FreeVerify(), ingress(), egress(), FreeChecksum(), FreeDeparser()) main;

@@ -36,7 +36,7 @@ func P4Source(c Config) ([]byte, error) {
 		"MaxJobs": MaxJobs, "MaxWorkers": MaxWorkers, "NumJobDrops": NumJobDrops, "JobDropCells": MaxJobs * NumJobDrops,
 		"PSNCells": MaxJobs * MaxWorkers, "I": idx, "RoCEPort": wire.Port, "WriteOnlyImm": uint8(wire.WriteOnlyImm),
 		"DropDuplicate": DropDuplicate, "DropStale": DropStale, "DropRange": DropRange, "DropMalformed": DropMalformed,
-		"DropICRC": DropICRC, "DropNoBinding": DropNoBinding, "DropInconsistent": DropInconsistent,
+		"DropICRC": DropICRC, "DropNoBinding": DropNoBinding, "DropInconsistent": DropInconsistent, "DropTTL": DropTTL,
 	})
 	return b.Bytes(), err
 }
@@ -54,7 +54,7 @@ var p4Template = template.Must(template.New("freeina.p4").Parse(`// freeina.p4: 
 // it, a RoCEv2 packet whose (source, destination, destination QP) is an INA
 // connection of a job (freeina_conns) is aggregated: its values are added
 // into the cell of its chunk, numbered by its PSN from the connection's
-// PSN of chunk 0 (conn_psn); the last contribution of a chunk is
+// PSN of chunk 0 (a parameter of its freeina_conns entry); the last contribution of a chunk is
 // multicast, and egress rebuilds each copy for one connection of the job
 // (freeina_replicas): addresses, queue pair, the connection's PSN of the
 // chunk, the remote address, a new ICRC. Everything else is forwarded.
@@ -82,6 +82,7 @@ const bit<32> D_MALFORMED = {{.DropMalformed}};
 const bit<32> D_ICRC = {{.DropICRC}};
 const bit<32> D_NO_BINDING = {{.DropNoBinding}};
 const bit<32> D_INCONSISTENT = {{.DropInconsistent}};
+const bit<32> D_TTL = {{.DropTTL}};
 
 header ethernet_t { bit<48> dst_addr; bit<48> src_addr; bit<16> ether_type; }
 header ipv4_t {
@@ -134,12 +135,9 @@ struct metadata {
     bit<16> job;
     bit<8>  worker;
     bit<32> chunk;
+    bit<24> psn0;        // the PSN of chunk 0 of the connection's current all-reduce
     bit<1>  rewrite;     // an INA packet the switch rewrote: egress recomputes its ICRC
 }
-
-// PSN of chunk 0 of every connection's current all-reduce, job·MAX_WORKERS
-// + worker: ingress numbers a packet's chunk by it, egress a replica's PSN.
-register<bit<24>>({{.PSNCells}}) conn_psn;
 
 parser FreeParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
@@ -191,13 +189,12 @@ control FreeVerify(inout headers hdr, inout metadata meta) { apply { } }
     hdr.ipv4.flags, hdr.ipv4.frag_offset, 8w0xff, hdr.ipv4.protocol, 16w0xffff, \
     hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.l4.src_port, hdr.l4.dst_port, hdr.udp.length, 16w0xffff, \
     hdr.bth.opcode, hdr.bth.se, hdr.bth.m, hdr.bth.pad, hdr.bth.tver, hdr.bth.pkey, 8w0xff, hdr.bth.dqpn, \
-    hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn, hdr.reth.va, hdr.reth.rkey, hdr.reth.len, hdr.imm.imm \
-{{- range .I}}, hdr.vals.v{{.}}{{end}} }
+    hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn, hdr.reth.va, hdr.reth.rkey, hdr.reth.len, hdr.imm.imm{{range .I}}, hdr.vals.v{{.}}{{end}} }
 
 control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     // fwd.p4's forwarding.
     counter(1, CounterType.packets) forwarded;
-    counter(4, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local
+    counter(8, CounterType.packets) drops; // 0 malformed, 1 no_route, 2 ttl, 3 local, 4 checksum
     action_selector(HashAlgorithm.crc16, 4096, 16) ecmp;
 
     action drop() { drops.count(meta.miss_reason); mark_to_drop(sm); }
@@ -267,9 +264,13 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
     bit<32> s;
     bit<32> ovf;
 
-    action set_conn(bit<16> job, bit<8> worker) {
+    /* psn: the PSN of chunk 0 of the connection's current all-reduce,
+     * written by the controller with each binding (a table parameter, not
+     * a register: bmv2's P4Runtime server writes no register). */
+    action set_conn(bit<16> job, bit<8> worker, bit<24> psn) {
         meta.job = job;
         meta.worker = worker;
+        meta.psn0 = psn;
     }
     action not_ina() { }
     table freeina_conns {
@@ -357,21 +358,40 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
 
     apply {
         meta.rewrite = 0;
+        // Set by freeina_jobs's bind; zero when the job has no binding.
+        b_gen = 0;
+        b_base = 0;
+        b_size = 0;
+        b_chunks = 0;
+        b_workers = 0;
+        b_group = 0;
         if (hdr.packet_out.isValid()) {
+            if (hdr.packet_out.egress_port == (bit<16>) CPU_PORT) {
+                drops.count(0); // back to the controller: malformed
+                mark_to_drop(sm);
+                return;
+            }
+            forwarded.count(0);
             sm.egress_spec = (bit<9>) hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
             return;
         }
+        /* A well-formed IPv4 header (fwd.p4's rule: version 4 and 20
+         * bytes, a total length within the frame); anything else is
+         * malformed, route_miss's. ipv4_route and route_miss are each
+         * applied at one place (bmv2 applies a table once): route says a
+         * frame is to be routed, miss that it meets route_miss. */
+        bool ipv4 = hdr.ipv4.isValid() && sm.parser_error != error.HeaderTooShort &&
+            hdr.ipv4.total_len >= 20 && (bit<32>) hdr.ipv4.total_len + 14 <= sm.packet_length;
+        bool miss = !ipv4;
+        bool route = ipv4;
         meta.miss_reason = 0; // not IPv4: malformed
-        if (!hdr.ipv4.isValid()) {
-            route_miss.apply();
-            return;
-        }
         bool ina = false;
-        if (hdr.bth.isValid()) {
+        if (ipv4 && hdr.bth.isValid()) {
             ina = freeina_conns.apply().hit;
         }
         if (ina) {
+            route = false;
             freeina_packets.count((bit<32>)meta.job);
             // The packet as the hosts send it: an RDMA WRITE only with
             // immediate of K values, no pad, transport version 0.
@@ -394,9 +414,7 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                 job_drop(D_INCONSISTENT);
                 return;
             }
-            bit<24> psn0;
-            conn_psn.read(psn0, (bit<32>)meta.job * MAX_WORKERS + (bit<32>)meta.worker);
-            meta.chunk = (bit<32>)(hdr.bth.psn - psn0);
+            meta.chunk = (bit<32>)(hdr.bth.psn - meta.psn0);
             if (meta.chunk >= b_chunks) {
                 job_drop(D_RANGE);
                 return;
@@ -415,57 +433,61 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
                     return;
                 }
                 // A retransmission of a complete chunk: the aggregate
-                // again, on its own connection.
+                // again, on its own connection, routed below.
                 fill();
                 freeina_answers.count((bit<32>)meta.job);
-                ipv4_route.apply();
-                return;
+                route = true;
             } else {
                 add();
             }
-            if (r_count != b_workers) {
-                freeina_held.count((bit<32>)meta.job);
-                mark_to_drop(sm); // kept: its replica leaves with the chunk's result
+            if (!route) {
+                if (r_count != b_workers) {
+                    freeina_held.count((bit<32>)meta.job);
+                    mark_to_drop(sm); // kept: its replica leaves with the chunk's result
+                    return;
+                }
+                if (r_ovf != 0) {
+                    freeina_overflows.count((bit<32>)meta.job);
+                }
+                freeina_results.count((bit<32>)meta.job);
+                fill();
+                if (hdr.ipv4.ttl <= 1) {
+                    job_drop(D_TTL); // counted once, with the job's frames
+                    mark_to_drop(sm);
+                    return;
+                }
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                sm.mcast_grp = b_group;
                 return;
             }
-            if (r_ovf != 0) {
-                freeina_overflows.count((bit<32>)meta.job);
-            }
-            freeina_results.count((bit<32>)meta.job);
-            fill();
-            if (hdr.ipv4.ttl <= 1) {
-                drops.count(2);
-                mark_to_drop(sm);
+        }
+        if (route) {
+            if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
+            if (ipv4_route.apply().hit) {
+                sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
                 return;
             }
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            sm.mcast_grp = b_group;
-            return;
+            meta.miss_reason = 1; // no_route
+            miss = true;
         }
-        if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
-        if (ipv4_route.apply().hit) {
-            sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
-            return;
+        if (miss) {
+            route_miss.apply();
         }
-        meta.miss_reason = 1; // no_route
-        route_miss.apply();
     }
 }
 
 control egress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     // A result copy for one connection of the job: worker's, to its
     // successor.
-    action set_replica(bit<8> worker, bit<32> src, bit<32> dst, bit<16> sport, bit<24> qpn,
-                       bit<32> rkey, bit<64> va, bit<48> dmac, bit<48> smac) {
+    action set_replica(bit<32> src, bit<32> dst, bit<16> sport, bit<24> qpn,
+                       bit<32> rkey, bit<64> va, bit<48> dmac, bit<48> smac, bit<24> psn) {
         hdr.ethernet.dst_addr = dmac;
         hdr.ethernet.src_addr = smac;
         hdr.ipv4.src_addr = src;
         hdr.ipv4.dst_addr = dst;
         hdr.l4.src_port = sport;
         hdr.bth.dqpn = qpn;
-        bit<24> psn0;
-        conn_psn.read(psn0, (bit<32>)meta.job * MAX_WORKERS + (bit<32>)worker);
-        hdr.bth.psn = psn0 + meta.chunk[23:0];
+        hdr.bth.psn = psn + meta.chunk[23:0]; // psn: chunk 0's on that connection
         hdr.reth.va = va + (bit<64>)meta.chunk * PAYLOAD;
         hdr.reth.rkey = rkey;
     }
@@ -510,5 +532,7 @@ control FreeDeparser(packet_out pkt, in headers hdr) {
     }
 }
 
+@pkginfo(name="freeina", version="1")
+@brief("FreeINA: in-network aggregation of RoCEv2 RC connections between hosts (docs/freeina.md), over fwd.p4's forwarding")
 V1Switch(FreeParser(), FreeVerify(), ingress(), egress(), FreeChecksum(), FreeDeparser()) main;
 `))

@@ -20,7 +20,7 @@ const ProgramName = "freeina"
 const (
 	// TableConns recognises the RC connections of FreeINA's INA path:
 	// key (source address, destination address, destination QP) →
-	// (job, worker). A RoCEv2 packet that misses it is forwarded as any
+	// (job, worker, PSN of chunk 0 of the current all-reduce). A RoCEv2 packet that misses it is forwarded as any
 	// other frame: the parameter-server path, acknowledgements, the
 	// connection manager, other tenants.
 	TableConns   = "ingress.freeina_conns"
@@ -31,25 +31,26 @@ const (
 	ActionNotINA = "ingress.not_ina" // default: forward
 	ParamJob     = "job"             // 16 bits
 	ParamWorker  = "worker"          // 8 bits: the sender's rank, 0 to workers−1
+	// ParamPSN is the PSN of chunk 0 of the connection's current
+	// all-reduce (24 bits), a parameter of ActionConn and ActionReplica
+	// that Controller.Bind writes with each binding: ingress numbers a
+	// packet's chunk by it, egress a replica's PSN. A table parameter, not
+	// a register: bmv2's P4Runtime server (PI) writes no register.
+	ParamPSN = "psn"
 
 	// TableJobs holds each job's binding for its current all-reduce (the
 	// all-reduce-level allocation: written when the hosts are granted
 	// memory, deleted when the all-reduce ends).
-	TableJobs    = "ingress.freeina_jobs"
-	FieldJob     = "job" // exact, 16 bits
-	ActionBind   = "ingress.set_binding"
-	ActionNoBind = "ingress.no_binding" // default: drop, counted no_binding
-	ParamGen     = "gen"                // 32 bits: binding generation, nonzero, unique on the switch
-	ParamBase    = "base"               // 32 bits: first slot of the range
-	ParamSize    = "size"               // 32 bits: slots (the hosts' window)
-	ParamChunks  = "chunks"             // 32 bits: chunks of the all-reduce (one packet each)
-	ParamWorkers = "workers"            // 8 bits
-	ParamGroup   = "group"              // 16 bits: multicast group of the job's connections
-	// RegPSN is the PSN of chunk 0 of each connection's current
-	// all-reduce, MaxJobs × MaxWorkers cells of 24 bits (job·MaxWorkers +
-	// worker). A top-level register of freeina.p4: ingress reads it to
-	// number a packet's chunk, egress to number a replica's PSN.
-	RegPSN        = "conn_psn"
+	TableJobs     = "ingress.freeina_jobs"
+	FieldJob      = "job" // exact, 16 bits
+	ActionBind    = "ingress.set_binding"
+	ActionNoBind  = "ingress.no_binding" // default: drop, counted no_binding
+	ParamGen      = "gen"                // 32 bits: binding generation, nonzero, unique on the switch
+	ParamBase     = "base"               // 32 bits: first slot of the range
+	ParamSize     = "size"               // 32 bits: slots (the hosts' window)
+	ParamChunks   = "chunks"             // 32 bits: chunks of the all-reduce (one packet each)
+	ParamWorkers  = "workers"            // 8 bits
+	ParamGroup    = "group"              // 16 bits: multicast group of the job's connections
 	TableReplicas = "egress.freeina_replicas"
 	FieldGroup    = "group" // exact, 16 bits
 	FieldRID      = "rid"   // exact, 16 bits: replica instance = worker + 1
@@ -63,7 +64,8 @@ const (
 	ParamVA       = "va"    // 64: address of chunk 0 in that region
 	ParamDstMAC   = "dmac"  // 48
 	ParamSrcMAC   = "smac"  // 48
-	// ActionReplica's worker parameter is ParamWorker (8 bits).
+	// ActionReplica's PSN of chunk 0 is ParamPSN (24 bits); the copy for
+	// worker i's connection is instance (rid) i+1.
 
 	// Slot registers, 2 × slots cells (cell 2·base + chunk mod 2·size).
 	RegBitmap   = "ingress.agg_bitmap"   // 32: contributors so far
@@ -94,11 +96,12 @@ const (
 	DropICRC                // the ICRC does not match the packet
 	DropNoBinding           // the job holds no memory now
 	DropInconsistent        // the connection's worker is not below the binding's workers
+	DropTTL                 // a completed chunk's result whose TTL ran out
 	NumJobDrops      = 8
 )
 
 // JobDropNames names the drop reasons.
-var JobDropNames = [NumJobDrops]string{"duplicate", "stale", "range", "malformed", "icrc", "no_binding", "inconsistent", ""}
+var JobDropNames = [NumJobDrops]string{"duplicate", "stale", "range", "malformed", "icrc", "no_binding", "inconsistent", "ttl"}
 
 // Limits of the data plane.
 const (
@@ -167,17 +170,18 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	info.PkgInfo.Doc = &p4configv1.Documentation{Brief: "FreeINA: in-network aggregation of RoCEv2 RC connections between hosts (docs/freeina.md), over fwd.p4's forwarding"}
 	b := p4rt.NewInfoBuilder(info, 0x101)
 	exact := p4configv1.MatchField_EXACT
-	conn := b.Action(ActionConn, p4rt.ParamSpec{Name: ParamJob, Width: 16}, p4rt.ParamSpec{Name: ParamWorker, Width: 8})
+	conn := b.Action(ActionConn, p4rt.ParamSpec{Name: ParamJob, Width: 16}, p4rt.ParamSpec{Name: ParamWorker, Width: 8},
+		p4rt.ParamSpec{Name: ParamPSN, Width: 24})
 	notINA := b.Action(ActionNotINA)
 	bind := b.Action(ActionBind, p4rt.ParamSpec{Name: ParamGen, Width: 32}, p4rt.ParamSpec{Name: ParamBase, Width: 32},
 		p4rt.ParamSpec{Name: ParamSize, Width: 32}, p4rt.ParamSpec{Name: ParamChunks, Width: 32},
 		p4rt.ParamSpec{Name: ParamWorkers, Width: 8}, p4rt.ParamSpec{Name: ParamGroup, Width: 16})
 	noBind := b.Action(ActionNoBind)
-	rep := b.Action(ActionReplica, p4rt.ParamSpec{Name: ParamWorker, Width: 8},
-		p4rt.ParamSpec{Name: ParamRSrc, Width: 32}, p4rt.ParamSpec{Name: ParamRDst, Width: 32},
+	rep := b.Action(ActionReplica, p4rt.ParamSpec{Name: ParamRSrc, Width: 32}, p4rt.ParamSpec{Name: ParamRDst, Width: 32},
 		p4rt.ParamSpec{Name: ParamRSport, Width: 16}, p4rt.ParamSpec{Name: ParamRQPN, Width: 24},
 		p4rt.ParamSpec{Name: ParamRKey, Width: 32}, p4rt.ParamSpec{Name: ParamVA, Width: 64},
-		p4rt.ParamSpec{Name: ParamDstMAC, Width: 48}, p4rt.ParamSpec{Name: ParamSrcMAC, Width: 48})
+		p4rt.ParamSpec{Name: ParamDstMAC, Width: 48}, p4rt.ParamSpec{Name: ParamSrcMAC, Width: 48},
+		p4rt.ParamSpec{Name: ParamPSN, Width: 24})
 	noRep := b.Action(ActionNoRep)
 	b.Table(TableConns, 4096, []p4rt.FieldSpec{{Name: FieldSrc, Width: 32, Kind: exact}, {Name: FieldDst, Width: 32, Kind: exact},
 		{Name: FieldQPN, Width: 24, Kind: exact}}, notINA, conn, notINA)
@@ -185,7 +189,6 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	b.Table(TableReplicas, 4096, []p4rt.FieldSpec{{Name: FieldGroup, Width: 16, Kind: exact}, {Name: FieldRID, Width: 16, Kind: exact}},
 		noRep, rep, noRep)
 	cells := int32(2 * c.Slots)
-	b.Register(RegPSN, 24, MaxJobs*MaxWorkers)
 	b.Register(RegBitmap, 32, cells)
 	b.Register(RegCount, 8, cells)
 	b.Register(RegGen, 32, cells)
@@ -202,5 +205,6 @@ func P4Info(c Config) (*p4configv1.P4Info, error) {
 	b.Counter(CounterAnswers, both, MaxJobs)
 	b.Counter(CounterOverflows, pkts, MaxJobs)
 	b.Counter(CounterJobDrops, pkts, MaxJobs*NumJobDrops)
+	p4rt.AssignP4cIDs(info)
 	return info, nil
 }

@@ -10,8 +10,8 @@
 // all-reduce-level allocation), keeps every contribution but the last,
 // and when a chunk is complete sends the sum on every connection of the
 // job: one replica per connection, rebuilt with that connection's
-// addresses, queue pair, PSN and remote address (TableReplicas and
-// RegPSN), its ICRC recomputed. So each receiver's RNIC sees, for each
+// addresses, queue pair, PSN and remote address (TableReplicas), its
+// ICRC recomputed. So each receiver's RNIC sees, for each
 // PSN its peer sent, exactly one valid RC packet carrying the aggregate:
 // the switch delays and rewrites, and never originates a PSN or an
 // acknowledgement. Retransmissions of a complete chunk are answered from
@@ -68,6 +68,7 @@ type connKey struct {
 type conn struct {
 	job    uint16
 	worker uint8
+	psn    uint32 // of chunk 0 of the current all-reduce (ParamPSN)
 }
 
 // binding is a job's entry of TableJobs.
@@ -80,7 +81,7 @@ type binding struct {
 // replica is an entry of TableReplicas: how the copy of a result for one
 // connection is addressed.
 type replica struct {
-	worker     uint8
+	psn        uint32 // of chunk 0 on the connection (ParamPSN)
 	src, dst   [4]byte
 	sport      uint16
 	qpn, rkey  uint32
@@ -112,7 +113,6 @@ type Pipeline struct {
 
 	conns    map[connKey]*conn
 	jobs     [MaxJobs]*binding
-	psn      [MaxJobs * MaxWorkers]uint32
 	groups   map[uint16][]groupReplica
 	replicas map[uint32]*replica // group<<16 | rid
 
@@ -242,7 +242,7 @@ func (p *Pipeline) ina(in int, c *conn, f []byte, out emulator.Emitter) {
 		p.jobDrop(j, DropInconsistent)
 		return
 	}
-	chunk := (get24(f[offPSN:]) - p.psn[j*MaxWorkers+int(c.worker)]) & wire.PSNMask
+	chunk := (get24(f[offPSN:]) - c.psn) & wire.PSNMask
 	if chunk >= b.chunks {
 		p.jobDrop(j, DropRange)
 		return
@@ -281,7 +281,7 @@ func (p *Pipeline) ina(in int, c *conn, f []byte, out emulator.Emitter) {
 	p.results[j].add(len(f))
 	p.fill(cell, f)
 	if !frame.DecTTL(f) {
-		p.fwd.Counters.Drops[fwd.DropTTL]++
+		p.jobDrop(j, DropTTL) // counted once, with the job's frames
 		return
 	}
 	p.multicast(j, b, chunk, f, out)
@@ -364,7 +364,7 @@ func (p *Pipeline) multicast(job int, b *binding, chunk uint32, f []byte, out em
 		binary.BigEndian.PutUint16(c[offIPCsum:], frame.Checksum(c[frame.EthLen:frame.EthLen+frame.IPv4Len]))
 		binary.BigEndian.PutUint16(c[offSrcPort:], r.sport)
 		put24(c[offQPN:], r.qpn)
-		put24(c[offPSN:], (p.psn[job*MaxWorkers+int(r.worker)]+chunk)&wire.PSNMask)
+		put24(c[offPSN:], (r.psn+chunk)&wire.PSNMask)
 		binary.BigEndian.PutUint64(c[offVA:], r.va+uint64(chunk)*uint64(4*p.k))
 		binary.BigEndian.PutUint32(c[offRKey:], r.rkey)
 		p.finish(c)

@@ -153,11 +153,15 @@ func FuzzPipeline(f *testing.F) {
 		// Job 5 has a partial aggregate.
 		p.Process(0, 3, inaFrame(top, other, 0, 30, 0, constVals(DefaultK, 9)), newCapture())
 		before, _ := p.ReadCell(8)
+		counted := frameCounts(t, p).Total()
 		g := append([]byte(nil), base...)
 		if len(g) > 0 {
 			g[int(at)%len(g)] ^= x
 		}
 		p.Process(0, 1, g, newCapture())
+		if n := frameCounts(t, p).Total() - counted; n != 1 {
+			t.Fatalf("one frame in, %d counted", n)
+		}
 		after, _ := p.ReadCell(8)
 		if before.Gen != after.Gen || before.Bitmap != after.Bitmap || before.Count != after.Count {
 			t.Fatalf("job 5's cell changed: %+v → %+v", before, after)

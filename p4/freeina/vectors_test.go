@@ -15,7 +15,7 @@ import (
 	"github.com/tracebed/tracebed/topologies"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files (testdata/vectors/*.json, freeina.p4, testdata/p4info.txtpb)")
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/vectors/*.json, freeina.p4)")
 
 // A vector file (testdata/vectors/*.json) is a switch program and a
 // sequence of frames in with the frames expected out, shared by the Go
@@ -245,8 +245,26 @@ func TestVectors(t *testing.T) {
 					t.Fatalf("step %d (%s): frames out differ from %s", i, s.Doc, path)
 				}
 			}
+			// Every frame in is counted once, in a cell P4Runtime reads.
+			if fc := frameCounts(t, p); fc.Total() != uint64(len(v.Steps)) {
+				t.Errorf("%d frames in, accounted %d: %+v", len(v.Steps), fc.Total(), fc)
+			}
 		})
 	}
+}
+
+// frameCounts reads p's frame accounting through P4Runtime.
+func frameCounts(t testing.TB, p *Pipeline) FrameCounts {
+	t.Helper()
+	ctl, err := NewController(p4rt.Local(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := ctl.FrameCounts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fc
 }
 
 // TestVectorsUpToDate requires the files to be what the scenarios make.

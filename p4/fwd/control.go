@@ -1,6 +1,8 @@
 package fwd
 
 import (
+	"context"
+
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
 	"github.com/tracebed/tracebed/emulator/p4rt"
@@ -51,4 +53,48 @@ func RouteUpdates(n *p4rt.Names, top *topologies.Topology, sw string, typ p4v1.U
 		ups = append(ups, &p4v1.Update{Type: typ, Entity: p4rt.Table(te)})
 	}
 	return ups, nil
+}
+
+// ReadCounters reads fwd.p4's forwarding counters (ingress.forwarded,
+// ingress.drops by reason) from the switch behind c, by name: every frame
+// the pipeline received is counted once in them.
+func ReadCounters(ctx context.Context, c p4rt.Client) (Counters, error) {
+	var out Counters
+	n, err := p4rt.NewNames(c.P4Info())
+	if err != nil {
+		return out, err
+	}
+	qf, err := n.CounterQuery(CounterFwdName, -1)
+	if err != nil {
+		return out, err
+	}
+	qd, err := n.CounterQuery(CounterDropName, -1)
+	if err != nil {
+		return out, err
+	}
+	idFwd, _ := n.CounterID(CounterFwdName)
+	ents, err := c.Read(ctx, qf, qd)
+	if err != nil {
+		return out, err
+	}
+	for _, e := range ents {
+		ce := e.GetCounterEntry()
+		i, pk := ce.GetIndex().GetIndex(), uint64(ce.GetData().GetPacketCount())
+		switch {
+		case ce.GetCounterId() == idFwd:
+			out.Forwarded += pk
+		case i >= 0 && i < NumDrops:
+			out.Drops[i] = pk
+		}
+	}
+	return out, nil
+}
+
+// Total is the number of frames the counters account for.
+func (c Counters) Total() uint64 {
+	n := c.Forwarded
+	for _, d := range c.Drops {
+		n += d
+	}
+	return n
 }

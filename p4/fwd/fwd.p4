@@ -2,7 +2,8 @@
  * package fwd (fwd.go). Routes are exact /32 destinations; equal-cost
  * routes are action-selector groups hashed on the IPv4 5-tuple; the DSCP
  * class selector (DSCP >> 3) picks the egress queue. fwd.p4info.txtpb is
- * its P4Info (ids assigned by hand; controllers look them up by name).
+ * its P4Info as p4c-bm2-ss writes it (the Go twin serves the same ids;
+ * controllers look them up by name).
  *
  * Packet I/O with the controller (P4Runtime packet-in/packet-out): a frame
  * from the CPU port starts with the packet_out header and leaves, as it
@@ -84,9 +85,10 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
         }
         actions = { forward; send_to_cpu; @defaultonly NoAction; }
         implementation = ecmp;
-        /* P4Runtime restricts the default of an indirect table to a
-         * const NoAction (§9.1.3): a miss is route_miss's to handle. */
-        const default_action = NoAction();
+        /* No default_action: bmv2 runs none on a table whose actions come
+         * from an action profile (p4c-bm2-ss warns and leaves it out), so
+         * a miss — NoAction, P4Runtime's only default of an indirect
+         * table (§9.1.3) — is route_miss's to handle, on both twins. */
         size = 65536;
     }
     /* What a frame without a route (or not IPv4 at all, such as ARP)
@@ -110,7 +112,11 @@ control ingress(inout headers hdr, inout metadata meta, inout standard_metadata_
             return;
         }
         meta.miss_reason = 0; // not IPv4: malformed
-        if (hdr.ipv4.isValid()) {
+        /* A well-formed IPv4 header, as the Go twin's frame.IsIPv4 has it:
+         * version 4 and 20 bytes (the parser's verify, which leaves the
+         * header valid when it fails), a total length within the frame. */
+        if (hdr.ipv4.isValid() && sm.parser_error != error.HeaderTooShort &&
+            hdr.ipv4.total_len >= 20 && (bit<32>) hdr.ipv4.total_len + 14 <= sm.packet_length) {
             if (hdr.ipv4.ttl <= 1) { drops.count(2); mark_to_drop(sm); return; }
             if (ipv4_route.apply().hit) {
                 sm.priority = (bit<3>)(hdr.ipv4.tos >> 5); // DSCP class selector
@@ -142,4 +148,6 @@ control FwdDeparser(packet_out pkt, in headers hdr) {
     apply { pkt.emit(hdr.packet_in); pkt.emit(hdr.ethernet); pkt.emit(hdr.ipv4); pkt.emit(hdr.l4); }
 }
 
+@pkginfo(name="fwd", version="1")
+@brief("IPv4 forwarding by exact destination address, ECMP over an action selector, DSCP class selector to egress queue; packet-in on a miss or by action, packet-out through the CPU port")
 V1Switch(FwdParser(), FwdVerify(), ingress(), egress(), FwdChecksum(), FwdDeparser()) main;

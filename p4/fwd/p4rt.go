@@ -29,14 +29,14 @@ import (
 // action set; the topology's routes read back as one-shot action sets.
 // This file only declares the bindings; p4rt.Target does the P4Runtime.
 const (
-	TableRoute     uint32 = 0x02000001
-	TableMiss      uint32 = 0x02000002
-	ActionForward  uint32 = 0x01000001
-	ActionDrop     uint32 = 0x01000002
-	ActionToCPU    uint32 = 0x01000003
-	ProfileECMP    uint32 = 0x11000001
-	CounterForward uint32 = 0x12000001
-	CounterDrops   uint32 = 0x12000002
+	TableRoute     uint32 = 0x02dbbd3d
+	TableMiss      uint32 = 0x029e52c8
+	ActionForward  uint32 = 0x01948b22
+	ActionDrop     uint32 = 0x01fbd6b5
+	ActionToCPU    uint32 = 0x01687862
+	ProfileECMP    uint32 = 0x11de160d
+	CounterForward uint32 = 0x12377b3c
+	CounterDrops   uint32 = 0x12096ace
 
 	matchDst  = 1 // match field id of hdr.ipv4.dst_addr
 	paramPort = 1 // parameter id of forward's port

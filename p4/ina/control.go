@@ -2,12 +2,15 @@ package ina
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
 	"slices"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/p4rt"
@@ -55,6 +58,12 @@ type Binding struct {
 	// its aggregator: PlaceHash (the default) or PlaceSlot.
 	Hold  uint8
 	Place uint8
+	// Epoch is the job's incarnation on the switch: the first packet of a
+	// binding of another epoch than the job's last resets the job's
+	// progress (Progress), so that a reused job id starts afresh. Bind
+	// gives a job its Gen as epoch when Epoch is 0; Rebind keeps the
+	// job's epoch.
+	Epoch uint32
 }
 
 // Contributors returns the bitmap of the workers whose contributions the
@@ -118,7 +127,7 @@ func (b Binding) Entry(n *p4rt.Names) (*p4v1.TableEntry, error) {
 			p4rt.P(ParamWorkers, uint64(b.Workers)), p4rt.P(ParamGroup, uint64(b.Group)),
 			p4rt.P(ParamPSAddr, ps), p4rt.P(ParamPSPort, uint64(b.PS.Port())),
 			p4rt.P(ParamMembers, uint64(b.Members)), p4rt.P(ParamUpAddr, up), p4rt.P(ParamHold, uint64(b.Hold)),
-			p4rt.P(ParamPlace, uint64(b.Place)),
+			p4rt.P(ParamPlace, uint64(b.Place)), p4rt.P(ParamEpoch, uint64(b.Epoch)),
 		}, 1)
 }
 
@@ -202,6 +211,8 @@ func ParseBinding(n *p4rt.Names, te *p4v1.TableEntry) (Binding, error) {
 			b.Hold = uint8(v)
 		case ParamPlace:
 			b.Place = uint8(v)
+		case ParamEpoch:
+			b.Epoch = uint32(v)
 		}
 	}
 	if psAddr != 0 {
@@ -406,22 +417,36 @@ func (c *Controller) DeleteGroup(ctx context.Context, g uint16, n int) error {
 	return c.c.Write(ctx, ups...)
 }
 
-// Bind installs b and resets the job's round registers, so that Rebind and
-// Drained see only this job's progress.
+// Bind installs b, a new incarnation of its job: its epoch (b.Epoch, or
+// b.Gen when 0) differs from any earlier binding's of the job id, so the
+// switch starts the job's progress afresh with its first packet (Progress
+// reads zero until then). Bind writes no register: bmv2's P4Runtime server
+// (PI) implements no register access (docs/bmv2.md).
 func (c *Controller) Bind(ctx context.Context, b Binding) error {
+	if b.Epoch == 0 {
+		b.Epoch = b.Gen
+	}
 	te, err := b.Entry(c.n)
 	if err != nil {
 		return err
 	}
-	ups := []*p4v1.Update{p4rt.Insert(p4rt.Table(te))}
-	for _, reg := range []string{RegJobRound, RegJobWorkers} {
-		re, err := c.n.RegisterEntry(reg, int64(b.Job), 0)
-		if err != nil {
-			return err
-		}
-		ups = append(ups, p4rt.Modify(p4rt.Register(re)))
+	return c.c.Write(ctx, p4rt.Insert(p4rt.Table(te)))
+}
+
+// registersRefused reports whether err is a switch's refusal of register
+// access (UNIMPLEMENTED for every update of a batch, or for a read), as
+// bmv2's PI answers it.
+func registersRefused(err error) bool {
+	var be *p4rt.BatchError
+	if !errors.As(err, &be) {
+		return status.Code(err) == codes.Unimplemented
 	}
-	return c.c.Write(ctx, ups...)
+	for _, e := range be.Errs {
+		if e != nil && status.Code(e) != codes.Unimplemented {
+			return false
+		}
+	}
+	return true
 }
 
 // Bindings returns the job's bindings, ordered by FromRound.
@@ -449,17 +474,49 @@ func (c *Controller) Bindings(ctx context.Context, job uint16) ([]Binding, error
 }
 
 // Progress reads the highest round the switch has seen from the job's
-// workers and the bitmap of the workers seen in that round.
+// workers and the bitmap of the workers seen in that round, since the
+// first packet of the job's current epoch (zero before it). It reads them
+// from CounterProgress, whose cells count the flips of each bit of the
+// progress registers: P4Runtime servers that read no registers (bmv2's
+// PI) read counters.
 func (c *Controller) Progress(ctx context.Context, job uint16) (round, workers uint32, err error) {
-	var vals [2]uint32
-	for i, reg := range []string{RegJobRound, RegJobWorkers} {
-		v, err := c.ReadRegister(ctx, reg, int64(job))
-		if err != nil {
-			return 0, 0, err
-		}
-		vals[i] = uint32(v)
+	bs, err := c.Bindings(ctx, job)
+	if err != nil {
+		return 0, 0, err
 	}
-	return vals[0], vals[1], nil
+	if len(bs) == 0 {
+		return 0, 0, fmt.Errorf("progress of job %d: the job has no binding", job)
+	}
+	id, err := c.n.CounterID(CounterProgress)
+	if err != nil {
+		return 0, 0, err
+	}
+	qs := make([]*p4v1.Entity, ProgressCells)
+	base := int64(job) * ProgressCells
+	for i := range qs {
+		qs[i] = counterEntity(id, base+int64(i))
+	}
+	ents, err := c.c.Read(ctx, qs...)
+	if err != nil {
+		return 0, 0, fmt.Errorf("progress of job %d: %w", job, err)
+	}
+	var regs [3]uint32 // round, workers, epoch
+	for _, e := range ents {
+		ce := e.GetCounterEntry()
+		i := ce.GetIndex().GetIndex() - base
+		if i < 0 || i >= ProgressCells {
+			continue
+		}
+		regs[i/32] |= uint32(ce.GetData().GetPacketCount()&1) << (i % 32)
+	}
+	if regs[2] != bs[len(bs)-1].Epoch {
+		return 0, 0, nil // nothing seen since the job's epoch began
+	}
+	return regs[0], regs[1], nil
+}
+
+func counterEntity(id uint32, index int64) *p4v1.Entity {
+	return &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: id, Index: &p4v1.Index{Index: index}}}}
 }
 
 // ReadRegister reads one cell of the named register.
@@ -508,7 +565,7 @@ func (c *Controller) Rebind(ctx context.Context, job uint16, next Binding, margi
 		from = seen + margin // nothing seen at all since Bind
 	}
 	from = max(from, cur.FromRound)
-	next.Job, next.FromRound, next.ToRound = job, from, MaxRound
+	next.Job, next.FromRound, next.ToRound, next.Epoch = job, from, MaxRound, cur.Epoch
 	old, err := cur.Entry(c.n)
 	if err != nil {
 		return 0, err
@@ -579,23 +636,30 @@ func (c *Controller) Retire(ctx context.Context, job uint16) (pending bool, err 
 
 // Unbind deletes every binding of the job and frees the shared-mode cells
 // its bindings still hold (a partial aggregate left by a lost or duplicated
-// packet), so no other job ever sees them as busy.
+// packet), so no other job ever sees them as busy. On a switch that
+// refuses register writes (bmv2's PI) such cells stay held: a chunk of
+// another job placed there goes to its parameter server, as any collision
+// does, so sums stay exact; only that aggregator is lost to INA
+// (docs/bmv2.md).
 func (c *Controller) Unbind(ctx context.Context, job uint16) error {
 	bs, err := c.Bindings(ctx, job)
 	if err != nil {
 		return err
 	}
-	var ups []*p4v1.Update
+	var dels, ups []*p4v1.Update
 	for _, b := range bs {
 		te, err := b.Entry(c.n)
 		if err != nil {
 			return err
 		}
-		ups = append(ups, p4rt.Delete(p4rt.Table(te)))
+		dels = append(dels, p4rt.Delete(p4rt.Table(te)))
 		if b.Mode != ModeShared {
 			continue
 		}
 		gens, err := c.readRange(ctx, RegGen, 2*int64(b.Base), 2*int64(b.Size))
+		if registersRefused(errors.Unwrap(err)) {
+			continue // held cells stay held: see above
+		}
 		if err != nil {
 			return err
 		}
@@ -610,10 +674,18 @@ func (c *Controller) Unbind(ctx context.Context, job uint16) error {
 			ups = append(ups, p4rt.Modify(p4rt.Register(re)))
 		}
 	}
+	if len(dels) > 0 {
+		if err := c.c.Write(ctx, dels...); err != nil {
+			return err
+		}
+	}
 	if len(ups) == 0 {
 		return nil
 	}
-	return c.c.Write(ctx, ups...)
+	if err := c.c.Write(ctx, ups...); err != nil && !registersRefused(err) {
+		return err
+	}
+	return nil
 }
 
 // Cell is the state of one copy of one aggregator, as registers hold it.
@@ -770,18 +842,12 @@ func (f FrameCounts) Total() uint64 {
 func (c *Controller) FrameCounts(ctx context.Context) (FrameCounts, error) {
 	var fc FrameCounts
 	for _, name := range []string{CounterForwarded, CounterDrops, CounterPackets} {
-		q, err := c.n.CounterQuery(name, -1)
+		cells, err := p4rt.CounterPackets(ctx, c.c, c.n, name)
 		if err != nil {
 			return fc, err
 		}
-		ents, err := c.c.Read(ctx, q)
-		if err != nil {
-			return fc, fmt.Errorf("read %s: %w", name, err)
-		}
-		for _, e := range ents {
-			ce := e.GetCounterEntry()
-			pk := uint64(ce.GetData().GetPacketCount())
-			switch i := ce.GetIndex().GetIndex(); name {
+		for i, pk := range cells {
+			switch name {
 			case CounterForwarded:
 				fc.Forwarded += pk
 			case CounterDrops:

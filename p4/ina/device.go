@@ -31,6 +31,7 @@ const (
 	regValue
 	regJobRound
 	regJobWorkers
+	regJobEpoch
 )
 
 // regKinds maps the P4Info names of the registers other than the value
@@ -38,6 +39,7 @@ const (
 var regKinds = map[string]int{
 	RegBitmap: regBitmap, RegCount: regCount, RegGen: regGen, RegRound: regRound,
 	RegOffset: regOffset, RegOverflow: regOverflow, RegJobRound: regJobRound, RegJobWorkers: regJobWorkers,
+	RegJobEpoch: regJobEpoch,
 }
 
 type regInfo struct {
@@ -73,6 +75,7 @@ func (p *Pipeline) bind(t *p4rt.Target) error {
 		{CounterPackets, p.packets[:]}, {CounterAggregated, p.aggregated[:]}, {CounterResults, p.results[:]},
 		{CounterCollisions, p.collisions[:]}, {CounterOverflows, p.overflows[:]}, {CounterUpward, p.upward[:]},
 		{CounterJobDrops, p.jobDrops[:]}, {CounterDrops, p.drops[:]}, {CounterForwarded, p.forwarded[:]},
+		{CounterProgress, p.progress[:]}, {CounterHeld, p.held},
 	}
 	for _, c := range counters {
 		cells := c.cells
@@ -150,6 +153,7 @@ func (p *Pipeline) applyJob(c *p4rt.Change) error {
 		Base: uint32(a.Uint(ParamBase)), Size: uint32(a.Uint(ParamSize)),
 		Workers: uint8(a.Uint(ParamWorkers)), Group: uint16(a.Uint(ParamGroup)),
 		Members: uint32(a.Uint(ParamMembers)), Hold: uint8(a.Uint(ParamHold)), Place: uint8(a.Uint(ParamPlace)),
+		Epoch: uint32(a.Uint(ParamEpoch)),
 	}
 	if ps, port := a.Uint(ParamPSAddr), a.Uint(ParamPSPort); ps != 0 || port != 0 {
 		b.PS = netip.AddrPortFrom(ipv4(uint32(ps)), uint16(port))
@@ -163,7 +167,7 @@ func (p *Pipeline) applyJob(c *p4rt.Change) error {
 	je := &jobEntry{
 		job: b.Job, lo: b.FromRound, hi: b.ToRound, prio: e.Priority, mode: b.Mode, gen: b.Gen,
 		base: b.Base, size: b.Size, workers: b.Workers, all: AllWorkers(int(b.Workers)),
-		members: b.Contributors(), group: b.Group, hold: b.Hold, place: b.Place,
+		members: b.Contributors(), group: b.Group, hold: b.Hold, place: b.Place, epoch: b.Epoch,
 	}
 	if b.PS.IsValid() {
 		je.psIP, je.psPort = b.PS.Addr().As4(), b.PS.Port()
@@ -275,6 +279,8 @@ func (p *Pipeline) regGet(ri regInfo, i int) uint64 {
 		return uint64(p.jobRound[i])
 	case regJobWorkers:
 		return uint64(p.jobWorkers[i])
+	case regJobEpoch:
+		return uint64(p.jobEpoch[i])
 	}
 	return 0
 }
@@ -284,7 +290,7 @@ func (p *Pipeline) regSet(ri regInfo, i int, v uint64) {
 	case regBitmap:
 		p.bitmap[i] = uint32(v)
 	case regCount:
-		p.count[i] = uint8(v)
+		p.setCount(i, uint8(v)) // CounterHeld follows
 	case regGen:
 		p.gen[i] = uint32(v)
 	case regRound:
@@ -295,9 +301,19 @@ func (p *Pipeline) regSet(ri regInfo, i int, v uint64) {
 		p.ovf[i] = uint8(v)
 	case regValue:
 		p.values[i*p.k+ri.value] = int32(uint32(v))
-	case regJobRound:
-		p.jobRound[i] = uint32(v)
-	case regJobWorkers:
-		p.jobWorkers[i] = uint32(v)
+	case regJobRound, regJobWorkers, regJobEpoch:
+		// Written by a controller where registers are writable (the Go
+		// twin): the progress counters follow, as they follow the data
+		// plane's writes.
+		r, w, e := p.jobRound[i], p.jobWorkers[i], p.jobEpoch[i]
+		switch ri.kind {
+		case regJobRound:
+			r = uint32(v)
+		case regJobWorkers:
+			w = uint32(v)
+		default:
+			e = uint32(v)
+		}
+		p.setProgress(i, r, w, e)
 	}
 }

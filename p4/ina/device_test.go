@@ -76,6 +76,7 @@ func TestDeviceReadBack(t *testing.T) {
 	ctx := context.Background()
 	b := Binding{Job: 9, FromRound: 2, ToRound: MaxRound, Mode: ModeShared, Gen: 77, Base: 4, Size: 8, Workers: 3, Group: 4, PS: r.addr(5)}
 	r.bind(b, 3)
+	b.Epoch = b.Gen // Bind's default: a new incarnation of the job
 	got, err := r.ctl.Bindings(ctx, 9)
 	if err != nil || len(got) != 1 || got[0] != b {
 		t.Fatalf("bindings %+v, %v; want %+v", got, err, b)
@@ -180,4 +181,38 @@ func TestRebindProtocol(t *testing.T) {
 	if r.p.drops[DropNoJob].pk != before+1 {
 		t.Error("late packet of a retired binding was not dropped as no_job")
 	}
+}
+
+// TestProgressAcrossEpochs: Progress reads the job's progress from the
+// parity counters, in step with the registers; a job id bound again (a
+// new epoch) starts afresh with its first packet, and reads zero until
+// then, with no register written by the controller.
+func TestProgressAcrossEpochs(t *testing.T) {
+	r := newRig(t, 2, 16)
+	ctx := context.Background()
+	check := func(what string, round, workers uint32) {
+		t.Helper()
+		gr, gw, err := r.ctl.Progress(ctx, 1)
+		if err != nil || gr != round || gw != workers {
+			t.Fatalf("%s: progress %d %#b, %v; want %d %#b", what, gr, gw, err, round, workers)
+		}
+		if pr, pw := r.p.jobRound[1], r.p.jobWorkers[1]; r.p.jobEpoch[1] == r.p.jobs[1][0].epoch && (pr != gr || pw != gw) {
+			t.Fatalf("%s: registers %d %#b, counters %d %#b", what, pr, pw, gr, gw)
+		}
+	}
+	r.bind(Binding{Job: 1, ToRound: MaxRound, Mode: ModePool, Gen: 5, Size: 2, Workers: 2, Group: 1}, 2)
+	check("bound", 0, 0)
+	r.in(1, r.data(1, 0, 2, 0, 0, 0, 0, 0, []int32{1, 1}))
+	check("round 0 from worker 0", 0, 0b01)
+	r.in(2, r.data(1, 1, 2, 0, 0, 7, 0, 0, []int32{1, 1}))
+	check("round 7 from worker 1", 7, 0b10)
+	r.in(1, r.data(1, 0, 2, 1, 0, 7, 0, 0, []int32{1, 1}))
+	check("round 7 from both", 7, 0b11)
+	if err := r.ctl.Unbind(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.bind(Binding{Job: 1, ToRound: MaxRound, Mode: ModePool, Gen: 6, Size: 2, Workers: 2, Group: 1}, 2)
+	check("bound again", 0, 0)
+	r.in(2, r.data(1, 1, 2, 0, 0, 2, 0, 0, []int32{1, 1}))
+	check("round 2 of the new incarnation", 2, 0b10)
 }

@@ -178,6 +178,7 @@ struct metadata_t {
     bit<32> up_addr;
     bit<8>  hold;
     bit<8>  place;
+    bit<32> epoch;
 }
 
 parser InaParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t std) {
@@ -292,6 +293,17 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<32>>(CELLS) agg_value_63;
     register<bit<32>>(MAX_JOBS) job_round;
     register<bit<32>>(MAX_JOBS) job_workers;
+    register<bit<32>>(MAX_JOBS) job_epoch;
+    // Controllers read the three registers above from job_progress: cell
+    // job * 96 + 32 * r + i counts the flips of bit i of register r (0
+    // round, 1 workers, 2 epoch), so its parity is the bit (P4Runtime
+    // servers such as bmv2's read no registers).
+    counter(MAX_JOBS * 96, CounterType.packets) job_progress;
+    // agg_held counts each change of a cell's agg_count between zero
+    // (free) and nonzero (holding a partial aggregate): its parity is
+    // whether the cell is held, what controllers sample for shared-mode
+    // occupancy.
+    counter(CELLS, CounterType.packets) agg_held;
 
     // Every frame received on a port is counted in exactly one of
     // forwarded, drops (by reason) and job_packets; the other per-job
@@ -308,7 +320,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
     bit<32> cell;
     bit<32> all;
-    bit<32> members;
+    bit<32> completes; // the workers whose contributions this switch completes (meta.members, or all)
     bit<32> r_bitmap;
     bit<8>  r_count;
     bit<32> r_gen;
@@ -346,7 +358,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
     action set_job(bit<8> mode, bit<32> gen, bit<32> base, bit<32> size, bit<8> workers,
                    bit<16> group, bit<32> ps_addr, bit<16> ps_port,
-                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place) {
+                   bit<32> members, bit<32> up_addr, bit<8> hold, bit<8> place, bit<32> epoch) {
         meta.mode = mode;
         meta.gen = gen;
         meta.base = base;
@@ -359,6 +371,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.up_addr = up_addr;
         meta.hold = hold;
         meta.place = place;
+        meta.epoch = epoch;
     }
     action no_job() { }
 
@@ -415,7 +428,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         r_bitmap = hdr.ina.bitmap;
         r_count = 1;
         agg_count.write(cell, 1);
-        r_ovf = (hdr.ina.flags >> 4) & 1;
+        r_ovf = (hdr.ina.flags & F_OVERFLOW) >> 4;
         agg_overflow.write(cell, r_ovf);
         agg_value_0.write(cell, hdr.vals.v0);
         agg_value_1.write(cell, hdr.vals.v1);
@@ -808,7 +821,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         ovf = ovf | ((a ^ s) & (hdr.vals.v63 ^ s));
         agg_value_63.write(cell, s);
         hdr.vals.v63 = s;
-        r_ovf = r_ovf | (bit<8>)(ovf >> 31) | ((hdr.ina.flags >> 4) & 1);
+        r_ovf = r_ovf | (bit<8>)(ovf >> 31) | ((hdr.ina.flags & F_OVERFLOW) >> 4);
         agg_overflow.write(cell, r_ovf);
         r_bitmap = r_bitmap | hdr.ina.bitmap;
         agg_bitmap.write(cell, r_bitmap);
@@ -891,7 +904,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         agg_round.write(cell, hdr.ina.round);
         agg_offset.write(cell, hdr.ina.offset);
         agg_bitmap.write(cell, all);
-        agg_overflow.write(cell, (hdr.ina.flags >> 4) & 1);
+        agg_overflow.write(cell, (hdr.ina.flags & F_OVERFLOW) >> 4);
         agg_value_0.write(cell, hdr.vals.v0);
         agg_value_1.write(cell, hdr.vals.v1);
         agg_value_2.write(cell, hdr.vals.v2);
@@ -959,13 +972,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     action set_result() {
-        hdr.ina.flags = F_RESULT | (r_ovf << 4); // F_OVERFLOW when r_ovf = 1
+        hdr.ina.flags = F_RESULT | (r_ovf == 1 ? F_OVERFLOW : 8w0);
         hdr.ina.bitmap = all;
     }
 
     // The cell's aggregate as a partial (flags: F_RETX or 0).
     action set_partial(bit<8> flags) {
-        hdr.ina.flags = F_PARTIAL | flags | (r_ovf << 4);
+        hdr.ina.flags = F_PARTIAL | flags | (r_ovf == 1 ? F_OVERFLOW : 8w0);
         hdr.ina.bitmap = r_bitmap;
     }
 
@@ -1003,38 +1016,26 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
             mark_to_drop(std);
             return;
         }
-        if (!local.apply().hit) {
-            // Transit.
-            if (!routes.apply().hit) {
-                drops.count(G_NO_ROUTE);
+        // Transit frames, and packets the switch generates (meta.forward),
+        // are routed at the end: bmv2 applies a table at one place only.
+        bool transit = !local.apply().hit;
+        if (!transit) {
+            if (!hdr.ina.isValid()) {
+                drops.count(G_NOT_INA); // addressed to the switch, not INA
                 mark_to_drop(std);
                 return;
             }
-            if (hdr.ipv4.ttl <= 1) {
-                drops.count(G_TTL);
+            // Lengths and k: anything but this switch's k is malformed here.
+            if (!hdr.vals.isValid() || hdr.udp.len != 8 + 24 + K * 4 ||
+                hdr.ipv4.total_len != 20 + hdr.udp.len || std.packet_length != 14 + (bit<32>)hdr.ipv4.total_len) {
+                drops.count(G_MALFORMED);
                 mark_to_drop(std);
                 return;
             }
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            forwarded.count(0);
-            return;
-        }
-        if (!hdr.ina.isValid()) {
-            drops.count(G_NOT_INA); // addressed to the switch, not INA
-            mark_to_drop(std);
-            return;
-        }
-        // Lengths and k: anything but this switch's k is malformed here.
-        if (!hdr.vals.isValid() || hdr.udp.len != 8 + 24 + K * 4 ||
-            hdr.ipv4.total_len != 20 + hdr.udp.len || std.packet_length != 14 + (bit<32>)hdr.ipv4.total_len) {
-            drops.count(G_MALFORMED);
-            mark_to_drop(std);
-            return;
-        }
-        // The UDP checksum: present, and the sum over the pseudo-header
-        // and the datagram, checksum included, is zero.
-        hash(meta.csum, HashAlgorithm.csum16, 16w0,
-            { hdr.ipv4.src, hdr.ipv4.dst, 8w0, hdr.ipv4.proto, hdr.udp.len,
+            // The UDP checksum: present, and the sum over the pseudo-header
+            // and the datagram, checksum included, is zero.
+            hash(meta.csum, HashAlgorithm.csum16, 16w0,
+                { hdr.ipv4.src, hdr.ipv4.dst, 8w0, hdr.ipv4.proto, hdr.udp.len,
               hdr.udp.sport, hdr.udp.dport, hdr.udp.len, hdr.udp.csum,
               hdr.ina.proto, hdr.ina.flags, hdr.ina.job, hdr.ina.slot, hdr.ina.ver, hdr.ina.worker,
               hdr.ina.workers, hdr.ina.reserved, hdr.ina.k, hdr.ina.round, hdr.ina.offset, hdr.ina.bitmap,
@@ -1046,253 +1047,395 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
               hdr.vals.v40, hdr.vals.v41, hdr.vals.v42, hdr.vals.v43, hdr.vals.v44, hdr.vals.v45, hdr.vals.v46, hdr.vals.v47,
               hdr.vals.v48, hdr.vals.v49, hdr.vals.v50, hdr.vals.v51, hdr.vals.v52, hdr.vals.v53, hdr.vals.v54, hdr.vals.v55,
               hdr.vals.v56, hdr.vals.v57, hdr.vals.v58, hdr.vals.v59, hdr.vals.v60, hdr.vals.v61, hdr.vals.v62, hdr.vals.v63 },
-            32w65536);
-        if (hdr.udp.csum == 0 || meta.csum != 0) {
-            drops.count(G_CHECKSUM); // corrupted or unchecked: never aggregated
-            mark_to_drop(std);
-            return;
-        }
-        // The INA header, as ina.Parse checks it.
-        all = ((bit<32>)1 << hdr.ina.workers) - 1;
-        bit<8> kinds = hdr.ina.flags & F_KINDS;
-        bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
-            (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
-            hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
-            hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
-            hdr.ina.reserved == 0;
-        if (ok) {
-            if (kinds == F_DATA) {
-                ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
-            } else if (kinds == F_RESULT) {
-                ok = hdr.ina.bitmap == all;
-            } else {
-                ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
-            }
-        }
-        if (!ok) {
-            drops.count(G_MALFORMED);
-            mark_to_drop(std);
-            return;
-        }
-        if (!jobs.apply().hit) {
-            drops.count(G_NO_JOB);
-            mark_to_drop(std);
-            return;
-        }
-        job_packets.count((bit<32>)hdr.ina.job);
-        if (hdr.ina.workers != meta.workers) {
-            job_drop(D_INCONSISTENT);
-            return;
-        }
-        all = ((bit<32>)1 << meta.workers) - 1;
-        members = meta.members;
-        if (members == 0) {
-            members = all;
-        }
-        bool retx = (hdr.ina.flags & F_RETX) != 0;
-        bool has_up = meta.up_addr != 0;
-        if (kinds == F_DATA || kinds == F_PARTIAL) {
-            if ((hdr.ina.bitmap & ~members) != 0) {
-                job_drop(D_INCONSISTENT); // a worker of another rack
+                32w65536);
+            if (hdr.udp.csum == 0 || meta.csum != 0) {
+                drops.count(G_CHECKSUM); // corrupted or unchecked: never aggregated
+                mark_to_drop(std);
                 return;
             }
-            // Progress of the job, for rebinding.
-            bit<32> jr;
-            bit<32> jw;
-            job_round.read(jr, (bit<32>)hdr.ina.job);
-            job_workers.read(jw, (bit<32>)hdr.ina.job);
-            bit<32> dj = hdr.ina.round - jr;
-            if (dj != 0 && dj[31:31] == 0) {
-                jr = hdr.ina.round;
-                jw = hdr.ina.bitmap;
-            } else if (dj == 0) {
-                jw = jw | hdr.ina.bitmap;
+            // The INA header, as ina.Parse checks it.
+            all = ((bit<32>)1 << hdr.ina.workers) - 1;
+            bit<8> kinds = hdr.ina.flags & F_KINDS;
+            bool ok = hdr.ina.proto == 1 && (hdr.ina.flags & F_UNKNOWN) == 0 &&
+                (kinds == F_DATA || kinds == F_RESULT || kinds == F_PARTIAL) &&
+                hdr.ina.job < MAX_JOBS && hdr.ina.ver <= 1 &&
+                hdr.ina.workers >= 1 && hdr.ina.workers <= 32 && hdr.ina.worker < hdr.ina.workers &&
+                hdr.ina.reserved == 0;
+            if (ok) {
+                if (kinds == F_DATA) {
+                    ok = hdr.ina.bitmap == ((bit<32>)1 << hdr.ina.worker);
+                } else if (kinds == F_RESULT) {
+                    ok = hdr.ina.bitmap == all;
+                } else {
+                    ok = hdr.ina.bitmap != 0 && (hdr.ina.bitmap & ~all) == 0;
+                }
             }
-            job_round.write((bit<32>)hdr.ina.job, jr);
-            job_workers.write((bit<32>)hdr.ina.job, jw);
-
-            if (meta.mode == MODE_POOL) {
-                // SwitchML: slot s, copy ver.
-                if ((bit<32>)hdr.ina.slot >= meta.size) {
-                    job_drop(D_BAD_SLOT);
+            if (!ok) {
+                drops.count(G_MALFORMED);
+                mark_to_drop(std);
+                return;
+            }
+            if (!jobs.apply().hit) {
+                drops.count(G_NO_JOB);
+                mark_to_drop(std);
+                return;
+            }
+            job_packets.count((bit<32>)hdr.ina.job);
+            if (hdr.ina.workers != meta.workers) {
+                job_drop(D_INCONSISTENT);
+                return;
+            }
+            all = ((bit<32>)1 << meta.workers) - 1;
+            completes = meta.members;
+            if (completes == 0) {
+                completes = all;
+            }
+            bool retx = (hdr.ina.flags & F_RETX) != 0;
+            bool has_up = meta.up_addr != 0;
+            if (kinds == F_DATA || kinds == F_PARTIAL) {
+                if ((hdr.ina.bitmap & ~completes) != 0) {
+                    job_drop(D_INCONSISTENT); // a worker of another rack
                     return;
                 }
-                cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
-                load_cell();
-                bit<32> d = hdr.ina.round - r_round;
-                bool same = r_gen == meta.gen;
-                if (!same || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset > r_offset)) {
-                    start();
-                } else if (d[31:31] == 1 || hdr.ina.offset < r_offset) {
-                    job_drop(D_STALE);
-                    return;
-                } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
-                    if (r_bitmap == all) {
-                        // Finished: answer the sender from this copy (the
-                        // result, computed here or kept from above).
-                        fill();
-                        set_result();
-                        job_results.count((bit<32>)hdr.ina.job);
-                        readdress(hdr.ipv4.src, hdr.udp.sport);
-                    } else if (has_up && r_bitmap == members && retx) {
-                        // This switch's part went up, no result came
-                        // back: send the partial up again.
-                        fill();
-                        set_partial(F_RETX);
-                        to_up();
-                    } else {
-                        job_drop(D_DUPLICATE);
+                // Progress of the job, for rebinding: the highest round
+                // and the workers seen in it, afresh from the first packet
+                // of a new epoch (a new incarnation of the job id).
+                bit<32> jr;
+                bit<32> jw;
+                bit<32> je;
+                job_round.read(jr, (bit<32>)hdr.ina.job);
+                job_workers.read(jw, (bit<32>)hdr.ina.job);
+                job_epoch.read(je, (bit<32>)hdr.ina.job);
+                bit<32> nr = jr;
+                bit<32> nw = jw;
+                if (je != meta.epoch) {
+                    nr = 0;
+                    nw = 0;
+                }
+                bit<32> dj = hdr.ina.round - nr;
+                if (dj != 0 && dj[31:31] == 0) {
+                    nr = hdr.ina.round;
+                    nw = hdr.ina.bitmap;
+                } else if (dj == 0) {
+                    nw = nw | hdr.ina.bitmap;
+                }
+                job_round.write((bit<32>)hdr.ina.job, nr);
+                job_workers.write((bit<32>)hdr.ina.job, nw);
+                job_epoch.write((bit<32>)hdr.ina.job, meta.epoch);
+                bit<32> fr = jr ^ nr;
+                bit<32> fw = jw ^ nw;
+                bit<32> fe = je ^ meta.epoch;
+                if (fr != 0 || fw != 0 || fe != 0) {
+                    bit<32> pc = (bit<32>)hdr.ina.job * 96;
+                    if (fr[0:0] == 1) { job_progress.count(pc + 0); }
+                    if (fr[1:1] == 1) { job_progress.count(pc + 1); }
+                    if (fr[2:2] == 1) { job_progress.count(pc + 2); }
+                    if (fr[3:3] == 1) { job_progress.count(pc + 3); }
+                    if (fr[4:4] == 1) { job_progress.count(pc + 4); }
+                    if (fr[5:5] == 1) { job_progress.count(pc + 5); }
+                    if (fr[6:6] == 1) { job_progress.count(pc + 6); }
+                    if (fr[7:7] == 1) { job_progress.count(pc + 7); }
+                    if (fr[8:8] == 1) { job_progress.count(pc + 8); }
+                    if (fr[9:9] == 1) { job_progress.count(pc + 9); }
+                    if (fr[10:10] == 1) { job_progress.count(pc + 10); }
+                    if (fr[11:11] == 1) { job_progress.count(pc + 11); }
+                    if (fr[12:12] == 1) { job_progress.count(pc + 12); }
+                    if (fr[13:13] == 1) { job_progress.count(pc + 13); }
+                    if (fr[14:14] == 1) { job_progress.count(pc + 14); }
+                    if (fr[15:15] == 1) { job_progress.count(pc + 15); }
+                    if (fr[16:16] == 1) { job_progress.count(pc + 16); }
+                    if (fr[17:17] == 1) { job_progress.count(pc + 17); }
+                    if (fr[18:18] == 1) { job_progress.count(pc + 18); }
+                    if (fr[19:19] == 1) { job_progress.count(pc + 19); }
+                    if (fr[20:20] == 1) { job_progress.count(pc + 20); }
+                    if (fr[21:21] == 1) { job_progress.count(pc + 21); }
+                    if (fr[22:22] == 1) { job_progress.count(pc + 22); }
+                    if (fr[23:23] == 1) { job_progress.count(pc + 23); }
+                    if (fr[24:24] == 1) { job_progress.count(pc + 24); }
+                    if (fr[25:25] == 1) { job_progress.count(pc + 25); }
+                    if (fr[26:26] == 1) { job_progress.count(pc + 26); }
+                    if (fr[27:27] == 1) { job_progress.count(pc + 27); }
+                    if (fr[28:28] == 1) { job_progress.count(pc + 28); }
+                    if (fr[29:29] == 1) { job_progress.count(pc + 29); }
+                    if (fr[30:30] == 1) { job_progress.count(pc + 30); }
+                    if (fr[31:31] == 1) { job_progress.count(pc + 31); }
+                    if (fw[0:0] == 1) { job_progress.count(pc + 32 + 0); }
+                    if (fw[1:1] == 1) { job_progress.count(pc + 32 + 1); }
+                    if (fw[2:2] == 1) { job_progress.count(pc + 32 + 2); }
+                    if (fw[3:3] == 1) { job_progress.count(pc + 32 + 3); }
+                    if (fw[4:4] == 1) { job_progress.count(pc + 32 + 4); }
+                    if (fw[5:5] == 1) { job_progress.count(pc + 32 + 5); }
+                    if (fw[6:6] == 1) { job_progress.count(pc + 32 + 6); }
+                    if (fw[7:7] == 1) { job_progress.count(pc + 32 + 7); }
+                    if (fw[8:8] == 1) { job_progress.count(pc + 32 + 8); }
+                    if (fw[9:9] == 1) { job_progress.count(pc + 32 + 9); }
+                    if (fw[10:10] == 1) { job_progress.count(pc + 32 + 10); }
+                    if (fw[11:11] == 1) { job_progress.count(pc + 32 + 11); }
+                    if (fw[12:12] == 1) { job_progress.count(pc + 32 + 12); }
+                    if (fw[13:13] == 1) { job_progress.count(pc + 32 + 13); }
+                    if (fw[14:14] == 1) { job_progress.count(pc + 32 + 14); }
+                    if (fw[15:15] == 1) { job_progress.count(pc + 32 + 15); }
+                    if (fw[16:16] == 1) { job_progress.count(pc + 32 + 16); }
+                    if (fw[17:17] == 1) { job_progress.count(pc + 32 + 17); }
+                    if (fw[18:18] == 1) { job_progress.count(pc + 32 + 18); }
+                    if (fw[19:19] == 1) { job_progress.count(pc + 32 + 19); }
+                    if (fw[20:20] == 1) { job_progress.count(pc + 32 + 20); }
+                    if (fw[21:21] == 1) { job_progress.count(pc + 32 + 21); }
+                    if (fw[22:22] == 1) { job_progress.count(pc + 32 + 22); }
+                    if (fw[23:23] == 1) { job_progress.count(pc + 32 + 23); }
+                    if (fw[24:24] == 1) { job_progress.count(pc + 32 + 24); }
+                    if (fw[25:25] == 1) { job_progress.count(pc + 32 + 25); }
+                    if (fw[26:26] == 1) { job_progress.count(pc + 32 + 26); }
+                    if (fw[27:27] == 1) { job_progress.count(pc + 32 + 27); }
+                    if (fw[28:28] == 1) { job_progress.count(pc + 32 + 28); }
+                    if (fw[29:29] == 1) { job_progress.count(pc + 32 + 29); }
+                    if (fw[30:30] == 1) { job_progress.count(pc + 32 + 30); }
+                    if (fw[31:31] == 1) { job_progress.count(pc + 32 + 31); }
+                    if (fe[0:0] == 1) { job_progress.count(pc + 64 + 0); }
+                    if (fe[1:1] == 1) { job_progress.count(pc + 64 + 1); }
+                    if (fe[2:2] == 1) { job_progress.count(pc + 64 + 2); }
+                    if (fe[3:3] == 1) { job_progress.count(pc + 64 + 3); }
+                    if (fe[4:4] == 1) { job_progress.count(pc + 64 + 4); }
+                    if (fe[5:5] == 1) { job_progress.count(pc + 64 + 5); }
+                    if (fe[6:6] == 1) { job_progress.count(pc + 64 + 6); }
+                    if (fe[7:7] == 1) { job_progress.count(pc + 64 + 7); }
+                    if (fe[8:8] == 1) { job_progress.count(pc + 64 + 8); }
+                    if (fe[9:9] == 1) { job_progress.count(pc + 64 + 9); }
+                    if (fe[10:10] == 1) { job_progress.count(pc + 64 + 10); }
+                    if (fe[11:11] == 1) { job_progress.count(pc + 64 + 11); }
+                    if (fe[12:12] == 1) { job_progress.count(pc + 64 + 12); }
+                    if (fe[13:13] == 1) { job_progress.count(pc + 64 + 13); }
+                    if (fe[14:14] == 1) { job_progress.count(pc + 64 + 14); }
+                    if (fe[15:15] == 1) { job_progress.count(pc + 64 + 15); }
+                    if (fe[16:16] == 1) { job_progress.count(pc + 64 + 16); }
+                    if (fe[17:17] == 1) { job_progress.count(pc + 64 + 17); }
+                    if (fe[18:18] == 1) { job_progress.count(pc + 64 + 18); }
+                    if (fe[19:19] == 1) { job_progress.count(pc + 64 + 19); }
+                    if (fe[20:20] == 1) { job_progress.count(pc + 64 + 20); }
+                    if (fe[21:21] == 1) { job_progress.count(pc + 64 + 21); }
+                    if (fe[22:22] == 1) { job_progress.count(pc + 64 + 22); }
+                    if (fe[23:23] == 1) { job_progress.count(pc + 64 + 23); }
+                    if (fe[24:24] == 1) { job_progress.count(pc + 64 + 24); }
+                    if (fe[25:25] == 1) { job_progress.count(pc + 64 + 25); }
+                    if (fe[26:26] == 1) { job_progress.count(pc + 64 + 26); }
+                    if (fe[27:27] == 1) { job_progress.count(pc + 64 + 27); }
+                    if (fe[28:28] == 1) { job_progress.count(pc + 64 + 28); }
+                    if (fe[29:29] == 1) { job_progress.count(pc + 64 + 29); }
+                    if (fe[30:30] == 1) { job_progress.count(pc + 64 + 30); }
+                    if (fe[31:31] == 1) { job_progress.count(pc + 64 + 31); }
+                }
+
+                if (meta.mode == MODE_POOL) {
+                    // SwitchML: slot s, copy ver.
+                    if ((bit<32>)hdr.ina.slot >= meta.size) {
+                        job_drop(D_BAD_SLOT);
                         return;
                     }
+                    cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
+                    load_cell();
+                    bit<8> held0 = r_count;
+                    bit<32> d = hdr.ina.round - r_round;
+                    bool same = r_gen == meta.gen;
+                    if (!same || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset > r_offset)) {
+                        start();
+                    } else if (d[31:31] == 1 || hdr.ina.offset < r_offset) {
+                        job_drop(D_STALE);
+                        return;
+                    } else if ((r_bitmap & hdr.ina.bitmap) != 0) {
+                        if (r_bitmap == all) {
+                            // Finished: answer the sender from this copy (the
+                            // result, computed here or kept from above).
+                            fill();
+                            set_result();
+                            job_results.count((bit<32>)hdr.ina.job);
+                            readdress(hdr.ipv4.src, hdr.udp.sport);
+                        } else if (has_up && r_bitmap == completes && retx) {
+                            // This switch's part went up, no result came
+                            // back: send the partial up again.
+                            fill();
+                            set_partial(F_RETX);
+                            to_up();
+                        } else {
+                            job_drop(D_DUPLICATE);
+                            return;
+                        }
+                    } else {
+                        add();
+                    }
+                    if ((held0 == 0) != (r_count == 0)) {
+                        agg_held.count(cell);
+                    }
+                    if (meta.forward == 0) {
+                        if (r_bitmap != completes) {
+                            mark_to_drop(std); // a contribution kept in the switch
+                            return;
+                        }
+                        if (has_up) {
+                            set_partial(0);
+                            to_up();
+                        } else {
+                            if (r_ovf != 0) {
+                                job_overflows.count((bit<32>)hdr.ina.job);
+                            }
+                            set_result();
+                            multicast();
+                        }
+                    }
                 } else {
-                    add();
-                }
-                if (meta.forward == 0) {
-                    if (r_bitmap != members) {
+                    // ATP: hash placement over the pool, copy 0.
+                    if (meta.place == PLACE_SLOT) {
+                        slot_cell();
+                    } else {
+                        hashed_cell();
+                    }
+                    load_cell();
+                    bit<8> held0 = r_count;
+                    bit<32> d = hdr.ina.round - r_round;
+                    bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
+                    // Where the packet goes: 0 kept, 1 onward (up, or to the PS
+                    // from the top), 2 to the PS as a collision, 3 the cell's
+                    // complete aggregate on (a partial up, the result to the PS).
+                    bit<2> dest = 0;
+                    bit<8> extra = 0;
+                    if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
+                        // Free, or a stale partial of an older round.
+                        if (retx) {
+                            agg_count.write(cell, 0); // a retransmission never claims a cell
+                            r_count = 0;
+                            dest = 1;
+                        } else {
+                            start();
+                        }
+                    } else if (mine && r_bitmap == completes) {
+                        // Complete, held until its result returns.
+                        if (!retx) {
+                            job_drop(D_DUPLICATE);
+                            return;
+                        }
+                        fill();
+                        dest = 3;
+                        extra = F_RETX;
+                    } else if (mine) {
+                        if ((r_bitmap & hdr.ina.bitmap) == 0) {
+                            add();
+                        } else if (!retx) {
+                            job_drop(D_DUPLICATE);
+                            return;
+                        } else {
+                            fill();
+                        }
+                        if (r_bitmap != completes && retx) {
+                            // Flush the partial aggregate on; the cell is free.
+                            set_partial(F_RETX);
+                            agg_count.write(cell, 0);
+                            r_count = 0;
+                            dest = 1;
+                        }
+                    } else if (retx && has_up) {
+                        dest = 1; // up, where its chunk may be held
+                    } else {
+                        dest = 2; // a collision
+                    }
+                    if (dest == 0 && r_bitmap == completes) {
+                        dest = 3;
+                        if (meta.hold != HOLD_RETURN) {
+                            agg_count.write(cell, 0); // freed as its aggregate leaves
+                            r_count = 0;
+                        }
+                    }
+                    if ((held0 == 0) != (r_count == 0)) {
+                        agg_held.count(cell);
+                    }
+                    if (dest == 0) {
                         mark_to_drop(std); // a contribution kept in the switch
                         return;
                     }
-                    if (has_up) {
-                        set_partial(0);
-                        to_up();
-                    } else {
-                        if (r_ovf != 0) {
-                            job_overflows.count((bit<32>)hdr.ina.job);
+                    if (dest == 3) {
+                        if (has_up) {
+                            set_partial(extra);
+                            to_up();
+                        } else {
+                            if (extra == 0 && r_ovf != 0) {
+                                job_overflows.count((bit<32>)hdr.ina.job);
+                            }
+                            set_result();
+                            hdr.ina.flags = hdr.ina.flags | extra;
+                            dest = 1; // to the PS, no collision flag
                         }
-                        set_result();
-                        multicast();
+                    } else if (dest == 1 && has_up) {
+                        to_up();
+                    }
+                    if (meta.forward == 0) {
+                        // To the parameter server.
+                        if (meta.ps_port == 0) {
+                            job_drop(D_NO_PS);
+                            return;
+                        }
+                        if (dest == 2 || (dest == 1 && (hdr.ina.flags & F_PARTIAL) == 0 && extra == 0 && (hdr.ina.flags & F_RESULT) == 0)) {
+                            hdr.ina.flags = hdr.ina.flags | F_COLLISION;
+                            job_collisions.count((bit<32>)hdr.ina.job);
+                        }
+                        readdress(meta.ps_addr, meta.ps_port);
                     }
                 }
-            } else {
-                // ATP: hash placement over the pool, copy 0.
-                if (meta.place == PLACE_SLOT) {
-                    slot_cell();
-                } else {
-                    hashed_cell();
-                }
-                load_cell();
-                bit<32> d = hdr.ina.round - r_round;
-                bool mine = r_count != 0 && r_gen == meta.gen && d == 0 && r_offset == hdr.ina.offset;
-                // Where the packet goes: 0 kept, 1 onward (up, or to the PS
-                // from the top), 2 to the PS as a collision, 3 the cell's
-                // complete aggregate on (a partial up, the result to the PS).
-                bit<2> dest = 0;
-                bit<8> extra = 0;
-                if (r_count == 0 || (r_gen == meta.gen && d != 0 && d[31:31] == 0)) {
-                    // Free, or a stale partial of an older round.
-                    if (retx) {
-                        agg_count.write(cell, 0); // a retransmission never claims a cell
-                        dest = 1;
-                    } else {
-                        start();
-                    }
-                } else if (mine && r_bitmap == members) {
-                    // Complete, held until its result returns.
-                    if (!retx) {
-                        job_drop(D_DUPLICATE);
-                        return;
-                    }
-                    fill();
-                    dest = 3;
-                    extra = F_RETX;
-                } else if (mine) {
-                    if ((r_bitmap & hdr.ina.bitmap) == 0) {
-                        add();
-                    } else if (!retx) {
-                        job_drop(D_DUPLICATE);
-                        return;
-                    } else {
-                        fill();
-                    }
-                    if (r_bitmap != members && retx) {
-                        // Flush the partial aggregate on; the cell is free.
-                        set_partial(F_RETX);
-                        agg_count.write(cell, 0);
-                        dest = 1;
-                    }
-                } else if (retx && has_up) {
-                    dest = 1; // up, where its chunk may be held
-                } else {
-                    dest = 2; // a collision
-                }
-                if (dest == 0 && r_bitmap == members) {
-                    dest = 3;
-                    if (meta.hold != HOLD_RETURN) {
-                        agg_count.write(cell, 0); // freed as its aggregate leaves
-                    }
-                }
-                if (dest == 0) {
-                    mark_to_drop(std); // a contribution kept in the switch
+            } else if (kinds == F_RESULT) {
+                bool from_ps = meta.ps_port != 0 && hdr.ipv4.src == meta.ps_addr && hdr.udp.sport == meta.ps_port;
+                bool from_up = has_up && hdr.ipv4.src == meta.up_addr && hdr.udp.sport == INA_PORT;
+                if (!from_ps && !from_up) {
+                    job_drop(D_NOT_FROM_PS);
                     return;
                 }
-                if (dest == 3) {
-                    if (has_up) {
-                        set_partial(extra);
-                        to_up();
-                    } else {
-                        if (extra == 0 && r_ovf != 0) {
-                            job_overflows.count((bit<32>)hdr.ina.job);
+                if (meta.mode == MODE_POOL && from_up && !from_ps) {
+                    // Keep the result to answer the rack's retransmissions,
+                    // unless the cell moved on to a newer chunk.
+                    if ((bit<32>)hdr.ina.slot < meta.size) {
+                        cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
+                        load_cell();
+                        bit<32> d = hdr.ina.round - r_round;
+                        if (r_gen != meta.gen || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset >= r_offset)) {
+                            keep();
                         }
-                        set_result();
-                        hdr.ina.flags = hdr.ina.flags | extra;
-                        dest = 1; // to the PS, no collision flag
                     }
-                } else if (dest == 1 && has_up) {
-                    to_up();
-                }
-                if (meta.forward == 0) {
-                    // To the parameter server.
-                    if (meta.ps_port == 0) {
-                        job_drop(D_NO_PS);
-                        return;
+                } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
+                    // Release on return: free the cell its chunk still holds.
+                    if (meta.place == PLACE_SLOT) {
+                        slot_cell();
+                    } else {
+                        hashed_cell();
                     }
-                    if (dest == 2 || (dest == 1 && (hdr.ina.flags & F_PARTIAL) == 0 && extra == 0 && (hdr.ina.flags & F_RESULT) == 0)) {
-                        hdr.ina.flags = hdr.ina.flags | F_COLLISION;
-                        job_collisions.count((bit<32>)hdr.ina.job);
-                    }
-                    readdress(meta.ps_addr, meta.ps_port);
-                }
-            }
-        } else if (kinds == F_RESULT) {
-            bool from_ps = meta.ps_port != 0 && hdr.ipv4.src == meta.ps_addr && hdr.udp.sport == meta.ps_port;
-            bool from_up = has_up && hdr.ipv4.src == meta.up_addr && hdr.udp.sport == INA_PORT;
-            if (!from_ps && !from_up) {
-                job_drop(D_NOT_FROM_PS);
-                return;
-            }
-            if (meta.mode == MODE_POOL && from_up && !from_ps) {
-                // Keep the result to answer the rack's retransmissions,
-                // unless the cell moved on to a newer chunk.
-                if ((bit<32>)hdr.ina.slot < meta.size) {
-                    cell = ((meta.base + (bit<32>)hdr.ina.slot) << 1) + (bit<32>)hdr.ina.ver;
                     load_cell();
-                    bit<32> d = hdr.ina.round - r_round;
-                    if (r_gen != meta.gen || (d != 0 && d[31:31] == 0) || (d == 0 && hdr.ina.offset >= r_offset)) {
-                        keep();
+                    if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
+                        agg_count.write(cell, 0);
+                        agg_held.count(cell);
                     }
                 }
-            } else if (meta.mode == MODE_SHARED && meta.hold == HOLD_RETURN) {
-                // Release on return: free the cell its chunk still holds.
-                if (meta.place == PLACE_SLOT) {
-                    slot_cell();
-                } else {
-                    hashed_cell();
-                }
-                load_cell();
-                if (r_count != 0 && r_gen == meta.gen && r_round == hdr.ina.round && r_offset == hdr.ina.offset) {
-                    agg_count.write(cell, 0);
-                }
-            }
-            multicast();
-        } else {
-            job_drop(D_NOT_FROM_PS); // unreachable: partials are contributions
-            return;
-        }
-        if (meta.forward == 1) {
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
-            if (!routes.apply().hit) {
-                job_drop(D_NO_ROUTE);
+                multicast();
+            } else {
+                job_drop(D_NOT_FROM_PS); // unreachable: partials are contributions
                 return;
+            }
+        }
+        if (transit || meta.forward == 1) {
+            if (meta.forward == 1) {
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1; // as fwd.Forward does for generated packets
+            }
+            if (!routes.apply().hit) {
+                if (transit) {
+                    drops.count(G_NO_ROUTE);
+                    mark_to_drop(std);
+                } else {
+                    job_drop(D_NO_ROUTE);
+                }
+                return;
+            }
+            if (transit) {
+                if (hdr.ipv4.ttl <= 1) {
+                    drops.count(G_TTL);
+                    mark_to_drop(std);
+                    return;
+                }
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                forwarded.count(0);
             }
         }
     }
@@ -1367,4 +1510,5 @@ control InaDeparser(packet_out pkt, in headers_t hdr) {
     }
 }
 
+@pkginfo(name="ina", version="1")
 V1Switch(InaParser(), InaVerify(), InaIngress(), InaEgress(), InaChecksum(), InaDeparser()) main;

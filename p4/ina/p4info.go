@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+
+	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
 // Names of the P4 objects, as p4c names them in ina.p4's P4Info. Controllers
@@ -32,6 +34,7 @@ const (
 	ParamUpAddr  = "up_addr" // 32 bits: the next switch up the job's tree (0: none, this is the top)
 	ParamHold    = "hold"    // 8 bits: when a shared-mode aggregator is released (HoldCompletion, HoldReturn)
 	ParamPlace   = "place"   // 8 bits: how a shared-mode chunk finds its aggregator (PlaceHash, PlaceSlot)
+	ParamEpoch   = "epoch"   // 32 bits: the job's incarnation on the switch (Binding.Epoch)
 
 	// TableRoutes forwards IPv4 traffic (bmv2; the Go twin takes its routes
 	// from the topology and also accepts /32 entries here).
@@ -72,9 +75,12 @@ const (
 	// RegValuePrefix + i is value i of the aggregator (bit<32>, two's
 	// complement), for i in 0..k-1.
 	RegValuePrefix = "InaIngress.agg_value_"
-	// Per-job registers, MaxJobs cells indexed by job id.
+	// Per-job registers, MaxJobs cells indexed by job id: the data plane's
+	// own record of the job's progress, reset by the first packet of a new
+	// epoch. Controllers read it from CounterProgress.
 	RegJobRound   = "InaIngress.job_round"   // 32 bits: highest round seen from the job
 	RegJobWorkers = "InaIngress.job_workers" // 32 bits: workers seen in that round
+	RegJobEpoch   = "InaIngress.job_epoch"   // 32 bits: the epoch of the binding that last wrote them
 
 	// Per-job counters, MaxJobs cells indexed by job id.
 	CounterPackets    = "InaIngress.job_packets"    // packets and bytes: INA packets of the job
@@ -94,7 +100,23 @@ const (
 	// of CounterForwarded, CounterDrops (by reason) and CounterPackets (by
 	// job); the other per-job counters break CounterPackets down.
 	CounterForwarded = "InaIngress.forwarded"
+	// CounterProgress (packets, MaxJobs × ProgressCells cells) mirrors
+	// RegJobRound, RegJobWorkers and RegJobEpoch for controllers: cell
+	// job·ProgressCells + 32·r + i counts the flips of bit i of register r
+	// (0 round, 1 workers, 2 epoch), so its parity is the bit. P4Runtime
+	// servers that read no registers (bmv2's PI) read counters.
+	CounterProgress = "InaIngress.job_progress"
 )
+
+// CounterHeld (packets, one cell per aggregator cell) counts the changes
+// of each cell's agg_count between zero (free) and nonzero (holding a
+// partial aggregate), so its parity says whether the cell is held: what a
+// controller samples for shared-mode memory occupancy where registers
+// cannot be read (bmv2's PI).
+const CounterHeld = "InaIngress.agg_held"
+
+// ProgressCells is the number of CounterProgress cells of a job.
+const ProgressCells = 96
 
 // When a shared-mode aggregator is released (ParamHold).
 const (
@@ -187,131 +209,57 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // P4Info returns the P4Info of a pipeline with configuration c: the same
-// names, kinds, widths and sizes as the P4Info p4c generates from ina.p4
-// (for c.K = 64 and the program's AGGREGATORS), with ids of the Go twin's
-// own numbering.
+// objects, names, kinds, widths, sizes and ids as the P4Info p4c generates
+// from ina.p4 (for c.K = 64 and the program's AGGREGATORS:
+// testdata/p4info.txtpb, p4c's output).
 func P4Info(c Config) (*p4configv1.P4Info, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	b := &infoBuilder{info: &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Name: "ina", Arch: "v1model", Version: "1"}}}
-	bind := b.action(ActionBind, param{ParamMode, 8}, param{ParamGen, 32}, param{ParamBase, 32}, param{ParamSize, 32},
-		param{ParamWorkers, 8}, param{ParamGroup, 16}, param{ParamPSAddr, 32}, param{ParamPSPort, 16},
-		param{ParamMembers, 32}, param{ParamUpAddr, 32}, param{ParamHold, 8}, param{ParamPlace, 8})
-	noJob := b.action(ActionNoJob)
-	fwd := b.action(ActionForward, param{ParamPort, 9}, param{ParamDstMAC, 48}, param{ParamSrcMAC, 48})
-	drop := b.action(ActionDrop)
-	rep := b.action(ActionReplica, param{ParamAddr, 32}, param{ParamPort, 16}, param{ParamDstMAC, 48}, param{ParamSrcMAC, 48})
-	dropRep := b.action(ActionDropReplica)
-	setLocal := b.action(ActionSetLocal)
-	notLocal := b.action(ActionNotLocal)
-	b.table(TableJobs, 4096, []field{{FieldJob, 16, p4configv1.MatchField_EXACT}, {FieldRound, 32, p4configv1.MatchField_RANGE}}, noJob, bind, noJob)
-	b.table(TableRoutes, 1024, []field{{FieldDst, 32, p4configv1.MatchField_LPM}}, drop, fwd, drop)
-	b.table(TableLocal, 16, []field{{FieldDst, 32, p4configv1.MatchField_EXACT}}, notLocal, setLocal, notLocal)
-	b.table(TableReplicas, 4096, []field{{FieldGroup, 16, p4configv1.MatchField_EXACT}, {FieldRID, 16, p4configv1.MatchField_EXACT}}, dropRep, rep, dropRep)
+	info := &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Name: "ina", Arch: "v1model", Version: "1"}}
+	b := p4rt.NewInfoBuilder(info, 1)
+	ps := func(name string, width int32) p4rt.ParamSpec { return p4rt.ParamSpec{Name: name, Width: width} }
+	bind := b.Action(ActionBind, ps(ParamMode, 8), ps(ParamGen, 32), ps(ParamBase, 32), ps(ParamSize, 32),
+		ps(ParamWorkers, 8), ps(ParamGroup, 16), ps(ParamPSAddr, 32), ps(ParamPSPort, 16),
+		ps(ParamMembers, 32), ps(ParamUpAddr, 32), ps(ParamHold, 8), ps(ParamPlace, 8), ps(ParamEpoch, 32))
+	noJob := b.Action(ActionNoJob)
+	fwd := b.Action(ActionForward, ps(ParamPort, 9), ps(ParamDstMAC, 48), ps(ParamSrcMAC, 48))
+	drop := b.Action(ActionDrop)
+	rep := b.Action(ActionReplica, ps(ParamAddr, 32), ps(ParamPort, 16), ps(ParamDstMAC, 48), ps(ParamSrcMAC, 48))
+	dropRep := b.Action(ActionDropReplica)
+	setLocal := b.Action(ActionSetLocal)
+	notLocal := b.Action(ActionNotLocal)
+	exact := p4configv1.MatchField_EXACT
+	b.Table(TableJobs, 4096, []p4rt.FieldSpec{{Name: FieldJob, Width: 16, Kind: exact}, {Name: FieldRound, Width: 32, Kind: p4configv1.MatchField_RANGE}}, noJob, bind, noJob)
+	b.Table(TableRoutes, 1024, []p4rt.FieldSpec{{Name: FieldDst, Width: 32, Kind: p4configv1.MatchField_LPM}}, drop, fwd, drop)
+	b.Table(TableLocal, 16, []p4rt.FieldSpec{{Name: FieldDst, Width: 32, Kind: exact}}, notLocal, setLocal, notLocal)
+	b.Table(TableReplicas, 4096, []p4rt.FieldSpec{{Name: FieldGroup, Width: 16, Kind: exact}, {Name: FieldRID, Width: 16, Kind: exact}}, dropRep, rep, dropRep)
 	cells := int32(2 * c.Aggregators)
-	b.register(RegBitmap, 32, cells)
-	b.register(RegCount, 8, cells)
-	b.register(RegGen, 32, cells)
-	b.register(RegRound, 32, cells)
-	b.register(RegOffset, 32, cells)
-	b.register(RegOverflow, 8, cells)
+	b.Register(RegBitmap, 32, cells)
+	b.Register(RegCount, 8, cells)
+	b.Register(RegGen, 32, cells)
+	b.Register(RegRound, 32, cells)
+	b.Register(RegOffset, 32, cells)
+	b.Register(RegOverflow, 8, cells)
 	for i := range c.K {
-		b.register(fmt.Sprintf("%s%d", RegValuePrefix, i), 32, cells)
+		b.Register(fmt.Sprintf("%s%d", RegValuePrefix, i), 32, cells)
 	}
-	b.register(RegJobRound, 32, MaxJobs)
-	b.register(RegJobWorkers, 32, MaxJobs)
+	b.Register(RegJobRound, 32, MaxJobs)
+	b.Register(RegJobWorkers, 32, MaxJobs)
+	b.Register(RegJobEpoch, 32, MaxJobs)
 	both, pkts := p4configv1.CounterSpec_BOTH, p4configv1.CounterSpec_PACKETS
-	b.counter(CounterPackets, both, MaxJobs)
-	b.counter(CounterAggregated, both, MaxJobs)
-	b.counter(CounterResults, both, MaxJobs)
-	b.counter(CounterCollisions, pkts, MaxJobs)
-	b.counter(CounterOverflows, pkts, MaxJobs)
-	b.counter(CounterUpward, both, MaxJobs)
-	b.counter(CounterJobDrops, pkts, MaxJobs*NumJobDrops)
-	b.counter(CounterDrops, pkts, NumDrops)
-	b.counter(CounterForwarded, pkts, 1)
-	return b.info, nil
-}
-
-type param struct {
-	name  string
-	width int32
-}
-
-type field struct {
-	name  string
-	width int32
-	kind  p4configv1.MatchField_MatchType
-}
-
-type infoBuilder struct {
-	info                            *p4configv1.P4Info
-	tables, actions, regs, counters uint32
-}
-
-func id(prefix p4configv1.P4Ids_Prefix, n uint32) uint32 { return uint32(prefix)<<24 | n }
-
-func preamble(i uint32, name string) *p4configv1.Preamble {
-	alias := name
-	for j := len(name) - 1; j >= 0; j-- {
-		if name[j] == '.' {
-			alias = name[j+1:]
-			break
-		}
-	}
-	return &p4configv1.Preamble{Id: i, Name: name, Alias: alias}
-}
-
-func (b *infoBuilder) action(name string, params ...param) uint32 {
-	b.actions++
-	a := &p4configv1.Action{Preamble: preamble(id(p4configv1.P4Ids_ACTION, b.actions), name)}
-	for i, p := range params {
-		a.Params = append(a.Params, &p4configv1.Action_Param{Id: uint32(i + 1), Name: p.name, Bitwidth: p.width})
-	}
-	b.info.Actions = append(b.info.Actions, a)
-	return a.Preamble.Id
-}
-
-func (b *infoBuilder) table(name string, size int64, fields []field, def uint32, actions ...uint32) {
-	b.tables++
-	t := &p4configv1.Table{Preamble: preamble(id(p4configv1.P4Ids_TABLE, b.tables), name), Size: size}
-	for i, f := range fields {
-		t.MatchFields = append(t.MatchFields, &p4configv1.MatchField{
-			Id: uint32(i + 1), Name: f.name, Bitwidth: f.width,
-			Match: &p4configv1.MatchField_MatchType_{MatchType: f.kind},
-		})
-	}
-	for _, a := range actions {
-		ref := &p4configv1.ActionRef{Id: a}
-		if a == def {
-			ref.Scope = p4configv1.ActionRef_DEFAULT_ONLY
-		}
-		t.ActionRefs = append(t.ActionRefs, ref)
-	}
-	t.InitialDefaultAction = &p4configv1.TableActionCall{ActionId: def}
-	b.info.Tables = append(b.info.Tables, t)
-}
-
-func (b *infoBuilder) register(name string, width, size int32) {
-	b.regs++
-	b.info.Registers = append(b.info.Registers, &p4configv1.Register{
-		Preamble: preamble(id(p4configv1.P4Ids_REGISTER, b.regs), name),
-		TypeSpec: &p4configv1.P4DataTypeSpec{TypeSpec: &p4configv1.P4DataTypeSpec_Bitstring{
-			Bitstring: &p4configv1.P4BitstringLikeTypeSpec{TypeSpec: &p4configv1.P4BitstringLikeTypeSpec_Bit{
-				Bit: &p4configv1.P4BitTypeSpec{Bitwidth: width},
-			}},
-		}},
-		Size: size,
-	})
-}
-
-func (b *infoBuilder) counter(name string, unit p4configv1.CounterSpec_Unit, size int64) {
-	b.counters++
-	b.info.Counters = append(b.info.Counters, &p4configv1.Counter{
-		Preamble: preamble(id(p4configv1.P4Ids_COUNTER, b.counters), name),
-		Spec:     &p4configv1.CounterSpec{Unit: unit},
-		Size:     size,
-	})
+	b.Counter(CounterPackets, both, MaxJobs)
+	b.Counter(CounterAggregated, both, MaxJobs)
+	b.Counter(CounterResults, both, MaxJobs)
+	b.Counter(CounterCollisions, pkts, MaxJobs)
+	b.Counter(CounterOverflows, pkts, MaxJobs)
+	b.Counter(CounterUpward, both, MaxJobs)
+	b.Counter(CounterJobDrops, pkts, MaxJobs*NumJobDrops)
+	b.Counter(CounterDrops, pkts, NumDrops)
+	b.Counter(CounterForwarded, pkts, 1)
+	b.Counter(CounterProgress, pkts, MaxJobs*ProgressCells)
+	b.Counter(CounterHeld, pkts, int64(cells))
+	p4rt.AssignP4cIDs(info)
+	return info, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 	"net/netip"
 	"time"
 
@@ -49,7 +50,9 @@ type Pipeline struct {
 	count, ovf                 []uint8
 	values                     []int32
 
-	jobRound, jobWorkers [MaxJobs]uint32
+	jobRound, jobWorkers, jobEpoch [MaxJobs]uint32
+	progress                       [MaxJobs * ProgressCells]counterCell
+	held                           []counterCell // CounterHeld: per cell, the flips of count ≠ 0
 
 	jobs     [MaxJobs][]*jobEntry // by job id, highest priority first
 	rt       *p4rt.Target         // the P4Runtime view (device.go)
@@ -96,6 +99,7 @@ type jobEntry struct {
 	hasUp   bool
 	hold    uint8
 	place   uint8
+	epoch   uint32
 }
 
 type group struct {
@@ -135,7 +139,7 @@ func New(cfg Config, f *fwd.Pipeline) (*Pipeline, error) {
 		cfg: cfg, k: cfg.K, fwd: f, self: f.Self().As4(), info: info,
 		bitmap: make([]uint32, cells), gen: make([]uint32, cells),
 		round: make([]uint32, cells), offset: make([]uint32, cells),
-		count: make([]uint8, cells), ovf: make([]uint8, cells),
+		count: make([]uint8, cells), ovf: make([]uint8, cells), held: make([]counterCell, cells),
 		values:   make([]int32, cells*cfg.K),
 		holdOpen: make([]bool, cells), holdFrom: make([]time.Duration, cells), holdJob: make([]uint16, cells),
 		groups:   map[uint16]*group{},
@@ -232,11 +236,7 @@ func (p *Pipeline) local(now time.Duration, f []byte, out emulator.Emitter) {
 			p.jobDrop(j, DropInconsistent)
 			return
 		}
-		if d := int32(h.Round - p.jobRound[j]); d > 0 {
-			p.jobRound[j], p.jobWorkers[j] = h.Round, h.Bitmap
-		} else if d == 0 {
-			p.jobWorkers[j] |= h.Bitmap
-		}
+		p.noteProgress(j, e.epoch, h.Round, h.Bitmap)
 		if e.mode == ModePool {
 			p.poolData(e, &h, vals, f, out)
 		} else {
@@ -385,7 +385,7 @@ func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulat
 			// A retransmission never claims a cell: it goes on to where
 			// the rest of its chunk may be (docs/ina-dataplane.md).
 			p.closeHold(c)
-			p.count[c] = 0
+			p.setCount(c, 0)
 			p.onward(e, f, out)
 			return
 		}
@@ -413,7 +413,7 @@ func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulat
 			f[offINA+1] = FlagPartial | FlagRetransmit | p.ovfFlag(c)
 			binary.BigEndian.PutUint32(f[offINA+20:], p.bitmap[c])
 			p.closeHold(c)
-			p.count[c] = 0
+			p.setCount(c, 0)
 			p.onward(e, f, out)
 			return
 		}
@@ -431,7 +431,7 @@ func (p *Pipeline) sharedData(e *jobEntry, h *Header, vals, f []byte, out emulat
 	if p.bitmap[c] == e.members {
 		p.sendComplete(c, e, f, 0, out)
 		if e.hold == HoldCompletion {
-			p.count[c] = 0 // freed when its result (or partial) is sent
+			p.setCount(c, 0) // freed when its result (or partial) is sent
 		}
 	}
 }
@@ -462,7 +462,7 @@ func (p *Pipeline) release(e *jobEntry, h *Header) {
 	c := sharedCell(e, h)
 	if p.count[c] != 0 && p.gen[c] == e.gen && p.round[c] == h.Round && p.offset[c] == h.Offset {
 		p.closeHold(c)
-		p.count[c] = 0
+		p.setCount(c, 0)
 	}
 }
 
@@ -522,7 +522,8 @@ func (p *Pipeline) start(c int, gen uint32, h *Header, vals []byte) {
 	p.closeHold(c) // an abandoned partial, if any
 	p.holdOpen[c], p.holdFrom[c], p.holdJob[c] = true, p.now, h.Job
 	p.gen[c], p.round[c], p.offset[c] = gen, h.Round, h.Offset
-	p.bitmap[c], p.count[c], p.ovf[c] = h.Bitmap, 1, 0
+	p.bitmap[c], p.ovf[c] = h.Bitmap, 0
+	p.setCount(c, 1)
 	if h.Flags&FlagOverflow != 0 {
 		p.ovf[c] = 1 // a partial aggregate that already overflowed
 	}
@@ -547,7 +548,7 @@ func (p *Pipeline) add(c int, h *Header, vals []byte) {
 		p.ovf[c] = 1
 	}
 	p.bitmap[c] |= h.Bitmap
-	p.count[c]++
+	p.setCount(c, p.count[c]+1)
 	p.aggregated[h.Job].pk++
 	p.aggregated[h.Job].by += uint64(4 * p.k)
 }
@@ -684,4 +685,44 @@ func SimPipeline(k int) func(sw *topologies.Node, routes topologies.RouteTable) 
 	return func(sw *topologies.Node, routes topologies.RouteTable) (emulator.Pipeline, error) {
 		return New(Config{K: k, Aggregators: sw.Aggregators}, fwd.New(sw, routes))
 	}
+}
+
+// noteProgress records a contribution of round r from the workers of
+// bitmap in job j's progress: the highest round seen and the workers seen
+// in it, reset when a binding of another epoch (a new incarnation of the
+// job id) first shows up. Each bit that changes is counted in the job's
+// CounterProgress cell, so that controllers can read the registers
+// without reading registers (ina.p4 does the same).
+func (p *Pipeline) noteProgress(j int, epoch, r, bitmap uint32) {
+	nr, nw := p.jobRound[j], p.jobWorkers[j]
+	if p.jobEpoch[j] != epoch {
+		nr, nw = 0, 0
+	}
+	if d := int32(r - nr); d > 0 {
+		nr, nw = r, bitmap
+	} else if d == 0 {
+		nw |= bitmap
+	}
+	p.setProgress(j, nr, nw, epoch)
+}
+
+// setProgress sets job j's progress registers, counting each bit that
+// flips in its CounterProgress cell.
+func (p *Pipeline) setProgress(j int, round, workers, epoch uint32) {
+	cells := p.progress[j*ProgressCells : (j+1)*ProgressCells]
+	for k, flips := range [3]uint32{p.jobRound[j] ^ round, p.jobWorkers[j] ^ workers, p.jobEpoch[j] ^ epoch} {
+		for ; flips != 0; flips &= flips - 1 {
+			cells[32*k+bits.TrailingZeros32(flips)].pk++
+		}
+	}
+	p.jobRound[j], p.jobWorkers[j], p.jobEpoch[j] = round, workers, epoch
+}
+
+// setCount sets cell c's contribution count, counting in its CounterHeld
+// cell each change between free (0) and held (ina.p4 does the same).
+func (p *Pipeline) setCount(c int, n uint8) {
+	if (p.count[c] == 0) != (n == 0) {
+		p.held[c].pk++
+	}
+	p.count[c] = n
 }

@@ -57,7 +57,7 @@ var fixtures = map[string]*fixture{
 		entry: func(n *p4rt.Names, i int) (*p4v1.TableEntry, error) {
 			return n.TableEntry(freeina.TableConns, []p4rt.Match{p4rt.Exact(freeina.FieldSrc, uint64(0x0a000001)),
 				p4rt.Exact(freeina.FieldDst, uint64(0x0a000002)), p4rt.Exact(freeina.FieldQPN, uint64(0x100+i))},
-				freeina.ActionConn, []p4rt.Arg{p4rt.P(freeina.ParamJob, uint64(i%4)), p4rt.P(freeina.ParamWorker, uint64(i%8))}, 0)
+				freeina.ActionConn, []p4rt.Arg{p4rt.P(freeina.ParamJob, uint64(i%4)), p4rt.P(freeina.ParamWorker, uint64(i%8)), p4rt.P(freeina.ParamPSN, uint64(i))}, 0)
 		},
 		memberAction: forwardTo(1),
 		punt:         fwdPunt,

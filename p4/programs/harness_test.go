@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +110,11 @@ func bmv2Targets(t *testing.T, top *topologies.Topology, node *topologies.Node, 
 			continue
 		}
 		sock := filepath.Join(t.TempDir(), name+".bmv2.sock")
-		cmd := exec.Command(tools.Switch, "--device-id", "0", "--no-p4", "--log-level", "warn",
+		thrift, err := bmv2.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(tools.Switch, "--device-id", "0", "--thrift-port", strconv.Itoa(thrift), "--no-p4", "--log-level", "warn",
 			"--", "--grpc-server-addr", "unix:"+sock, "--cpu-port", "510")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {

@@ -61,7 +61,8 @@ const PeakHorizon = time.Millisecond
 // Free returns the number of free frames.
 func (s *State) Free() int { return s.Frames - s.Used }
 
-// Engine decides when and how much a host evicts.
+// Engine decides when and how much a host evicts. The State its methods
+// get is valid during the call only: a host reuses it.
 type Engine interface {
 	// Background returns how many pages the background reclaimer should
 	// evict now, 0 to stay idle. The host asks whenever its memory state
@@ -75,7 +76,8 @@ type Engine interface {
 }
 
 // Marker decides the urgency an eviction carries: 0 (none) to 7 (the sender
-// is blocked). The host asks when it sends or resends a write-back.
+// is blocked). The host asks when it sends or resends a write-back. Like
+// Engine's, the State is valid during the call only.
 type Marker interface {
 	Urgency(s *State) uint8
 }

@@ -10,9 +10,10 @@
 // every all-reduce (PathControl): the INA path when the switch granted
 // memory and INA has been no slower than the PS path would be, the PS
 // path otherwise. INA all-reduces that loss made slower than the PS path
-// send the next ones to the PS path (a back-off); a chunk whose sum
-// overflowed, or whose connection gave up, fails the run instead of being
-// aggregated again (docs/freeina.md §4).
+// send the next ones to the PS path (a back-off), and so does an
+// all-reduce whose chunks failed on INA — a sum the switch flagged as
+// overflowed, a connection that gave up — which the hosts finish on the
+// PS path (docs/freeina.md §4).
 //
 // All-reduce-level allocation (Scheduler). The hosts ask for memory when
 // an all-reduce starts — every worker ready — and give it back when it
@@ -189,9 +190,10 @@ func (p Path) String() string {
 
 // PathControl is the hosts' rule for choosing an all-reduce's path
 // (docs/freeina.md §4): the INA path whenever the switch granted memory,
-// unless the INA path was recently slower than the PS path — as go-back-N
-// over lossy links can make it, since a lost contribution holds back a
-// chunk of every connection — in which case the PS path for a back-off
+// unless the INA path recently failed — it was slower than the PS path,
+// as go-back-N over lossy links can make it since a lost contribution
+// holds back a chunk of every connection, or chunks of it failed and were
+// recovered on the PS path — in which case the PS path for a back-off
 // that doubles with every such failure (up to MaxBackoff all-reduces)
 // and resets when the INA path keeps up again. It is driven by the job's
 // leader host and lives on its goroutine.
@@ -244,6 +246,14 @@ func (c *PathControl) Report(took, ps time.Duration) {
 		c.next = 0
 		return
 	}
+	c.Fail()
+}
+
+// Fail tells the rule that an all-reduce on the INA path failed: chunks of
+// it had to be aggregated again on the PS path (their sums overflowed the
+// switch's 32 bits, or a connection gave up). It starts a back-off, or
+// doubles the one in progress, as a slow all-reduce does.
+func (c *PathControl) Fail() {
 	if c.next == 0 {
 		c.next = c.Backoff
 	} else {

@@ -89,7 +89,8 @@ func TestPSPathCases(t *testing.T) {
 }
 
 // TestPathControl: the back-off doubles on every INA all-reduce slower
-// than the PS path, and resets when one keeps up.
+// than the PS path or failed (recovered on the PS path), and resets when
+// one keeps up.
 func TestPathControl(t *testing.T) {
 	c := DefaultControl
 	if err := c.Check(); err != nil {
@@ -100,7 +101,10 @@ func TestPathControl(t *testing.T) {
 	run := func(took time.Duration, granted bool) {
 		p := c.Choose(granted)
 		got = append(got, p.String())
-		if p == PathINA {
+		switch {
+		case p == PathINA && took < 0:
+			c.Fail()
+		case p == PathINA:
 			c.Report(took, ps)
 		}
 	}
@@ -114,7 +118,15 @@ func TestPathControl(t *testing.T) {
 	}
 	run(50*time.Millisecond, true) // keeps up: reset
 	run(50*time.Millisecond, false)
-	want := "ina ina ps ps ina ps ps ps ps ina ps"
+	run(-1, true) // failed: back off 2
+	run(0, true)
+	run(0, true)
+	run(-1, true) // failed again: back off 4
+	for range 4 {
+		run(0, true)
+	}
+	run(50*time.Millisecond, true)
+	want := "ina ina ps ps ina ps ps ps ps ina ps ina ps ps ina ps ps ps ps ina"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("paths %s, want %s", strings.Join(got, " "), want)
 	}

@@ -99,26 +99,59 @@ func (b *P4RT) SwitchJob(sw string, job int) (uint16, bool) {
 // slot of k values takes.
 func SlotAggregatorsFor(k int) int { return max(1, k/64) }
 
-// Bind implements inasched.Binder: the job's memory for its next
-// all-reduce.
+// Bind is BindCall run at once, for callers that may block (tests,
+// drivers): the switch holds the binding when it returns.
 func (b *P4RT) Bind(ctx context.Context, j inasched.Job, bd inasched.Binding, workers []string) error {
+	call, err := b.BindCall(j, bd, workers)
+	if err != nil {
+		return err
+	}
+	return inasched.Run(ctx, call)
+}
+
+// End is EndCall run at once.
+func (b *P4RT) End(ctx context.Context, j inasched.Job) error {
+	call, err := b.EndCall(j)
+	if err != nil {
+		return err
+	}
+	return inasched.Run(ctx, call)
+}
+
+// Unbind is UnbindCall run at once.
+func (b *P4RT) Unbind(ctx context.Context, j inasched.Job) error {
+	call, err := b.UnbindCall(j)
+	if err != nil {
+		return err
+	}
+	return inasched.Run(ctx, call)
+}
+
+// BindCall implements inasched.Binder: the job's memory for its next
+// all-reduce.
+func (b *P4RT) BindCall(j inasched.Job, bd inasched.Binding, workers []string) (inasched.Call, error) {
 	sw, job := j.Switch, j.ID
 	ctl, s := b.ctl[sw], b.sw[sw]
 	switch {
 	case len(j.Lower) > 0:
-		return fmt.Errorf("job %d spans racks (%v); FreeINA's data plane aggregates a rack's ring at its ToR", job, j.Switches())
+		return nil, fmt.Errorf("job %d spans racks (%v); FreeINA's data plane aggregates a rack's ring at its ToR", job, j.Switches())
 	case ctl == nil:
-		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+		return nil, fmt.Errorf("switch %s has no P4Runtime client", sw)
 	case bd.Mode != inasched.RDMA:
-		return fmt.Errorf("job %d: a %v binding is not FreeINA's data plane's to run", job, bd.Mode)
+		return nil, fmt.Errorf("job %d: a %v binding is not FreeINA's data plane's to run", job, bd.Mode)
 	case b.Slot < 1 || bd.Base%b.Slot != 0 || bd.Size%b.Slot != 0:
-		return fmt.Errorf("job %d: aggregators [%d, %d) are not whole slots of %d", job, bd.Base, bd.Base+bd.Size, b.Slot)
+		return nil, fmt.Errorf("job %d: aggregators [%d, %d) are not whole slots of %d", job, bd.Base, bd.Base+bd.Size, b.Slot)
 	case len(workers) < 2 || len(workers) > dp.MaxWorkers:
-		return fmt.Errorf("job %d: %d workers; FreeINA's data plane aggregates 2 to %d", job, len(workers), dp.MaxWorkers)
+		return nil, fmt.Errorf("job %d: %d workers; FreeINA's data plane aggregates 2 to %d", job, len(workers), dp.MaxWorkers)
 	}
+	var calls []inasched.Call
 	id, ok := s.ids[job]
 	delete(s.retired, job) // its ring, if kept, serves again
 	if !ok {
+		links, err := b.ring(job, workers)
+		if err != nil {
+			return nil, err
+		}
 		switch {
 		case len(s.free) > 0:
 			id, s.free = s.free[len(s.free)-1], s.free[:len(s.free)-1]
@@ -126,43 +159,33 @@ func (b *P4RT) Bind(ctx context.Context, j inasched.Job, bd inasched.Binding, wo
 			id = s.next
 			s.next++
 		default:
-			var err error
-			if id, err = b.reclaim(ctx, sw); err != nil {
-				return err
+			var call inasched.Call
+			if id, call, err = b.reclaim(sw); err != nil {
+				return nil, err
 			}
-		}
-		links, err := b.ring(job, workers)
-		if err != nil {
-			s.free = append(s.free, id)
-			return err
+			calls = append(calls, call)
 		}
 		// A retired ring with one of these connections (a queue pair
 		// number used again) gives way.
-		if err := b.clear(ctx, sw, links); err != nil {
-			s.free = append(s.free, id)
-			return err
-		}
+		calls = append(calls, b.clear(sw, links))
 		r := dp.Ring{Job: id, Group: id + 1, Links: links}
-		if err := ctl.AddRing(ctx, b.top, sw, r); err != nil {
-			s.free = append(s.free, id)
-			return err
-		}
+		top := b.top
+		calls = append(calls, func(ctx context.Context) error { return ctl.AddRing(ctx, top, sw, r) })
 		s.ids[job], s.rings[job] = id, r
 	}
 	chunks, psn, err := b.round(job, len(workers))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b.gens++
 	if b.gens == 0 {
 		b.gens = 1
 	}
-	err = ctl.Bind(ctx, dp.Binding{Job: id, Gen: b.gens, Base: uint32(bd.Base / b.Slot), Size: uint32(bd.Size / b.Slot),
-		Chunks: chunks, Workers: uint8(len(workers)), Group: id + 1}, psn)
-	if err == nil {
-		s.bound[job] = true
-	}
-	return err
+	bind := dp.Binding{Job: id, Gen: b.gens, Base: uint32(bd.Base / b.Slot), Size: uint32(bd.Size / b.Slot),
+		Chunks: chunks, Workers: uint8(len(workers)), Group: id + 1}
+	calls = append(calls, func(ctx context.Context) error { return ctl.Bind(ctx, bind, psn) })
+	s.bound[job] = true
+	return inasched.Sequence(calls...), nil
 }
 
 func (b *P4RT) ring(job int, workers []string) ([]dp.Link, error) {
@@ -192,47 +215,51 @@ func (b *P4RT) round(job, workers int) (uint32, []uint32, error) {
 	return chunks, make([]uint32, workers), nil
 }
 
-// End implements inasched.AllReduceBinder: the all-reduce's binding is
-// deleted; the ring stays for the job's next one.
-func (b *P4RT) End(ctx context.Context, j inasched.Job) error {
+// EndCall implements inasched.AllReduceBinder: the all-reduce's binding
+// is deleted; the ring stays for the job's next one.
+func (b *P4RT) EndCall(j inasched.Job) (inasched.Call, error) {
 	sw, job := j.Switch, j.ID
 	ctl, s := b.ctl[sw], b.sw[sw]
 	if ctl == nil {
-		return fmt.Errorf("switch %s has no P4Runtime client", sw)
+		return nil, fmt.Errorf("switch %s has no P4Runtime client", sw)
 	}
 	if !s.bound[job] {
-		return nil
+		return nil, nil
 	}
 	delete(s.bound, job)
-	return ctl.Unbind(ctx, s.ids[job])
+	id := s.ids[job]
+	return func(ctx context.Context) error { return ctl.Unbind(ctx, id) }, nil
 }
 
-// Unbind implements inasched.Binder: the job's binding, if any, is
+// UnbindCall implements inasched.Binder: the job's binding, if any, is
 // removed and its ring retired (kept installed until its switch job id is
 // needed, see swJobs.retired).
-func (b *P4RT) Unbind(ctx context.Context, j inasched.Job) error {
-	if err := b.End(ctx, j); err != nil {
-		return err
+func (b *P4RT) UnbindCall(j inasched.Job) (inasched.Call, error) {
+	end, err := b.EndCall(j)
+	if err != nil {
+		return nil, err
 	}
+	calls := []inasched.Call{end}
 	s := b.sw[j.Switch]
 	if _, ok := s.ids[j.ID]; ok && !s.retired[j.ID] {
 		s.retired[j.ID] = true
 		s.order = append(s.order, j.ID)
 	}
 	for len(s.retired) > maxRetired {
-		id, err := b.reclaim(ctx, j.Switch)
+		id, call, err := b.reclaim(j.Switch)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		calls = append(calls, call)
 		s.free = append(s.free, id)
 	}
-	return nil
+	return inasched.Sequence(calls...), nil
 }
 
-// clear removes the retired rings on sw that hold a connection of links
-// (the conns table's key: source, destination, queue pair), freeing their
-// switch job ids.
-func (b *P4RT) clear(ctx context.Context, sw string, links []dp.Link) error {
+// clear plans the removal of the retired rings on sw that hold a
+// connection of links (the conns table's key: source, destination, queue
+// pair), freeing their switch job ids.
+func (b *P4RT) clear(sw string, links []dp.Link) inasched.Call {
 	s := b.sw[sw]
 	type key struct {
 		src, dst netip.Addr
@@ -242,6 +269,7 @@ func (b *P4RT) clear(ctx context.Context, sw string, links []dp.Link) error {
 	for _, l := range links {
 		want[key{l.Src, l.Dst, l.QPN}] = true
 	}
+	var calls []inasched.Call
 	for _, job := range slices.Clone(s.order) {
 		if !s.retired[job] {
 			continue
@@ -253,42 +281,39 @@ func (b *P4RT) clear(ctx context.Context, sw string, links []dp.Link) error {
 		if !clash {
 			continue
 		}
-		id, err := b.remove(ctx, sw, job)
-		if err != nil {
-			return err
-		}
+		id, call := b.remove(sw, job)
+		calls = append(calls, call)
 		s.free = append(s.free, id)
 		s.order = slices.DeleteFunc(s.order, func(jb int) bool { return jb == job })
 	}
-	return nil
+	return inasched.Sequence(calls...)
 }
 
-// remove removes a retired ring of job from sw and returns its switch job
-// id.
-func (b *P4RT) remove(ctx context.Context, sw string, job int) (uint16, error) {
+// remove plans the removal of a retired ring of job from sw and returns
+// its switch job id.
+func (b *P4RT) remove(sw string, job int) (uint16, inasched.Call) {
 	s := b.sw[sw]
-	if err := b.ctl[sw].RemoveRing(ctx, b.top, sw, s.rings[job]); err != nil {
-		return 0, err
-	}
+	ctl, top, r := b.ctl[sw], b.top, s.rings[job]
 	id := s.ids[job]
 	delete(s.ids, job)
 	delete(s.rings, job)
 	delete(s.retired, job)
-	return id, nil
+	return id, func(ctx context.Context) error { return ctl.RemoveRing(ctx, top, sw, r) }
 }
 
-// reclaim removes the oldest retired ring on sw and returns its switch
-// job id.
-func (b *P4RT) reclaim(ctx context.Context, sw string) (uint16, error) {
+// reclaim plans the removal of the oldest retired ring on sw and returns
+// its switch job id.
+func (b *P4RT) reclaim(sw string) (uint16, inasched.Call, error) {
 	s := b.sw[sw]
 	// Jobs bound again since they retired are no longer retired.
 	s.order = slices.DeleteFunc(s.order, func(jb int) bool { return !s.retired[jb] })
 	if len(s.order) == 0 {
-		return 0, fmt.Errorf("switch %s: more than %d jobs at once", sw, dp.MaxJobs)
+		return 0, nil, fmt.Errorf("switch %s: more than %d jobs at once", sw, dp.MaxJobs)
 	}
 	job := s.order[0]
 	s.order = s.order[1:]
-	return b.remove(ctx, sw, job)
+	id, call := b.remove(sw, job)
+	return id, call, nil
 }
 
 // Controller returns the data-plane controller of a switch.

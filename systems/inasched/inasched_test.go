@@ -3,6 +3,7 @@ package inasched_test
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,7 +228,11 @@ func TestRetireAfterMove(t *testing.T) {
 	// The switch has seen round 4 from both workers; the move takes effect
 	// from round 5.
 	names := ctl.Names()
-	for reg, v := range map[string]uint64{ina.RegJobRound: 4, ina.RegJobWorkers: 3} {
+	bs, err := ctl.Bindings(ctx, id)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("bindings %v, %v", bs, err)
+	}
+	for reg, v := range map[string]uint64{ina.RegJobRound: 4, ina.RegJobWorkers: 3, ina.RegJobEpoch: uint64(bs[0].Epoch)} {
 		re, err := names.RegisterEntry(reg, int64(id), v)
 		if err != nil {
 			t.Fatal(err)
@@ -261,5 +266,141 @@ func TestRetireAfterMove(t *testing.T) {
 	}
 	if pending, err := binder.Retire(ctx, inasched.Job{ID: 9, Switch: "tor"}); err != nil || pending {
 		t.Fatalf("a second retire: pending %v, %v", pending, err)
+	}
+}
+
+// TestControllerDeferredCalls: with an Exec that holds the calls (as an
+// agent's port does until its substrate runs them), the controller's
+// decisions and the binder's bookkeeping take effect at once, the switch
+// changes only when the calls run, in the order they were made, and an
+// error of a call names the job.
+func TestControllerDeferredCalls(t *testing.T) {
+	_, _, binder := setup(t)
+	ctx := context.Background()
+	s := &scripted{b: map[int]inasched.Binding{}}
+	c := inasched.NewController(s, binder)
+	var held []inasched.Call
+	c.SetExec(func(call inasched.Call) error { held = append(held, call); return nil })
+	job := inasched.Job{ID: 5, Workers: 2, Switch: "tor"}
+	c.Admit(0, job, []string{"h1", "h2"})
+	s.b[5] = inasched.Binding{Mode: inasched.Pool, Pool: 1, Base: 0, Size: 16}
+	b, err := c.Begin(0, 5)
+	id, bound := binder.SwitchJob("tor", 5)
+	if err != nil || !b.INA() || !bound || len(held) != 1 || c.Writes() != 1 {
+		t.Fatalf("begin: %v %v, switch job %d %v, %d calls held, %d writes", b, err, id, bound, len(held), c.Writes())
+	}
+	entries := func() int {
+		bs, err := binder.Controller("tor").Bindings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(bs)
+	}
+	if n := entries(); n != 0 {
+		t.Fatalf("the switch holds %d bindings before the call ran", n)
+	}
+	if err := c.Depart(0, 5); err != nil || len(held) != 2 {
+		t.Fatalf("depart: %v, %d calls held", err, len(held))
+	}
+	if _, bound := binder.SwitchJob("tor", 5); bound {
+		t.Error("the job still has a switch job id after its release was planned")
+	}
+	if err := held[0](ctx); err != nil || entries() != 1 {
+		t.Fatalf("the binding's call: %v, %d bindings", err, entries())
+	}
+	if err := held[1](ctx); err != nil || entries() != 0 {
+		t.Fatalf("the release's call: %v, %d bindings", err, entries())
+	}
+	// A call that fails (its entry is gone) names the job and its switch.
+	c.Admit(0, job, []string{"h1", "h2"})
+	s.b[5] = inasched.Binding{Mode: inasched.Pool, Pool: 1, Base: 0, Size: 16}
+	held = nil
+	if _, err := c.Begin(0, 5); err != nil || len(held) != 1 {
+		t.Fatalf("bind again: %v, %d calls", err, len(held))
+	}
+	if err := held[0](ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, _ = binder.SwitchJob("tor", 5)
+	if err := binder.Controller("tor").Unbind(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	s.b[5] = inasched.Binding{Mode: inasched.Pool, Pool: 1, Base: 32, Size: 16} // a move: Rebind reads the binding back
+	if _, err := c.Begin(0, 5); err != nil || len(held) != 2 {
+		t.Fatalf("move: %v, %d calls", err, len(held))
+	}
+	if err := held[1](ctx); err == nil || !strings.Contains(err.Error(), "job 5 on [tor]") {
+		t.Errorf("a failed call: %v, want it to name job 5 on [tor]", err)
+	}
+}
+
+// TestRetireCallAfterAnotherMove: a retirement's answer is not recorded
+// when another move of the job was planned while it was on its way, so
+// the next boundary asks again and retires what that move left.
+func TestRetireCallAfterAnotherMove(t *testing.T) {
+	_, pl, binder := setup(t)
+	ctx := context.Background()
+	workers := []string{"h1", "h2"}
+	job := inasched.Job{ID: 9, Switch: "tor"}
+	if err := binder.Bind(ctx, job, inasched.Binding{Mode: inasched.Pool, Base: 0, Size: 8}, workers); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := binder.SwitchJob("tor", 9)
+	ctl := binder.Controller("tor")
+	setRound := func(round, workers uint64) {
+		bs, err := ctl.Bindings(ctx, id)
+		if err != nil || len(bs) == 0 {
+			t.Fatalf("bindings %v, %v", bs, err)
+		}
+		for reg, v := range map[string]uint64{ina.RegJobRound: round, ina.RegJobWorkers: workers, ina.RegJobEpoch: uint64(bs[0].Epoch)} {
+			re, err := ctl.Names().RegisterEntry(reg, int64(id), v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pl.Write([]*p4v1.Update{p4rt.Modify(p4rt.Register(re))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func() int {
+		bs, err := ctl.Bindings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(bs)
+	}
+	setRound(4, 3)
+	if err := binder.Bind(ctx, job, inasched.Binding{Mode: inasched.Pool, Base: 8, Size: 8}, workers); err != nil {
+		t.Fatal(err)
+	}
+	setRound(5, 3) // both workers in round 5: the move from round 5 has drained
+	call, commit, err := binder.RetireCall(job)
+	if err != nil || call == nil {
+		t.Fatalf("retire: %v, call %v", err, call != nil)
+	}
+	// Another move is planned before the retirement's answer comes back.
+	move, err := binder.BindCall(job, inasched.Binding{Mode: inasched.Pool, Base: 16, Size: 8}, workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pending := commit(); pending || count() != 1 {
+		t.Fatalf("the first retirement: pending %v, %d bindings", pending, count())
+	}
+	if err := move(ctx); err != nil || count() != 2 {
+		t.Fatalf("the second move: %v, %d bindings", err, count())
+	}
+	setRound(7, 3)
+	call, commit, err = binder.RetireCall(job)
+	if err != nil || call == nil {
+		t.Fatalf("the boundary after the second move asks nothing: %v", err)
+	}
+	if err := call(ctx); err != nil || commit() || count() != 1 {
+		t.Fatalf("the second retirement: %v, %d bindings", err, count())
+	}
+	if call, _, _ := binder.RetireCall(job); call != nil {
+		t.Error("a retirement with nothing left asks the switch again")
 	}
 }

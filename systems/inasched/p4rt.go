@@ -56,6 +56,10 @@ type swJobs struct {
 	next    uint16
 	n       map[uint16]int // switch job id → group members
 	retired map[uint16]bool
+	// changes counts the bindings planned on the switch (installs, moves,
+	// removals): a retirement's answer is recorded only if none was
+	// planned while it was on its way (see RetireCall).
+	changes uint64
 }
 
 // isFree reports whether switch job id id is unused on the switch.
@@ -135,18 +139,51 @@ func (b *P4RT) switchID(sws []string, job int) (id uint16, bound bool, err error
 	return 0, false, fmt.Errorf("switches %v: no job id free on all of them", sws)
 }
 
-// Bind implements Binder.
+// Bind installs or moves j's binding and returns when the switches hold
+// it: BindCall, run at once, for callers that may block (tests, drivers).
 func (b *P4RT) Bind(ctx context.Context, j Job, bd Binding, workers []string) error {
+	call, err := b.BindCall(j, bd, workers)
+	if err != nil {
+		return err
+	}
+	return Run(ctx, call)
+}
+
+// Unbind removes j's bindings and returns when the switches no longer
+// hold them: UnbindCall, run at once.
+func (b *P4RT) Unbind(ctx context.Context, j Job) error {
+	call, err := b.UnbindCall(j)
+	if err != nil {
+		return err
+	}
+	return Run(ctx, call)
+}
+
+// Retire is RetireCall run at once: it reports whether something is left
+// to retire.
+func (b *P4RT) Retire(ctx context.Context, j Job) (pending bool, err error) {
+	call, commit, err := b.RetireCall(j)
+	if err != nil {
+		return false, err
+	}
+	if err := Run(ctx, call); err != nil {
+		return true, err
+	}
+	return commit(), nil
+}
+
+// BindCall implements Binder.
+func (b *P4RT) BindCall(j Job, bd Binding, workers []string) (Call, error) {
 	sws := j.Switches()
 	if bd.Mode != Pool && bd.Mode != Shared {
-		return fmt.Errorf("job %d: a %v binding is not p4/ina's to run (its modes are pool and shared)", j.ID, bd.Mode)
+		return nil, fmt.Errorf("job %d: a %v binding is not p4/ina's to run (its modes are pool and shared)", j.ID, bd.Mode)
 	}
 	if len(workers) > ina.MaxWorkers {
-		return fmt.Errorf("job %d has %d workers; the INA data plane aggregates at most %d", j.ID, len(workers), ina.MaxWorkers)
+		return nil, fmt.Errorf("job %d has %d workers; the INA data plane aggregates at most %d", j.ID, len(workers), ina.MaxWorkers)
 	}
 	id, bound, err := b.switchID(sws, j.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	port, ps := WorkerPort(id), netip.AddrPort{}
 	if b.Endpoints != nil {
@@ -156,7 +193,7 @@ func (b *P4RT) Bind(ctx context.Context, j Job, bd Binding, workers []string) er
 	for i, w := range workers {
 		n := b.top.Node(w)
 		if n == nil || !n.IsHost() {
-			return fmt.Errorf("job %d: worker %q is not a host", j.ID, w)
+			return nil, fmt.Errorf("job %d: worker %q is not a host", j.ID, w)
 		}
 		addrs[i] = netip.AddrPortFrom(n.IP, port)
 	}
@@ -169,54 +206,79 @@ func (b *P4RT) Bind(ctx context.Context, j Job, bd Binding, workers []string) er
 	}
 	if bd.Mode == Shared {
 		if !ps.IsValid() {
-			return fmt.Errorf("job %d: a shared binding needs a parameter server", j.ID)
+			return nil, fmt.Errorf("job %d: a shared binding needs a parameter server", j.ID)
 		}
 		next.Mode, next.PS, next.Hold, next.Place = ina.ModeShared, ps, b.Hold, b.Place
 	}
 	tree, err := ina.Tree(b.top, j.Switch, j.Lower, addrs)
 	if err != nil {
-		return fmt.Errorf("job %d: %w", j.ID, err)
+		return nil, fmt.Errorf("job %d: %w", j.ID, err)
 	}
-	for _, ts := range tree {
+	sbs := make([]ina.Binding, len(tree))
+	for i, ts := range tree {
 		b.gens++
 		sb := next
 		sb.Gen, sb.Members, sb.Up = b.gens, ts.Members, ts.Up
 		if err := sb.Check(int(bd.Base + bd.Size)); err != nil {
-			return err
+			return nil, err
 		}
-		ctl, s := b.ctl[ts.Name], b.sw[ts.Name]
+		sbs[i] = sb
+	}
+	calls := make([]Call, len(tree))
+	for i, ts := range tree {
+		ctl, s, name, sb := b.ctl[ts.Name], b.sw[ts.Name], ts.Name, sbs[i]
+		s.changes++
 		if bound {
-			if _, err := ctl.Rebind(ctx, id, sb, 0); err != nil {
-				return fmt.Errorf("switch %s: %w", ts.Name, err)
+			calls[i] = func(ctx context.Context) error {
+				if _, err := ctl.Rebind(ctx, id, sb, 0); err != nil {
+					return fmt.Errorf("switch %s: %w", name, err)
+				}
+				return nil
 			}
 			s.retired[id] = false
 			continue
 		}
-		if err := ctl.SetGroup(ctx, id+1, ts.Group); err != nil {
-			return fmt.Errorf("switch %s: %w", ts.Name, err)
-		}
-		if err := ctl.Bind(ctx, sb); err != nil {
-			return fmt.Errorf("switch %s: %w", ts.Name, err)
+		group := ts.Group
+		calls[i] = func(ctx context.Context) error {
+			if err := ctl.SetGroup(ctx, id+1, group); err != nil {
+				return fmt.Errorf("switch %s: %w", name, err)
+			}
+			if err := ctl.Bind(ctx, sb); err != nil {
+				return fmt.Errorf("switch %s: %w", name, err)
+			}
+			return nil
 		}
 		s.claim(id)
 		s.ids[j.ID] = id
-		s.n[id] = len(ts.Group)
+		s.n[id] = len(group)
 	}
-	return nil
+	return Sequence(calls...), nil
 }
 
-// Retire deletes the job-table entries a move left behind on the switches
-// of j's tree (the old binding, cut to the rounds before the move) once
-// each switch has seen every worker of the job it completes in its new
-// binding (ina.Controller.Retire), so that a very late packet of an old
-// round finds no binding instead of another job's aggregators. Call it at
-// the job's iteration boundaries after a move; it returns at once when
-// nothing is left to retire, and reports whether something still is.
-func (b *P4RT) Retire(ctx context.Context, j Job) (pending bool, err error) {
+// RetireCall plans the deletion of the job-table entries a move left
+// behind on the switches of j's tree (the old binding, cut to the rounds
+// before the move), which each switch's call makes once the switch has
+// seen every worker of the job it completes in its new binding
+// (ina.Controller.Retire), so that a very late packet of an old round
+// finds no binding instead of another job's aggregators. Plan it at the
+// job's iteration boundaries after a move: when nothing is left to retire
+// it returns no call. commit, run on the controller's goroutine once the
+// call succeeded, records what the switches answered and reports whether
+// something is still left to retire (unless a binding of the switch was
+// planned meanwhile: then the next boundary asks again).
+func (b *P4RT) RetireCall(j Job) (call Call, commit func() (pending bool), err error) {
+	type ask struct {
+		s       *swJobs
+		id      uint16
+		changes uint64
+		pending bool
+	}
+	var asks []*ask
+	var calls []Call
 	for _, sw := range j.Switches() {
 		ctl, s := b.ctl[sw], b.sw[sw]
 		if ctl == nil {
-			return false, fmt.Errorf("switch %s has no P4Runtime client", sw)
+			return nil, nil, fmt.Errorf("switch %s has no P4Runtime client", sw)
 		}
 		id, ok := s.ids[j.ID]
 		if !ok {
@@ -225,37 +287,76 @@ func (b *P4RT) Retire(ctx context.Context, j Job) (pending bool, err error) {
 		if done, known := s.retired[id]; !known || done {
 			continue
 		}
-		p, err := ctl.Retire(ctx, id)
-		if err != nil {
-			return true, fmt.Errorf("switch %s: %w", sw, err)
-		}
-		s.retired[id] = !p
-		pending = pending || p
+		a := &ask{s: s, id: id, changes: s.changes}
+		asks = append(asks, a)
+		calls = append(calls, func(ctx context.Context) error {
+			p, err := ctl.Retire(ctx, id)
+			if err != nil {
+				return fmt.Errorf("switch %s: %w", sw, err)
+			}
+			a.pending = p
+			return nil
+		})
 	}
-	return pending, nil
+	commit = func() (pending bool) {
+		for _, a := range asks {
+			if a.s.changes == a.changes {
+				a.s.retired[a.id] = !a.pending
+			}
+			pending = pending || a.pending
+		}
+		return pending
+	}
+	return Sequence(calls...), commit, nil
 }
 
-// Unbind implements Binder.
-func (b *P4RT) Unbind(ctx context.Context, j Job) error {
+// UnbindCall implements Binder.
+func (b *P4RT) UnbindCall(j Job) (Call, error) {
+	var calls []Call
 	for _, sw := range j.Switches() {
 		ctl, s := b.ctl[sw], b.sw[sw]
 		if ctl == nil {
-			return fmt.Errorf("switch %s has no P4Runtime client", sw)
+			return nil, fmt.Errorf("switch %s has no P4Runtime client", sw)
 		}
 		id, ok := s.ids[j.ID]
 		if !ok {
 			continue
 		}
-		if err := ctl.Unbind(ctx, id); err != nil {
-			return fmt.Errorf("switch %s: %w", sw, err)
-		}
-		if err := ctl.DeleteGroup(ctx, id+1, s.n[id]); err != nil {
-			return fmt.Errorf("switch %s: %w", sw, err)
-		}
+		n := s.n[id]
+		calls = append(calls, func(ctx context.Context) error {
+			if err := ctl.Unbind(ctx, id); err != nil {
+				return fmt.Errorf("switch %s: %w", sw, err)
+			}
+			if err := ctl.DeleteGroup(ctx, id+1, n); err != nil {
+				return fmt.Errorf("switch %s: %w", sw, err)
+			}
+			return nil
+		})
+		s.changes++
 		delete(s.ids, j.ID)
 		delete(s.n, id)
 		delete(s.retired, id)
 		s.free = append(s.free, id)
 	}
-	return nil
+	return Sequence(calls...), nil
+}
+
+// Sequence returns a call that runs calls in order and stops at the first
+// error; nil if there is none to run.
+func Sequence(calls ...Call) Call {
+	calls = slices.DeleteFunc(calls, func(c Call) bool { return c == nil })
+	switch len(calls) {
+	case 0:
+		return nil
+	case 1:
+		return calls[0]
+	}
+	return func(ctx context.Context) error {
+		for _, c := range calls {
+			if err := c(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

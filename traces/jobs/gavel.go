@@ -199,7 +199,7 @@ func ParseGavelCompressed(file string, data []byte, factor float64) ([]Job, erro
 		runtime := float64(n) / tput // seconds on one V100
 		iters := math.Round(runtime / factor / prof.Compute.Seconds())
 		if iters > MaxIterations {
-			bad("total_steps", "%d steps of %s (%.0f h on a V100) are %.0f iterations of %s, above %d: compress the trace in time by %.0f or more (time_compression in a spec, or tracebed trace convert --time-compression)",
+			bad("total_steps", "%d steps of %s (%.0f h on a V100) are %.0f iterations of %s, above %d: compress the trace in time by %.0f or more (time_compression in a spec; --time-compression of tracebed trace convert, trace info and validate)",
 				n, jobType, runtime/3600, iters, prof.Name, MaxIterations, math.Ceil(iters/MaxIterations*factor))
 			continue
 		}

@@ -190,14 +190,15 @@ func NewReader(name string, r io.Reader) (*Reader, error) {
 	if _, err := io.ReadFull(rd.r, fixed[:]); err != nil {
 		return nil, rd.errorf("header: %v (a binary trace starts with %q)", noEOF(err), binaryMagic)
 	}
-	rd.off = 6
 	if string(fixed[:4]) != binaryMagic {
 		return nil, rd.errorf("not a binary memory trace: starts with %q, want %q", fixed[:4], binaryMagic)
 	}
+	rd.off = 4 // errors about the version name its byte
 	rd.version = int(fixed[4])
 	if rd.version != BinaryVersion && rd.version != binaryV1 {
 		return nil, rd.errorf("binary trace version %d is not supported (this tracebed reads versions %d and %d)", fixed[4], binaryV1, BinaryVersion)
 	}
+	rd.off = 6
 	hdr := append([]byte(nil), fixed[:]...)
 	var pages uint64
 	var perr error
@@ -347,12 +348,23 @@ func (r *Reader) Read(buf []Access) (int, error) {
 			}
 			continue
 		}
-		v, n1 := binary.Uvarint(r.payload[r.pos:])
+		p := r.payload[r.pos:]
+		v, n1 := uint64(0), 1
+		if len(p) > 0 && p[0] < 0x80 {
+			v = uint64(p[0])
+		} else {
+			v, n1 = uvarintLong(p)
+		}
 		if n1 <= 0 {
 			r.err = r.recordError("page field is not a valid varint")
 			return k, r.err
 		}
-		g, n2 := binary.Uvarint(r.payload[r.pos+n1:])
+		g, n2 := uint64(0), 1
+		if p = p[n1:]; len(p) > 0 && p[0] < 0x80 {
+			g = uint64(p[0])
+		} else {
+			g, n2 = uvarintLong(p)
+		}
 		if n2 <= 0 {
 			r.err = r.recordError("gap field is not a valid varint")
 			return k, r.err
@@ -381,6 +393,16 @@ func (r *Reader) Read(buf []Access) (int, error) {
 		return 0, io.EOF
 	}
 	return k, nil
+}
+
+// uvarintLong is binary.Uvarint, with two-byte varints first: Read decodes
+// one-byte varints, most of a trace's gaps and many of its page deltas,
+// itself.
+func uvarintLong(b []byte) (uint64, int) {
+	if len(b) >= 2 && b[0] >= 0x80 && b[1] < 0x80 {
+		return uint64(b[0]&0x7f) | uint64(b[1])<<7, 2
+	}
+	return binary.Uvarint(b)
 }
 
 func (r *Reader) recordError(msg string) error {

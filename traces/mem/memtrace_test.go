@@ -121,7 +121,7 @@ func TestBinaryErrors(t *testing.T) {
 	}{
 		{"empty", nil, "header"},
 		{"bad magic", append([]byte("XXXX"), good[4:]...), "not a binary memory trace"},
-		{"bad version", func() []byte { b := bytes.Clone(good); b[4] = 9; return b }(), "version 9 is not supported"},
+		{"bad version", func() []byte { b := bytes.Clone(good); b[4] = 9; return b }(), "byte 4: binary trace version 9 is not supported"},
 		{"bad page size", func() []byte { b := bytes.Clone(good); b[5] = 3; return b }(), "page size"},
 		{"truncated", good[:len(good)-1], "truncated: the trace ends without its end marker"},
 		{"truncated in chunk", good[:20], "truncated chunk"},

@@ -79,6 +79,7 @@ type psJob struct {
 	all       uint32
 	rounds    [2]psRound // by round parity
 	agg       []uint16   // Remap: the aggregator each window slot names, as the PS last saw it
+	spare     [][]int32  // value buffers of kept partials, for reuse (keep, drop)
 }
 
 type psRound struct {
@@ -89,7 +90,27 @@ type psRound struct {
 	done   []bool
 	ovf    []bool
 	slot   []uint16 // the slot field of each completed chunk's results
+	// parts holds, for each incomplete chunk of a job a switch feeds
+	// (Multicast), the partials received (keep, cover).
+	parts map[int][]psPart
 }
+
+// psPart is a partial aggregate of one chunk: the exact sum of the
+// contributions its bitmap names.
+type psPart struct {
+	bitmap uint32
+	ovf    bool
+	values []int32
+}
+
+// maxParts bounds the partials the PS keeps of one chunk; more are
+// summed if they can be, dropped and counted as overlaps if not.
+// coverBudget bounds the steps of one search for a cover: a search that
+// runs out fails, and the next partial of the chunk searches again.
+const (
+	maxParts    = 2 * ina.MaxWorkers
+	coverBudget = 4096
+)
 
 // NewPS returns a parameter server for jobs.
 func NewPS(jobs ...PSJob) (*PS, error) {
@@ -127,6 +148,7 @@ func (p *PS) Add(j PSJob) error {
 		r.done = make([]bool, pj.chunks)
 		r.ovf = make([]bool, pj.chunks)
 		r.slot = make([]uint16, pj.chunks)
+		r.parts = map[int][]psPart{}
 	}
 	if j.Remap {
 		pj.agg = make([]uint16, j.Window)
@@ -175,6 +197,9 @@ func (j *psJob) round(r uint32) *psRound {
 	clear(b.bitmap)
 	clear(b.done)
 	clear(b.ovf)
+	for c := range b.parts {
+		b.drop(c, &j.spare)
+	}
 	return b
 }
 
@@ -218,6 +243,7 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 		}
 		p.Stats.FromSwitch++
 		j.stats.FromSwitch++
+		r.drop(c, &j.spare)
 		ina.GetValues(acc, vals)
 		r.bitmap[c], r.done[c], r.ovf[c] = j.all, true, h.Flags&ina.FlagOverflow != 0
 		r.slot[c] = j.place(c, h.Slot, false)
@@ -235,8 +261,15 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 			p.Stats.Ignored++
 		}
 		return
-	case r.bitmap[c]&h.Bitmap != 0:
-		p.Stats.Overlaps++
+	}
+	fed := j.Multicast.IsValid() // partials may overlap: keep them
+	kept := fed && r.keep(c, j.k, h, vals, &j.spare)
+	if r.bitmap[c]&h.Bitmap != 0 {
+		if !kept || !r.cover(c, j.k, j.all) {
+			p.Stats.Overlaps++
+			return
+		}
+		p.complete(j, r, c, h)
 		return
 	}
 	if r.bitmap[c] == 0 {
@@ -258,13 +291,114 @@ func (p *PS) Recv(_ emulator.Addr, payload []byte) {
 	}
 	r.bitmap[c] |= h.Bitmap
 	p.Stats.Merged++
-	if r.bitmap[c] == j.all {
-		r.done[c] = true
-		r.slot[c] = j.place(c, h.Slot, true)
-		p.Stats.Completed++
-		j.stats.Completed++
-		p.publish(j, r, c, h)
+	if r.bitmap[c] == j.all || kept && r.cover(c, j.k, j.all) {
+		p.complete(j, r, c, h)
 	}
+}
+
+// complete publishes chunk c, summed in software.
+func (p *PS) complete(j *psJob, r *psRound, c int, h ina.Header) {
+	r.drop(c, &j.spare)
+	r.done[c] = true
+	r.slot[c] = j.place(c, h.Slot, true)
+	p.Stats.Completed++
+	j.stats.Completed++
+	p.publish(j, r, c, h)
+}
+
+// keep records the partial h of chunk c, unless the PS has one with the
+// same bitmap (a retransmission: the same sum) or maxParts of them. It
+// reports whether the partial was kept.
+//
+// With two levels of aggregation one contribution can reach the PS in
+// two partials that overlap: a worker's first packet collides at the
+// spine and reaches the PS alone or with another rack's, its
+// retransmission is summed with a rack neighbour's at the leaf. A sum
+// cannot be taken apart, and workers that retransmit together keep being
+// summed together, so dropping the overlapping partial could wait for
+// ever. The PS keeps the partials of a job a switch feeds instead, and
+// completes the chunk from any of them that cover every worker once
+// (cover). Workers that send to the PS directly send only their own
+// contribution: an overlap is a duplicate, and nothing is kept.
+func (r *psRound) keep(c, k int, h ina.Header, vals []byte, spare *[][]int32) bool {
+	parts := r.parts[c]
+	if len(parts) >= maxParts {
+		return false
+	}
+	for _, q := range parts {
+		if q.bitmap == h.Bitmap {
+			return false
+		}
+	}
+	var v []int32
+	if n := len(*spare); n > 0 {
+		v, *spare = (*spare)[n-1], (*spare)[:n-1]
+	} else {
+		v = make([]int32, k)
+	}
+	ina.GetValues(v, vals)
+	r.parts[c] = append(parts, psPart{bitmap: h.Bitmap, ovf: h.Flags&ina.FlagOverflow != 0, values: v})
+	return true
+}
+
+// drop forgets chunk c's partials, keeping their buffers in spare.
+func (r *psRound) drop(c int, spare *[][]int32) {
+	for _, q := range r.parts[c] {
+		*spare = append(*spare, q.values)
+	}
+	delete(r.parts, c)
+}
+
+// cover looks among chunk c's partials for some whose bitmaps are disjoint
+// and together name all workers; if it finds them, it sets the chunk's sum
+// to theirs and reports true. Each partial is an exact sum of what its
+// bitmap names, so the result is exact whichever cover is found.
+func (r *psRound) cover(c, k int, all uint32) bool {
+	parts := r.parts[c]
+	var pick []int
+	steps := 0
+	var search func(have uint32) bool
+	search = func(have uint32) bool {
+		missing := all &^ have
+		if missing == 0 {
+			return true
+		}
+		low := missing & -missing
+		for i, q := range parts {
+			if q.bitmap&low == 0 || q.bitmap&have != 0 {
+				continue
+			}
+			if steps++; steps > coverBudget {
+				return false
+			}
+			pick = append(pick, i)
+			if search(have | q.bitmap) {
+				return true
+			}
+			pick = pick[:len(pick)-1]
+		}
+		return false
+	}
+	if !search(0) {
+		return false
+	}
+	acc := r.values[c*k : (c+1)*k]
+	ovf := false
+	copy(acc, parts[pick[0]].values)
+	for _, i := range pick {
+		ovf = ovf || parts[i].ovf
+	}
+	var wrap int32
+	for _, i := range pick[1:] {
+		for e, b := range parts[i].values {
+			a := acc[e]
+			s := a + b
+			wrap |= (a ^ s) & (b ^ s)
+			acc[e] = s
+		}
+	}
+	r.bitmap[c], r.ovf[c] = all, ovf || wrap < 0
+	return true
 }
 
 // place returns the slot field of chunk c's results, whose packets named

@@ -212,8 +212,10 @@ func bindTree(net Network, spec JobSpec, b ina.Binding, addrs []emulator.Addr) (
 	if err != nil {
 		return nil, b, fmt.Errorf("job %d: %w", spec.ID, err)
 	}
-	// One deadline for the whole tree's writes: bindTree runs inside
-	// an agent callback on both substrates.
+	// One deadline for the whole tree's writes. bindTree runs on the
+	// driver's goroutine, before the job's agents are attached (Setup,
+	// SetupOn), never inside an agent's callback: agents that program
+	// switches while they run use a p4rt.Port.
 	ctx, cancel := p4rt.CallContext()
 	defer cancel()
 	var ctls []*ina.Controller

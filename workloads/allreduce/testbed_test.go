@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 var netnsPrefix = "a" + netns.NewRunID()[:1]
 
 // testbeds are the substrates the testbed tests run on: sim always, netns
-// as root.
+// as root, with the Go switch and, where installed, with bmv2.
 func testbeds(t testing.TB) map[string]func(context.Context, testbed.Config) (testbed.Testbed, error) {
 	tbs := map[string]func(context.Context, testbed.Config) (testbed.Testbed, error){
 		"sim": experiments.SimTestbed,
@@ -43,6 +44,14 @@ func testbeds(t testing.TB) map[string]func(context.Context, testbed.Config) (te
 		t.Log("netns: skipped in -short mode")
 	} else {
 		tbs["netns"] = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix}).New
+		// bmv2 running ina.p4, its links (delay, loss) modelled by the
+		// link stages, where bmv2 and p4c are installed.
+		bm := netnstb.Options{Switch: netnstb.SwitchBMv2, RunIDPrefix: netnsPrefix}
+		if err := netnstb.Check(bm); err != nil {
+			t.Logf("netns with bmv2: skipped: %v", strings.SplitN(err.Error(), "\n", 2)[0])
+		} else {
+			tbs["netns-bmv2"] = netnstb.NewFactory(bm).New
+		}
 	}
 	return tbs
 }

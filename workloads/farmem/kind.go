@@ -221,6 +221,9 @@ type experiment struct {
 	entries   map[string]experiments.Entry
 	scenarios map[string]*scenario
 	policies  map[string]Policy
+	// pages is the page memory of the memory servers, which each run
+	// hands on to the next (paging.PagePool).
+	pages *paging.PagePool
 }
 
 // Compile implements experiments.Kind. It reports every problem of the
@@ -239,7 +242,7 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	if spec.Scale > maxScale {
 		return nil, spec.Errorf("scale", "%g: a far-memory run may take %v of paper time, %.3g s at this scale, beyond the simulation clock's %.3g s; want a scale of at most %d", spec.Scale, runLimit, runLimit.Seconds()*spec.Scale, clockRange.Seconds(), maxScale)
 	}
-	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]*scenario{}, policies: map[string]Policy{}}
+	e := &experiment{spec: spec, entries: map[string]experiments.Entry{}, scenarios: map[string]*scenario{}, policies: map[string]Policy{}, pages: &paging.PagePool{}}
 	prepared := map[string]*memtrace.Prepared{}
 	prepare := func(f memtrace.File, pageSize int) (*memtrace.Prepared, error) {
 		key := fmt.Sprintf("%s\x00%d", f.Name, pageSize)
@@ -678,7 +681,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if newTestbed == nil {
 		newTestbed = experiments.SimTestbed
 	}
-	o, err := run(ctx, newTestbed, sc, pol, r.Seed, r.Progress)
+	o, err := run(ctx, newTestbed, sc, pol, r.Seed, r.Progress, e.pages)
 	if err != nil {
 		return nil, err
 	}
@@ -707,7 +710,8 @@ type Outcome struct {
 // memory servers, bulk sinks, paging hosts and bulk senders are attached in
 // that order; the run ends when every host has replayed its trace and seen
 // every write-back acknowledged. The same code runs on every substrate.
-func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64)) (_ *Outcome, err error) {
+// The memory servers take their page memory from pages (nil: allocate).
+func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64), pages *paging.PagePool) (_ *Outcome, err error) {
 	prog := pfarmem.SwitchProgram()
 	tb, err := newTestbed(ctx, testbed.Config{Topology: sc.top, Program: &prog, Seed: uint64(seed)})
 	if err != nil {
@@ -747,7 +751,7 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 	var addrs []emulator.Addr
 	var sinks []*sink
 	for _, name := range sc.servers {
-		srv := paging.NewServer(sc.pageSize)
+		srv := paging.NewPooledServer(sc.pageSize, pages)
 		if _, err := tb.Attach(name, pfarmem.Port, srv); err != nil {
 			return nil, fmt.Errorf("memory server %s: %w", name, err)
 		}
@@ -893,6 +897,7 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 	}
 	for _, srv := range servers {
 		o.Servers = append(o.Servers, srv.Stats())
+		srv.Release() // its pages are checked: the next run may reuse their memory
 	}
 	for _, k := range sinks {
 		o.Background += k.bytes

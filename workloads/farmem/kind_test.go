@@ -396,7 +396,7 @@ func TestSwitchCounters(t *testing.T) {
 		policy     string
 		classified bool
 	}{{"fastswap", false}, {"glitter", true}} {
-		o, err := run(context.Background(), experiments.SimTestbed, e.scenarios["tight"], e.policies[tc.policy], 1, nil)
+		o, err := run(context.Background(), experiments.SimTestbed, e.scenarios["tight"], e.policies[tc.policy], 1, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

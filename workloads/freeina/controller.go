@@ -25,10 +25,18 @@ import (
 // is ready — asks the policy for memory (the hosts' request, if the
 // job's leader wants the INA path), programs the switch through
 // P4Runtime and tells the workers the round's path; when every worker is
-// done it releases the memory (the all-reduce-level allocation).
+// done it releases the memory (the all-reduce-level allocation). When
+// chunks of a round fail on the INA path, it gathers the workers'
+// stopped reports (stopping them all if a connection gave up), releases
+// the memory, and names the first chunk to re-aggregate on the PS path
+// (recover; worker.go). Its P4Runtime calls go through its control-plane
+// port, never from inside a callback: a round's path is decided at once,
+// and the workers are told once the switch holds the round's binding
+// (port.Then).
 type controller struct {
 	h       *host
 	run     *run
+	port    *p4rt.Port
 	pending map[netip.Addr]*channel // control connections until established
 	chans   map[netip.Addr]*channel
 	t0      time.Duration // when every host was connected: time zero of the jobs
@@ -52,7 +60,10 @@ type controller struct {
 	last   float64
 	rounds int
 	byPath [2]int
-	sw     SwitchCounters
+	// recovered counts the all-reduces recovered on the PS path,
+	// recoveredChunks their chunks re-aggregated there.
+	recovered, recoveredChunks int
+	sw                         SwitchCounters
 	// took is every all-reduce's time, by path: from the controller's go
 	// to the last worker's done.
 	took [2][]time.Duration
@@ -84,6 +95,14 @@ type cjob struct {
 	goAt      time.Duration
 	failed    string
 	res       flow.JobResult
+
+	// Recovery of the round (chunks failed on INA): stopped workers, the
+	// fewest results one of them holds, whether the workers were told
+	// to stop (a connection gave up) and to recover, the memory
+	// released, the chunks recovered.
+	stopped, minGot                int
+	stopSent, recovering, released bool
+	recoveredChunks                int
 }
 
 func newController(h *host, r *run) (*controller, error) {
@@ -155,6 +174,15 @@ func (c *controller) connected(peer netip.Addr) {
 
 // start schedules the arrivals once every host is connected.
 func (c *controller) start() {
+	if c.port == nil {
+		port, err := p4rt.NewPort(c.h.dev.Env())
+		if err != nil {
+			c.h.fail(err)
+			return
+		}
+		c.port = port
+		c.ictl.SetExec(inasched.PortExec(port, c.h.fail))
+	}
 	if c.started || len(c.chans) < len(c.run.hosts)-1 {
 		return
 	}
@@ -288,14 +316,67 @@ func (c *controller) message(ch *channel, m ctlMsg) {
 			c.h.fail(fmt.Errorf("job %d: ready for round %d in round %d", m.Job, m.Round, j.round))
 		}
 	case msgDone:
+		if int(m.Round) != j.round {
+			c.h.fail(fmt.Errorf("job %d: done for round %d in round %d", m.Job, m.Round, j.round))
+			return
+		}
+		if j.stopped > 0 && !j.recovering {
+			// A worker that finished the round before others stopped:
+			// it reports stopped too, and is done again after recovering.
+			return
+		}
 		if !m.OK && j.failed == "" {
 			j.failed = fmt.Sprintf("worker %d: %s", m.Rank, m.Err)
+		}
+		if m.Rank == 0 {
+			j.recoveredChunks = int(m.Recovered)
 		}
 		if j.dones++; j.dones == len(j.hosts) {
 			c.endRound(j, m.Job)
 		}
+	case msgStopped:
+		c.stopped(j, m)
 	default:
 		c.h.fail(fmt.Errorf("unexpected control message %v", &m))
+	}
+}
+
+// stopped handles a worker's report that its INA part of the round is
+// over with chunks failed: its sums overflowed (every worker reports
+// that at the end of its INA part), or a connection gave up, which stops
+// every worker. When all have stopped, the memory goes back and the
+// workers recover, from the first chunk one of them lacks.
+func (c *controller) stopped(j *cjob, m ctlMsg) {
+	id := c.idOf(j)
+	if int(m.Round) != j.round || j.path != pathINA || j.recovering || m.Got > uint32(j.values/c.run.k) {
+		c.h.fail(fmt.Errorf("job %d: stopped in round %d with %d results, in round %d on path %d", j.spec.ID, m.Round, m.Got, j.round, j.path))
+		return
+	}
+	if j.stopped == 0 {
+		j.minGot = int(m.Got)
+	}
+	j.stopped++
+	j.minGot = min(j.minGot, int(m.Got))
+	if m.Errored && !j.stopSent {
+		j.stopSent = true
+		for _, ip := range j.ips {
+			c.send(ip, &ctlMsg{Type: msgStop, Job: id, Round: uint32(j.round)})
+		}
+	}
+	if j.stopped < len(j.hosts) {
+		return
+	}
+	// Every worker is off the INA path: its memory goes back now.
+	c.setUse(-float64(j.binding.Size))
+	j.released = true
+	if err := c.ictl.End(c.h.now(), j.spec.ID); err != nil {
+		c.h.fail(err)
+		return
+	}
+	j.recovering = true
+	j.dones = 0
+	for _, ip := range j.ips {
+		c.send(ip, &ctlMsg{Type: msgRecover, Job: id, Round: uint32(j.round), From: uint32(j.minGot)})
 	}
 }
 
@@ -362,15 +443,24 @@ func (c *controller) beginRound(j *cjob, id uint32) {
 		if act.Binding.Mode == inasched.RDMA && act.Binding.INA() {
 			j.path = pathINA
 			window = act.Binding.Size / c.binder.Slot
-			c.setUse(float64(act.Binding.Size))
 		}
 	}
-	n := len(j.hosts)
-	j.goAt = c.h.now()
-	for i, ip := range j.ips {
-		c.send(ip, &ctlMsg{Type: msgGo, Job: id, Round: uint32(j.round), Path: uint32(j.path), Window: uint32(window),
-			PredPSN: j.ready[(i+n-1)%n].PSN})
-	}
+	// The workers go once the switch holds the round's binding (the
+	// round cannot end, nor its binding change, before they go).
+	c.port.Then(func() {
+		if c.h.failed != nil {
+			return
+		}
+		if j.path == pathINA {
+			c.setUse(float64(j.binding.Size))
+		}
+		n := len(j.hosts)
+		j.goAt = c.h.now()
+		for i, ip := range j.ips {
+			c.send(ip, &ctlMsg{Type: msgGo, Job: id, Round: uint32(j.round), Path: uint32(j.path), Window: uint32(window),
+				PredPSN: j.ready[(i+n-1)%n].PSN})
+		}
+	})
 }
 
 // endRound: every worker holds the round's sum and every packet of it is
@@ -380,7 +470,7 @@ func (c *controller) endRound(j *cjob, id uint32) {
 		c.h.fail(fmt.Errorf("job %d round %d: %s", j.spec.ID, j.round, j.failed))
 		return
 	}
-	if j.path == pathINA {
+	if j.path == pathINA && !j.released {
 		c.setUse(-float64(j.binding.Size))
 	}
 	if err := c.ictl.End(c.h.now(), j.spec.ID); err != nil {
@@ -389,16 +479,28 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	}
 	g := float64(j.prof.GradientBytes)
 	j.res.Gradient += g
-	if j.path == pathINA {
+	// A recovered all-reduce counts as the PS path's: its chunks
+	// re-aggregated there are that path's bytes, the rest the switch's.
+	// (One whose connection gave up once every result was in recovered
+	// no chunk: it stays the INA path's.)
+	path := j.path
+	if j.recovering && j.recoveredChunks > 0 {
+		path = pathPS
+		c.recovered++
+		c.recoveredChunks += j.recoveredChunks
+		share := float64(j.recoveredChunks) / float64(j.values/c.run.k)
+		j.res.INA += g * (1 - share)
+		j.res.Fallback += g * share * float64(len(j.hosts))
+	} else if path == pathINA {
 		j.res.INA += g
 	} else {
 		j.res.Fallback += g * float64(len(j.hosts))
 	}
 	c.rounds++
-	c.byPath[j.path]++
+	c.byPath[path]++
 	took := c.h.now() - j.goAt
-	c.took[j.path] = append(c.took[j.path], took)
-	if j.path == pathINA {
+	c.took[path] = append(c.took[path], took)
+	if path == pathINA {
 		j.res.INATime += took.Seconds()
 		j.res.INARounds++
 	} else {
@@ -407,6 +509,8 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	}
 	j.round++
 	j.readies, j.dones, j.begun = 0, 0, false
+	j.stopped, j.minGot, j.recoveredChunks = 0, 0, 0
+	j.stopSent, j.recovering, j.released = false, false, false
 	if j.round < j.spec.Iterations {
 		for _, m := range j.early {
 			j.ready[m.Rank] = m
@@ -424,18 +528,19 @@ func (c *controller) endRound(j *cjob, id uint32) {
 	c.cluster.Release(j.hosts)
 	c.cluster.Unhold(j.sw)
 	c.psFree[j.sw.Name] = append(c.psFree[j.sw.Name], j.ps)
-	if err := c.countSwitch(j); err != nil {
-		c.h.fail(err)
-		return
-	}
+	c.countSwitch(j)
 	if _, err := c.adm.Depart(c.h.now(), c.h.now(), j.spec.ID); err != nil {
 		c.h.fail(err)
 		return
 	}
-	c.done++
-	if c.done == len(c.jobs) {
-		c.run.done.Store(true)
-	}
+	// The job is done once its counters are read and the switch has
+	// forgotten it.
+	c.port.Then(func() {
+		c.done++
+		if c.done == len(c.jobs) {
+			c.run.done.Store(true)
+		}
+	})
 	c.admit()
 }
 
@@ -455,23 +560,31 @@ func (c *controller) setUse(delta float64) {
 	c.steps = append(c.steps, analysis.Point{X: now, Y: frac})
 }
 
-// countSwitch adds a finishing job's counters on its switch (read before
-// its ring is removed and its switch job id handed out again).
-func (c *controller) countSwitch(j *cjob) error {
+// countSwitch reads a finishing job's counters on its switch (before its
+// ring is removed and its switch job id handed out again: the port's
+// calls run in order) and adds them up when they come back.
+func (c *controller) countSwitch(j *cjob) {
 	id, ok := c.binder.SwitchJob(j.sw.Name, j.spec.ID)
 	if !ok {
-		return nil // it never took the INA path
+		return // it never took the INA path
 	}
-	jc, err := c.binder.Controller(j.sw.Name).Counters(context.Background(), id)
-	if err != nil {
+	ctl := c.binder.Controller(j.sw.Name)
+	var jc dp.JobCounters
+	c.port.Call(func(ctx context.Context) (err error) {
+		jc, err = ctl.Counters(ctx, id)
 		return err
-	}
-	c.sw.Packets += jc.Packets
-	c.sw.Results += jc.Results
-	c.sw.Answers += jc.Answers
-	c.sw.Held += jc.Held
-	for i, d := range jc.Drops {
-		c.sw.Drops[i] += d
-	}
-	return nil
+	}, func(err error) {
+		if err != nil {
+			c.h.fail(fmt.Errorf("job %d: counters on %s: %w", j.spec.ID, j.sw.Name, err))
+			return
+		}
+		c.sw.Packets += jc.Packets
+		c.sw.Results += jc.Results
+		c.sw.Answers += jc.Answers
+		c.sw.Held += jc.Held
+		c.sw.Overflows += jc.Overflows
+		for i, d := range jc.Drops {
+			c.sw.Drops[i] += d
+		}
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/tracebed/tracebed/internal/units"
 	sysfree "github.com/tracebed/tracebed/systems/freeina"
 	jobtrace "github.com/tracebed/tracebed/traces/jobs"
-	"github.com/tracebed/tracebed/traces/models"
 	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
 
@@ -24,15 +23,6 @@ import (
 // duplicates), every message once and in order at its receiver (Run
 // fails otherwise).
 func TestExactUnderImpairments(t *testing.T) {
-	lookup := func(name string) (models.Profile, bool) {
-		switch name {
-		case "a":
-			return models.Profile{Name: "a", GradientBytes: 96 << 10, Compute: 300 * time.Microsecond}, true
-		case "b":
-			return models.Profile{Name: "b", GradientBytes: 160 << 10, Compute: 200 * time.Microsecond}, true
-		}
-		return models.Profile{}, false
-	}
 	jobs := []jobtrace.Job{
 		{ID: 0, Model: "a", Workers: 3, Iterations: 4},
 		{ID: 1, Model: "b", Workers: 4, Iterations: 3},
@@ -54,7 +44,7 @@ func TestExactUnderImpairments(t *testing.T) {
 					ctl.Margin = 1000
 				}
 				o, err := Run(context.Background(), Setup{Testbed: tb, Workers: sc.Workers, Controller: sc.Controller, PS: sc.PS,
-					Net: fabric.DefaultNet, Jobs: jobs, Lookup: lookup, Policy: freePolicy, Seed: seed, Control: ctl,
+					Net: fabric.DefaultNet, Jobs: jobs, Lookup: smallModels, Policy: freePolicy, Seed: seed, Control: ctl,
 					Timeout: time.Millisecond, Limit: 30 * time.Second})
 				if err != nil {
 					t.Fatal(err)

@@ -47,6 +47,13 @@ type host struct {
 	failed  error
 	checkEr int    // RC-check violations seen here
 	firstEr string // the first one
+	// giveUps counts this host's INA connections whose retries ran out,
+	// reconnects those it re-established.
+	giveUps, reconnects int
+	// The ICRC state of the last sender inspect saw (as the device keeps
+	// its own): the pseudo-header is folded once per peer, not per packet.
+	rxFrom emulator.Addr
+	rxCRC  wire.PseudoCRC
 }
 
 func (h *host) fail(err error) {
@@ -270,6 +277,14 @@ func (h *host) control(m ctlMsg) {
 	case msgGo:
 		if w := h.worker; w != nil && w.job == m.Job {
 			w.goRound(m)
+		}
+	case msgStop:
+		if w := h.worker; w != nil && w.job == m.Job {
+			w.stopRound(int(m.Round))
+		}
+	case msgRecover:
+		if w := h.worker; w != nil && w.job == m.Job {
+			w.recover(int(m.Round), int(m.From))
 		}
 	case msgFinish:
 		if w := h.worker; w != nil && w.job == m.Job {

@@ -21,8 +21,11 @@ import (
 //	setup      worker → ctl  its INA connection: receiver's QP, region; its send QP's first PSN
 //	ready      worker → ctl  round computed; the INA PSN of chunk 0; (leader) wants INA, last INA time
 //	go         ctl → worker  round's path and window
-//	done       worker → ctl  round all-reduced (verified), or an error
+//	done       worker → ctl  round all-reduced (verified), or an error; in a recovered round, the chunks recovered
 //	finish     ctl → host    the job is over: tear its connections down
+//	stopped    worker → ctl  the round's INA part is over, chunks failed on it: results in, whether a connection gave up
+//	stop       ctl → worker  a connection of the job gave up: stop the round's INA part
+//	recover    ctl → worker  re-aggregate on the PS path from chunk From (and the overflowed chunks before it)
 const (
 	msgLaunch = iota + 1
 	msgPSLaunch
@@ -33,6 +36,9 @@ const (
 	msgGo
 	msgDone
 	msgFinish
+	msgStopped
+	msgStop
+	msgRecover
 	numMsgs
 )
 
@@ -42,7 +48,8 @@ const ctlHeader = 12
 // maxCtl is the largest control message (the receive buffers' size).
 const maxCtl = 256
 
-var msgNames = [numMsgs]string{"", "launch", "pslaunch", "listening", "connect", "setup", "ready", "go", "done", "finish"}
+var msgNames = [numMsgs]string{"", "launch", "pslaunch", "listening", "connect", "setup", "ready", "go", "done", "finish",
+	"stopped", "stop", "recover"}
 
 // ctlMsg is one control message; the fields a type does not use are zero.
 type ctlMsg struct {
@@ -72,6 +79,10 @@ type ctlMsg struct {
 	OK             bool          // done
 	Err            string        // done: what went wrong
 	Errs           uint32        // done: RC-check violations seen at this host
+	Recovered      uint32        // done: chunks re-aggregated on the PS path (sent only when not 0)
+	Got            uint32        // stopped: INA results in, in order
+	Errored        bool          // stopped: the worker's INA connection gave up
+	From           uint32        // recover: the first chunk of the remainder
 }
 
 func (m *ctlMsg) String() string {
@@ -151,6 +162,15 @@ func (m *ctlMsg) encode(b []byte) []byte {
 		}
 		b = append(b, byte(len(e)))
 		b = append(b, e...)
+		if m.Recovered != 0 {
+			u32(m.Recovered)
+		}
+	case msgStopped:
+		u32(m.Rank)
+		u32(m.Got)
+		b = putBool(b, m.Errored)
+	case msgRecover:
+		u32(m.From)
 	}
 	return b
 }
@@ -248,6 +268,14 @@ func decodeCtl(b []byte) (ctlMsg, error) {
 		}
 		m.Err = string(r[:n])
 		r = r[n:]
+		if len(r) == 4 {
+			m.Recovered = u32()
+		}
+	case msgStopped:
+		m.Rank, m.Got = u32(), u32()
+		m.Errored = flag()
+	case msgRecover:
+		m.From = u32()
 	}
 	if short {
 		return m, fmt.Errorf("%v: %w", &m, errShortCtl)

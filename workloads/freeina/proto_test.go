@@ -20,7 +20,11 @@ func FuzzDecodeCtl(f *testing.F) {
 		{Type: msgReady, Job: 2, Round: 3, Rank: 1, PSN: 9, Wants: true, Took: time.Microsecond},
 		{Type: msgGo, Job: 2, Round: 3, Path: 1, Window: 8, PredPSN: 4},
 		{Type: msgDone, Job: 2, Round: 3, Rank: 1, OK: false, Errs: 1, Took: time.Second, Err: "boom"},
+		{Type: msgDone, Job: 2, Round: 4, Rank: 0, OK: true, Took: time.Second, Recovered: 17},
 		{Type: msgFinish, Job: 2},
+		{Type: msgStopped, Job: 2, Round: 4, Rank: 3, Got: 12, Errored: true},
+		{Type: msgStop, Job: 2, Round: 4},
+		{Type: msgRecover, Job: 2, Round: 4, From: 12},
 	} {
 		f.Add(m.encode(nil))
 	}

@@ -15,6 +15,13 @@ import (
 // every worker's message m is in, the server adds them up and WRITEs the
 // sum into every worker's result region. The switch never touches these
 // connections.
+//
+// The server sums in 64 bits: a message whose sums fit in 32 bits goes
+// back as 32-bit values, any other as 64-bit ones (wideFlag in the
+// immediate, at twice its offset in the wide part of the workers'
+// region). Chunks that failed on the INA path come one by one (the
+// immediate's recoverFlag, its index the chunk's, k values each: the
+// WRITE's length) and their sums go back in 64 bits.
 type psJob struct {
 	h       *host
 	job     uint32
@@ -23,12 +30,14 @@ type psJob struct {
 	msgSize int
 	msgs    int
 	in, rq  *roce.MR
-	out     [2]*roce.MR           // the sums, by round parity: a retransmission rebuilds from them
+	out     [2]*roce.MR           // the sums, by round parity (32-bit, then 64-bit ones): a retransmission rebuilds from them
 	conns   []*cm.Conn            // by rank
 	held    map[int][]roce.SendWR // sums for workers whose connection is not established yet
 	round   int                   // the round of the messages in; −1 before the first
 	count   []int                 // workers' messages in, by message, this round
 	sent    int                   // messages whose sum went out this round
+	chunks  map[int]int           // workers' recovered chunks in, by chunk, this round
+	sum     []int64               // scratch
 }
 
 func newPSJob(h *host, m ctlMsg) (*psJob, error) {
@@ -41,12 +50,13 @@ func newPSJob(h *host, m ctlMsg) (*psJob, error) {
 	p.round = -1
 	p.conns = make([]*cm.Conn, p.n)
 	p.held = map[int][]roce.SendWR{}
+	p.chunks = map[int]int{}
 	var err error
 	if p.in, err = h.dev.RegMR(make([]byte, 4*p.values*p.n), roce.AccessLocalWrite|roce.AccessRemoteWrite); err != nil {
 		return nil, err
 	}
 	for i := range p.out {
-		if p.out[i], err = h.dev.RegMR(make([]byte, 4*p.values), 0); err != nil {
+		if p.out[i], err = h.dev.RegMR(make([]byte, (4+8)*p.values), 0); err != nil {
 			return nil, err
 		}
 	}
@@ -117,8 +127,8 @@ func (p *psJob) completion(c *cm.Conn, wc roce.Completion) {
 		// The first message of a later round (the rounds between went
 		// the INA path): every sum of this one is out, or it had none —
 		// the workers start a round once all of them hold the last.
-		if p.sent != p.msgs && p.sent+p.started() != 0 {
-			p.h.fail(fmt.Errorf("job %d PS: message imm %#x in round %d with %d of %d sums out", p.job, wc.Imm, p.round, p.sent, p.msgs))
+		if !p.roundOver() {
+			p.h.fail(fmt.Errorf("job %d PS: message imm %#x in round %d with %d of %d sums out, recovered chunks %v", p.job, wc.Imm, p.round, p.sent, p.msgs, p.chunks))
 			return
 		}
 		p.round++
@@ -127,6 +137,11 @@ func (p *psJob) completion(c *cm.Conn, wc roce.Completion) {
 		}
 		p.sent = 0
 		clear(p.count)
+		clear(p.chunks)
+	}
+	if wc.Imm&recoverFlag != 0 {
+		p.recovered(m, int(wc.ByteLen))
+		return
 	}
 	if m >= p.msgs {
 		p.h.fail(fmt.Errorf("job %d PS: message %d of %d", p.job, m, p.msgs))
@@ -138,22 +153,79 @@ func (p *psJob) completion(c *cm.Conn, wc roce.Completion) {
 	}
 	// Every worker's message m is in: add them up, send the sum to all.
 	off := m * p.msgSize
-	size := min(p.msgSize, 4*p.values-off)
-	out := p.out[p.round%2]
-	for i := off; i < off+size; i += 4 {
-		var s int32
-		for w := range p.n {
-			s += int32(binary.BigEndian.Uint32(p.in.Buf[4*p.values*w+i:]))
+	p.reply(off, min(p.msgSize, 4*p.values-off), imm(p.round, m), false)
+	p.sent++
+}
+
+// recovered takes a worker's values of chunk c, size bytes, that failed
+// on the INA path; once every worker's are in, their 64-bit sum goes to
+// all.
+func (p *psJob) recovered(c, size int) {
+	off := c * size
+	if size < 4 || size%4 != 0 || off+size > 4*p.values {
+		p.h.fail(fmt.Errorf("job %d PS: recovered chunk %d of %d bytes in a gradient of %d values", p.job, c, size, p.values))
+		return
+	}
+	p.chunks[c]++
+	switch {
+	case p.chunks[c] > p.n:
+		p.h.fail(fmt.Errorf("job %d PS: chunk %d of round %d recovered %d times by %d workers", p.job, c, p.round, p.chunks[c], p.n))
+	case p.chunks[c] == p.n:
+		p.reply(off, size, wideFlag|imm(p.round, c), true)
+	}
+}
+
+// roundOver reports whether every sum of the round is out: all its
+// messages' or none, and every recovered chunk's.
+func (p *psJob) roundOver() bool {
+	if p.sent != p.msgs && p.sent+p.started() != 0 {
+		return false
+	}
+	for _, n := range p.chunks {
+		if n != p.n {
+			return false
 		}
-		binary.BigEndian.PutUint32(out.Buf[i:], uint32(s))
+	}
+	return true
+}
+
+// reply adds up the workers' size bytes at offset off and WRITEs the sum
+// to every worker with immediate im: as 32-bit values if every one fits
+// and wide is false, else as 64-bit ones (wideFlag set).
+func (p *psJob) reply(off, size int, im uint32, wide bool) {
+	n := size / 4
+	if cap(p.sum) < n {
+		p.sum = make([]int64, n)
+	}
+	sum := p.sum[:n]
+	for i := range sum {
+		var s int64
+		for w := range p.n {
+			s += int64(int32(binary.BigEndian.Uint32(p.in.Buf[4*p.values*w+off+4*i:])))
+		}
+		sum[i] = s
+		wide = wide || s != int64(int32(s))
+	}
+	out := p.out[p.round%2]
+	local, remote := off, off
+	if wide {
+		im |= wideFlag
+		local, remote, size = 4*p.values+2*off, 4*p.values+2*off, 2*size
+		for i, s := range sum {
+			binary.BigEndian.PutUint64(out.Buf[local+8*i:], uint64(s))
+		}
+	} else {
+		for i, s := range sum {
+			binary.BigEndian.PutUint32(out.Buf[local+4*i:], uint32(s))
+		}
 	}
 	for r, wc := range p.conns {
 		if wc == nil {
 			p.h.fail(fmt.Errorf("job %d PS: a worker's connection is missing", p.job))
 			return
 		}
-		wr := roce.SendWR{Op: roce.OpWriteImm, Local: out.SGE(off, size), Remote: wc.Remote.Addr + uint64(off),
-			RKey: wc.Remote.RKey, Imm: imm(p.round, m)}
+		wr := roce.SendWR{Op: roce.OpWriteImm, Local: out.SGE(local, size), Remote: wc.Remote.Addr + uint64(remote),
+			RKey: wc.Remote.RKey, Imm: im}
 		if !wc.Established() {
 			// The worker's WRITEs came before the RTU (lost, resent by
 			// the manager): the QP is still in RTR and cannot send yet.
@@ -165,7 +237,6 @@ func (p *psJob) completion(c *cm.Conn, wc roce.Completion) {
 			return
 		}
 	}
-	p.sent++
 }
 
 // establish posts the sums held for worker r until its connection was

@@ -3,7 +3,10 @@
 // whose workers all-reduce on FreeINA's two paths through switches
 // running its data plane (p4/freeina), a controller that allocates switch
 // memory per all-reduce through P4Runtime, and a check of the RC contract
-// at every host. The ina experiment kind (workloads/training) runs it for
+// at every host. Chunks that fail on the INA path — sums that overflow the
+// switch's 32 bits, connections that give up — are re-aggregated on the
+// parameter-server path and the connections re-established (worker.go).
+// The ina experiment kind (workloads/training) runs it for
 // a policy of system freeina at granularity: packet, scaled, on either
 // substrate (freeina-netns); the flow model runs FreeINA at paper scale.
 package freeina
@@ -59,6 +62,12 @@ type Setup struct {
 	Timeout time.Duration
 	Window  int
 	Message int
+	// Overflow is the share of chunks, drawn per round, whose gradients
+	// span the whole int32 range so that their sum overflows the
+	// switch's 32-bit registers (0: none; the gradients' values are below
+	// 2^23 and 32 workers' sum fits). The switch flags those chunks and
+	// the hosts re-aggregate them on the PS path, which sums in 64 bits.
+	Overflow float64
 	// Limit bounds the run's testbed time (0: 10 minutes).
 	Limit time.Duration
 	// Bins is the number of points of the memory series (0: 200).
@@ -70,11 +79,21 @@ type Setup struct {
 // (times in the testbed's units) and the checks.
 type Outcome struct {
 	flow.Outcome
-	// Rounds counts all-reduces, RoundsINA those on the INA path.
+	// Rounds counts all-reduces, RoundsINA those on the INA path (their
+	// every chunk aggregated in the switch).
 	Rounds, RoundsINA int
+	// Recovered counts the all-reduces begun on the INA path whose chunks
+	// failed on it — sums the switch flagged as overflowed, results a
+	// worker lacked when a connection gave up — and that the hosts
+	// finished on the PS path (they count as PS-path all-reduces in
+	// Rounds − RoundsINA); RecoveredChunks the chunks re-aggregated
+	// there. GaveUp counts the INA connections whose retries ran out
+	// (retry count exceeded) and Reconnected the INA connections
+	// re-established (cm.Conn.Reconnect).
+	Recovered, RecoveredChunks, GaveUp, Reconnected int
 	// TookINA and TookPS are the all-reduces' times on each path, from
 	// the controller's go to the last worker's done, in the order they
-	// ended.
+	// ended (a recovered all-reduce's with the PS path's).
 	TookINA, TookPS []time.Duration
 	// Violations of the RC contract seen at the hosts (0 in every
 	// correct run), and the first.
@@ -89,7 +108,9 @@ type Outcome struct {
 // SwitchCounters are the data plane's counters of a run's jobs, summed.
 type SwitchCounters struct {
 	Packets, Results, Answers, Held uint64
-	Drops                           [dp.NumJobDrops]uint64
+	// Overflows counts the results whose sum overflowed (flagged).
+	Overflows uint64
+	Drops     [dp.NumJobDrops]uint64
 }
 
 // run is the shared, read-only part of a run (every host has it), and the
@@ -112,11 +133,11 @@ type run struct {
 // it (workers of one job run on different goroutines on netns).
 type lazySum struct {
 	once sync.Once
-	v    []int32
+	v    []int64
 }
 
 // sum returns job's exact sum of round r, computing it with f once.
-func (r *run) sum(job uint32, round int, f func() []int32) []int32 {
+func (r *run) sum(job uint32, round int, f func() []int64) []int64 {
 	r.mu.Lock()
 	if r.sums == nil {
 		r.sums = map[[2]uint32]*lazySum{}
@@ -181,6 +202,9 @@ func Run(ctx context.Context, s Setup) (*Outcome, error) {
 	}
 	if s.Bins == 0 {
 		s.Bins = 200
+	}
+	if !(s.Overflow >= 0 && s.Overflow <= 1) {
+		return nil, fmt.Errorf("overflow share %v: want 0 to 1", s.Overflow)
 	}
 	payload := s.Net.RDMAPayload
 	if payload == 0 {
@@ -277,8 +301,11 @@ func Run(ctx context.Context, s Setup) (*Outcome, error) {
 // outcome gathers the results once the testbed is closed.
 func (r *run) outcome() (*Outcome, error) {
 	c := r.hosts[0].boss
-	o := &Outcome{Rounds: c.rounds, RoundsINA: c.byPath[pathINA], TookINA: c.took[pathINA], TookPS: c.took[pathPS]}
+	o := &Outcome{Rounds: c.rounds, RoundsINA: c.byPath[pathINA], TookINA: c.took[pathINA], TookPS: c.took[pathPS],
+		Recovered: c.recovered, RecoveredChunks: c.recoveredChunks}
 	for _, h := range r.hosts {
+		o.GaveUp += h.giveUps
+		o.Reconnected += h.reconnects
 		o.Violations += h.checkEr
 		if o.Violation == "" {
 			o.Violation = h.firstEr
@@ -327,6 +354,15 @@ func (r *run) status() string {
 	for _, h := range r.hosts {
 		if w := h.worker; w != nil {
 			st := fmt.Sprintf("%s: job %d round %d path %d, %d results, %d posted, %d acked, sent %v", h.name, w.job, w.round, w.path, w.got, w.next, w.acked, w.sent)
+			if w.stopped {
+				st += ", INA part stopped"
+			}
+			if rec := w.rec; rec != nil {
+				st += fmt.Sprintf(", recovering round %d: %d of %d chunks posted, %d acked, %d sums in", rec.round, rec.next, len(rec.chunks), rec.acked, rec.got)
+			}
+			if w.reconnecting {
+				st += ", INA connection out re-establishing"
+			}
 			if w.inaOut != nil {
 				st += fmt.Sprintf(", INA send queue %d", w.inaOut.QP.SendQueued())
 			}

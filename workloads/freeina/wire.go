@@ -24,7 +24,10 @@ import (
 // A breach is counted (host.violation) and fails the run; the device then
 // handles the packet as any RNIC would.
 func (h *host) inspect(from emulator.Addr, b []byte) {
-	if !wire.VerifyICRC(wire.HostPseudo(from, h.dev.Env().Local()), b) {
+	if from != h.rxFrom {
+		h.rxFrom, h.rxCRC = from, wire.NewPseudoCRC(wire.HostPseudo(from, h.dev.Env().Local()))
+	}
+	if !h.rxCRC.Verify(b) {
 		h.violation("a packet from %v with a wrong ICRC", from)
 		return
 	}
@@ -49,12 +52,12 @@ func (h *host) inspect(from emulator.Addr, b []byte) {
 		return
 	}
 	chunk := int(p.Imm & 0xffffff)
-	round, ok := w.roundOf(int(p.Imm >> 24 & 0x7f))
+	round, psn0, ok := w.psnOf(int(p.Imm >> 24 & 0x7f))
 	if !ok || chunk >= w.chunks {
 		h.violation("INA packet imm %#x: no INA round %d or chunk %d of %d", p.Imm, round, chunk, w.chunks)
 		return
 	}
-	if want := wire.PSNAdd(w.rqPSN, w.inaBefore[round]*w.chunks+chunk); p.PSN != want {
+	if want := wire.PSNAdd(psn0, chunk); p.PSN != want {
 		h.violation("INA packet of round %d chunk %d with PSN %#x, its sender's was %#x", round, chunk, p.PSN, want)
 		return
 	}
@@ -63,30 +66,28 @@ func (h *host) inspect(from emulator.Addr, b []byte) {
 	}
 	sum := w.expected(round)[chunk*w.k : (chunk+1)*w.k]
 	for i, v := range sum {
-		if got := int32(binary.BigEndian.Uint32(p.Payload[4*i:])); got != v {
+		if got := int64(int32(binary.BigEndian.Uint32(p.Payload[4*i:]))); got != v {
 			h.violation("INA packet of round %d chunk %d (PSN %#x): value %d is %d, the exact sum is %d", round, chunk, p.PSN, i, got, v)
 			return
 		}
 	}
 }
 
-// roundOf maps the low 7 bits of a round to the round whose INA packets
-// may arrive now: this one or the next (the predecessor may be ahead by
-// one: a round starts once every worker finished the last), or an
-// earlier INA round (a late duplicate).
-func (w *worker) roundOf(bits int) (int, bool) {
+// psnOf maps the low 7 bits of a round to the round whose INA packets
+// may arrive now, and the PSN its sender gave its chunk 0: an INA round
+// begun (this one, or an earlier one: a late duplicate, of an earlier
+// epoch of the connection too), or the next one (the predecessor may be
+// ahead by one: a round starts once every worker finished the last).
+func (w *worker) psnOf(bits int) (round int, psn uint32, ok bool) {
 	for r := w.round + 1; r >= 0 && r > w.round-127; r-- {
 		if r&0x7f != bits {
 			continue
 		}
-		before, known := w.inaBefore[r]
-		if !known {
-			return r, false
+		if p, begun := w.inaPSN[r]; begun {
+			return r, p, true
 		}
-		if r >= w.round {
-			return r, true
-		}
-		return r, w.inaBefore[r+1] > before
+		next := r == w.round+1 && w.begun || r == w.round && !w.begun
+		return r, w.inPSN, next
 	}
-	return 0, false
+	return 0, 0, false
 }

@@ -217,7 +217,13 @@ func TestNetns(t *testing.T) {
 			p.Rate = 100 * units.Mbps
 			p.Delay = units.Duration(50 * time.Microsecond)
 			p.Window = 16
-			p.Timeout = units.Duration(20 * time.Millisecond)
+			// The local ACK timeout must exceed a message's time on the
+			// wire (256 KiB at 100 Mbps: 21 ms): a READ's responses are
+			// progress only in order, so a retried READ waits behind the
+			// rest of the first one's responses, and a shorter timeout
+			// retries it again until the retry count runs out, as an RNIC
+			// configured so would.
+			p.Timeout = units.Duration(100 * time.Millisecond)
 			p.Loss, p.Duplicate, p.Reorder = 0.01, 0.01, 0.01
 			factory := netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix})
 			defer factory.Close()

@@ -34,6 +34,14 @@ const (
 	// MetricPSShare is the share of all-reduces not aggregated in a
 	// switch: FreeINA's parameter-server path, the host ring of others.
 	MetricPSShare = "ps_share"
+	// MetricRecovered and MetricRecoveredChunks count, in FreeINA's
+	// packet-level runs, the all-reduces whose chunks failed on the INA
+	// path (sums overflowed, connections that gave up) and that the hosts
+	// finished on the PS path, and those chunks (docs/freeina.md §4);
+	// MetricGaveUp the INA connections whose retries ran out.
+	MetricRecovered       = "recovered"
+	MetricRecoveredChunks = "recovered_chunks"
+	MetricGaveUp          = "gave_up"
 )
 
 // The FreeINA paper's headline numbers (seeds/001, second paragraph).
@@ -63,10 +71,27 @@ func (e *experiment) freeinaMetrics() []analysis.MetricInfo {
 	if !e.hasFreeINA() {
 		return nil
 	}
-	return []analysis.MetricInfo{
+	ms := []analysis.MetricInfo{
 		{Name: MetricAggGbps, Unit: "Gbps", Better: analysis.Higher, Description: "aggregation throughput: Σ over distributed jobs of workers × gradient bits ÷ time all-reducing"},
 		{Name: MetricPSShare, Better: analysis.Lower, Description: "share of all-reduces not aggregated in a switch (FreeINA's PS path, the host ring of others)"},
 	}
+	if !e.hasPacket() {
+		return ms // the flow model has neither loss nor values: nothing fails on INA
+	}
+	return append(ms,
+		analysis.MetricInfo{Name: MetricRecovered, Better: analysis.Lower, Description: "FreeINA (packets): all-reduces whose chunks failed on INA (overflowed sums, connections that gave up), finished on the PS path"},
+		analysis.MetricInfo{Name: MetricRecoveredChunks, Better: analysis.Lower, Description: "FreeINA (packets): chunks re-aggregated on the PS path after they failed on INA"},
+		analysis.MetricInfo{Name: MetricGaveUp, Better: analysis.Lower, Description: "FreeINA (packets): INA connections whose retries ran out (retry count exceeded), re-established"})
+}
+
+// hasPacket reports whether a scenario of the spec runs with packets.
+func (e *experiment) hasPacket() bool {
+	for _, sc := range e.scenarios {
+		if sc.p.Granularity == GranularityPacket {
+			return true
+		}
+	}
+	return false
 }
 
 // reportFreeINA adds the FreeINA metrics of a run's jobs when the spec has
@@ -110,12 +135,11 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 	if newTB == nil {
 		newTB = experiments.SimTestbed
 	}
-	scaled := sc.scaled
 	prog, err := dp.SwitchProgram()
 	if err != nil {
 		return nil, err
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: &prog, Seed: uint64(r.Seed)})
+	tb, err := newTB(ctx, sc.testbedConfig(&prog, r.Seed))
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +156,14 @@ func (e *experiment) runFreePacket(ctx context.Context, r experiments.Run, sc *s
 	if err := tb.Close(); err != nil {
 		return nil, fmt.Errorf("closing the %s testbed: %w", tb.Substrate(), err)
 	}
-	return e.reportPacket(&o.Outcome, sc), nil
+	run := e.reportPacket(&o.Outcome, sc)
+	run.Metrics[MetricRecovered] = float64(o.Recovered)
+	run.Metrics[MetricRecoveredChunks] = float64(o.RecoveredChunks)
+	run.Metrics[MetricGaveUp] = float64(o.GaveUp)
+	if sc.p.FreeINAOverflow != 0 {
+		run.Params["freeina_overflow"] = float64(sc.p.FreeINAOverflow)
+	}
+	return run, nil
 }
 
 // freeSetup is the packet-level run of FreeINA policy policy on a
@@ -147,6 +178,7 @@ func (e *experiment) freeSetup(sc *scenario, policy string, tb testbed.Testbed, 
 		Testbed: sc.hostModel(tb, uint64(seed)), Workers: scaled.Workers, Controller: scaled.Controller, PS: scaled.PS,
 		Net: scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, scaled.Factor),
 		Policy: f, Seed: uint64(seed), Timeout: freeTimeout(sc), Message: freeMessage(sc), Bins: sc.p.Bins,
+		Overflow: float64(sc.p.FreeINAOverflow),
 	}, nil
 }
 
@@ -255,6 +287,9 @@ func (e *experiment) summarizeFreeINA(res *analysis.Results) []analysis.Table {
 	t.Notes = append(t.Notes,
 		"Training speedup: "+a+" avg_jct_s ÷ "+f+" avg_jct_s, means over seeds (the same jobs ran under both). Aggregation throughput: "+f+" agg_gbps ÷ "+a+" agg_gbps; agg_gbps sums over the jobs their workers × gradient bits ÷ their time all-reducing.",
 		"ps_share: the share of FreeINA's all-reduces that the hosts sent on the parameter-server path (memory not granted, or the INA path slower). docs/freeina.md §7 explains how these setups follow the paper's and why the numbers differ.")
+	if e.hasPacket() {
+		t.Notes = append(t.Notes, "With packets, ps_share counts too the all-reduces whose chunks failed on INA (sums overflowed, connections that gave up) and that the hosts finished on the parameter-server path: recovered (docs/freeina.md §4).")
+	}
 	return []analysis.Table{t}
 }
 

@@ -137,6 +137,48 @@ func TestFreeINAPacketSim(t *testing.T) {
 	}
 }
 
+// TestFreeINAPacketOverflow runs the packet scenario of freeina-netns on
+// sim with freeina_overflow: 2% of FreeINA's chunks overflow the switch's
+// 32 bits. The run completes, every sum exact (the run fails otherwise),
+// and its metrics count the all-reduces and chunks recovered on the PS
+// path, which ps_share includes; the spec without it reports none.
+func TestFreeINAPacketOverflow(t *testing.T) {
+	spec := freeSpec(t, "freeina-netns", []string{"single"}, []string{"freeina"}, 4)
+	clean := execute(t, spec, nil)
+	spec = freeSpec(t, "freeina-netns", []string{"single"}, []string{"freeina"}, 4)
+	var set func(n *yaml.Node)
+	set = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for k := 0; k+1 < len(n.Content); k += 2 {
+				if n.Content[k].Value == "job_list" {
+					n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "freeina_overflow"}, &yaml.Node{Kind: yaml.ScalarNode, Value: "2%"})
+					return
+				}
+			}
+		}
+		for _, c := range n.Content {
+			set(c)
+		}
+	}
+	for _, sc := range spec.Scenarios {
+		set(sc.Node)
+	}
+	res := execute(t, spec, nil)
+	c, o := clean.Runs[0].Metrics, res.Runs[0].Metrics
+	t.Logf("clean: recovered %v (%v chunks), ps_share %.3f; with overflow: recovered %v (%v chunks), ps_share %.3f, avg JCT %.3f s against %.3f s",
+		c[MetricRecovered], c[MetricRecoveredChunks], c[MetricPSShare], o[MetricRecovered], o[MetricRecoveredChunks], o[MetricPSShare], o[MetricAvgJCT], c[MetricAvgJCT])
+	switch {
+	case c[MetricRecovered] != 0 || c[MetricRecoveredChunks] != 0 || c[MetricGaveUp] != 0:
+		t.Errorf("the clean run recovered %v all-reduces (%v chunks), %v connections gave up", c[MetricRecovered], c[MetricRecoveredChunks], c[MetricGaveUp])
+	case o[MetricRecovered] < 1 || o[MetricRecoveredChunks] < o[MetricRecovered]:
+		t.Errorf("with overflowing chunks: %v all-reduces recovered, %v chunks", o[MetricRecovered], o[MetricRecoveredChunks])
+	case o[MetricPSShare] < o[MetricRecovered]/4 || o[MetricPSShare] <= c[MetricPSShare]:
+		t.Errorf("ps_share %v (clean %v) with %v of 4 all-reduces recovered", o[MetricPSShare], c[MetricPSShare], o[MetricRecovered])
+	case res.Runs[0].Params["freeina_overflow"] != 0.02:
+		t.Errorf("params %v", res.Runs[0].Params)
+	}
+}
+
 // sameRuns fails unless two executions gave every run the same metrics,
 // series and tables.
 func sameRuns(t *testing.T, a, b *analysis.Results) {

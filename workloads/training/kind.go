@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/problems"
@@ -116,6 +117,11 @@ type Params struct {
 	// (HostLatency; 0: none); real hosts on netns have their own.
 	HostLatency      units.Duration `yaml:"host_latency"`
 	HostLatencySigma float64        `yaml:"host_latency_sigma"`
+	// FreeINAOverflow is the share of the chunks whose gradients FreeINA's
+	// packet-level hosts draw across the whole int32 range, so that their
+	// sums overflow the switch's 32-bit registers and the hosts
+	// re-aggregate them on the PS path (docs/freeina.md §4; 0: none).
+	FreeINAOverflow units.Fraction `yaml:"freeina_overflow"`
 }
 
 // ListedJob is one job of an inline trace (Params.JobList).
@@ -434,6 +440,9 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params) (*s
 	}
 	if p.Granularity != GranularityFlow && p.Granularity != GranularityPacket {
 		bad("granularity", "%q; want %s (the flow-level model, sim only) or %s (packets on the run's substrate)", p.Granularity, GranularityFlow, GranularityPacket)
+	}
+	if p.FreeINAOverflow != 0 && p.Granularity != GranularityPacket {
+		bad("freeina_overflow", "%v: the flow-level model carries no gradient values; set granularity: packet", p.FreeINAOverflow)
 	}
 	s := &scenario{p: p, top: top, net: net}
 	switch {
@@ -873,7 +882,7 @@ func (e *experiment) runPacket(ctx context.Context, r experiments.Run, sc *scena
 	if err != nil {
 		return nil, err
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: scaled.Top, Program: &prog, Seed: uint64(r.Seed)})
+	tb, err := newTB(ctx, sc.testbedConfig(&prog, r.Seed))
 	if err != nil {
 		return nil, err
 	}
@@ -913,6 +922,15 @@ func (e *experiment) reportPacket(o *flow.Outcome, sc *scenario) *analysis.Run {
 	run.Params["atp_hold_return"] = 0
 	run.Params["scale"] = f
 	return run
+}
+
+// testbedConfig is the testbed of a packet-level run of the scenario: its
+// scaled topology, with the switches running prog. On sim, a control-plane
+// call of the controller (a P4Runtime write or read) takes the scenario's
+// control latency (docs/dynaina.md, "Packet level"); on netns it takes
+// what it takes.
+func (s *scenario) testbedConfig(prog *dataplane.Program, seed int64) testbed.Config {
+	return testbed.Config{Topology: s.scaled.Top, Program: prog, Seed: uint64(seed), ControlLatency: s.scaled.Net.Control}
 }
 
 // hostModel applies the scenario's host latency model to a sim testbed

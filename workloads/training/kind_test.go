@@ -167,6 +167,8 @@ func TestSpecErrors(t *testing.T) {
 		{"bad fabric_rate", head + "policies: [noina]\nworkload: {fabric_rate: 100Gbps}\n", "workload.fabric_rate: topology star has no link between two switches"},
 		{"packet payload", head + "policies: [noina]\nworkload: {granularity: packet, payload: 512B, frame: 600B}\n", "payload: 512; packet-level runs carry 256 bytes"},
 		{"packet loss", head + "policies: [noina]\nworkload: {granularity: packet, loss: 1}\n", "loss: 1; want a probability below 1"},
+		{"flow overflow", head + "policies: [freeina]\nworkload: {freeina_overflow: 1%}\n", "workload.freeina_overflow: 0.01: the flow-level model carries no gradient values; set granularity: packet"},
+		{"bad overflow", head + "policies: [freeina]\nworkload: {granularity: packet, freeina_overflow: 2}\n", "workload.freeina_overflow"},
 		{"packet scale", head + "scale: 1e9\npolicies: [noina]\nworkload: {granularity: packet}\n", "scale: "},
 		{"job list model", head + "policies: [noina]\nworkload: {job_list: [{model: nosuch, workers: 2, iterations: 1}]}\n", "job_list[0]: unknown model \"nosuch\""},
 		{"job list workers", head + "policies: [noina]\nworkload: {job_list: [{model: vgg16, workers: 99, iterations: 1}]}\n", "job_list[0]: 99 workers; want 1 to"},

@@ -58,14 +58,15 @@ func packetRun(t *testing.T, spec *experiments.Spec, scenario, policy string, se
 	defer cancel()
 	if newTB == nil {
 		newTB = experiments.SimTestbed
-	} else {
-		defer realtime(t)()
 	}
-	tb, err := newTB(ctx, testbed.Config{Topology: sc.scaled.Top, Program: inaProgram(t), Seed: uint64(seed)})
+	tb, err := newTB(ctx, sc.testbedConfig(inaProgram(t), seed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tb.Close()
+	if tb.Substrate() == "netns" {
+		defer realtime(t)()
+	}
 	s := packet.Setup{
 		Testbed: sc.hostModel(tb, uint64(seed)), Workers: sc.scaled.Workers, Controller: sc.scaled.Controller, PS: sc.scaled.PS,
 		Net: sc.scaled.Net, Jobs: js, Lookup: packet.ScaleProfiles(models.Lookup, sc.scaled.Factor),
@@ -263,6 +264,42 @@ func TestNetnsExactUnderLoss(t *testing.T) {
 	}
 }
 
+// TestNetnsSlowSwitch: with a switch whose every P4Runtime request takes
+// 250 ms, the packet-level controller's timers still fire on time on
+// netns — its requests (ATP's shared binding, its occupancy samples every
+// 50 ms on average, the release) run outside its callbacks, on its
+// substrate's goroutine — and the run completes exact. A controller that
+// blocked on them would fire a timer about 250 ms late at each sample.
+// TestControlCallsAreEvents checks the same on sim, deterministically.
+func TestNetnsSlowSwitch(t *testing.T) {
+	needNetns(t)
+	const slow = 250 * time.Millisecond
+	spec := netnsSpec(t, []string{"clean"}, []string{"atp"})
+	spec.Scenarios[0].Node = patch(t, spec.Scenarios[0], `{name: clean, job_list: [{arrival: 0s, model: bert-large, workers: 4, iterations: 6}, {arrival: 0s, model: vgg16, workers: 4, iterations: 6}]}`)
+	var w *testbed.Watched
+	watch := func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+		tb, err := netnsTestbeds(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		w = testbed.Watch(tb, slow)
+		return w, nil
+	}
+	o := packetRun(t, spec, "clean", "atp", 1, watch, false)
+	r := w.Report()
+	t.Logf("%d P4Runtime requests of %v each; %d agent timers fired, the latest %v late; %d of %d all-reduces exact, avg JCT %.3f s",
+		r.Calls, slow, r.Timers, r.MaxLateness, o.Verified, o.Rounds, o.AvgJCT())
+	if r.Calls < 3 || r.Timers == 0 {
+		t.Errorf("%d requests, %d timers: the slow switch was not exercised", r.Calls, r.Timers)
+	}
+	if r.MaxLateness > slow/2 {
+		t.Errorf("a timer fired %v late with requests of %v: an agent blocked on the switch", r.MaxLateness, slow)
+	}
+	if o.Rounds == 0 || o.Verified != o.Rounds {
+		t.Errorf("%d of %d all-reduces verified exact", o.Verified, o.Rounds)
+	}
+}
+
 // realtime runs the rest of the test at real-time priority
 // (netnstb.Realtime), so that other work on the machine does not delay the
 // emulation's wake-ups, and returns the function that ends it.
@@ -322,10 +359,13 @@ func TestFreeINANetnsCrossValidation(t *testing.T) {
 // be exact at every worker and no host may see a breach of the RC
 // contract (PSNs, ICRCs, every message once and in order; Run fails
 // otherwise), and the impairments must have been repaired by the RNICs'
-// retransmissions.
+// retransmissions. A third run at 1% has 2% of the chunks overflow the
+// switch's 32 bits: the hosts must recover them on the PS path
+// (docs/freeina.md §4), exactly, on real processes.
 func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 	needNetns(t)
-	for _, p := range []float64{0.01, 0.05} {
+	for _, tc := range []struct{ p, overflow float64 }{{0.01, 0}, {0.05, 0}, {0.01, 0.02}} {
+		p := tc.p
 		spec := freeSpec(t, "freeina-netns", []string{"jobs-2"}, []string{"freeina"}, 4)
 		exp, err := Kind{}.Compile(spec)
 		if err != nil {
@@ -347,7 +387,7 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 			cancel()
 			t.Fatal(err)
 		}
-		tb, err := netnsTestbeds(ctx, testbed.Config{Topology: sc.scaled.Top, Program: &prog, Seed: 1})
+		tb, err := netnsTestbeds(ctx, sc.testbedConfig(&prog, 1))
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -356,6 +396,7 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.Overflow = tc.overflow
 		o, err := freepkt.Run(ctx, s)
 		tb.Close()
 		stop()
@@ -363,13 +404,16 @@ func TestFreeINANetnsExactUnderImpairments(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%.0f%% impaired: %v", 100*p, err)
 		}
-		t.Logf("%.0f%% lost, duplicated, reordered: %d all-reduces (%d INA), %d violations; RNICs: %d retransmitted, %d timeouts, %d NAKs, %d duplicates; switch: %d answers, drops %v",
-			100*p, o.Rounds, o.RoundsINA, o.Violations, o.Devices.Retransmitted, o.Devices.Timeouts, o.Devices.SeqNAKsSent, o.Devices.Duplicates, o.Switch.Answers, o.Switch.Drops)
+		t.Logf("%.0f%% lost, duplicated, reordered, %.0f%% of chunks overflowing: %d all-reduces (%d INA, %d recovered: %d chunks), %d violations; RNICs: %d retransmitted, %d timeouts, %d NAKs, %d duplicates; switch: %d answers, %d overflows, drops %v",
+			100*p, 100*tc.overflow, o.Rounds, o.RoundsINA, o.Recovered, o.RecoveredChunks, o.Violations, o.Devices.Retransmitted, o.Devices.Timeouts, o.Devices.SeqNAKsSent, o.Devices.Duplicates, o.Switch.Answers, o.Switch.Overflows, o.Switch.Drops)
 		if o.Rounds != 8 || o.Violations != 0 {
 			t.Errorf("%.0f%%: %d all-reduces, %d violations; want 8, 0", 100*p, o.Rounds, o.Violations)
 		}
 		if o.Devices.Retransmitted == 0 {
 			t.Errorf("%.0f%%: no retransmission: the impairments were not exercised", 100*p)
+		}
+		if tc.overflow > 0 && (o.Recovered < 1 || o.RecoveredChunks < 1) {
+			t.Errorf("%.0f%% of chunks overflowing: %d all-reduces recovered, %d chunks", 100*tc.overflow, o.Recovered, o.RecoveredChunks)
 		}
 	}
 }

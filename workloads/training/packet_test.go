@@ -1,14 +1,18 @@
 package training
 
 import (
+	"context"
 	"math"
 	"reflect"
 	"slices"
 	"testing"
 
-	"github.com/tracebed/tracebed/analysis"
-	"github.com/tracebed/tracebed/experiments"
 	"gopkg.in/yaml.v3"
+
+	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/emulator/testbed"
+	"github.com/tracebed/tracebed/experiments"
+	"github.com/tracebed/tracebed/workloads/training/fabric"
 )
 
 func avgJCT(t *testing.T, res *analysis.Results, scenario, policy string) float64 {
@@ -148,5 +152,36 @@ func TestNetnsSpecCompiles(t *testing.T) {
 	flow.Substrate = "netns"
 	if _, err := (Kind{}).Compile(flow); err == nil {
 		t.Error("a flow-level spec compiled for netns")
+	}
+}
+
+// TestControlCallsAreEvents runs the packet-level controller of every
+// policy on a watched simulation: none of its P4Runtime requests — the
+// bindings, moves and releases the policies decide, the retirements,
+// ATP's occupancy samples — is made inside an agent's callback; each goes
+// through the controller's port and completes, the scenario's control
+// latency later, as an event (emulator.Caller). The netns twin is
+// TestNetnsSlowSwitch.
+func TestControlCallsAreEvents(t *testing.T) {
+	spec := netnsSpec(t, []string{"clean"}, nil)
+	for _, policy := range []string{"noina", "switchml", "atp", "dynaina"} {
+		var w *testbed.Watched
+		watch := func(ctx context.Context, cfg testbed.Config) (testbed.Testbed, error) {
+			if cfg.ControlLatency != fabric.DefaultNet.Control {
+				t.Errorf("%s: control latency %v, want the scenario's %v", policy, cfg.ControlLatency, fabric.DefaultNet.Control)
+			}
+			tb, err := experiments.SimTestbed(ctx, cfg)
+			w = testbed.Watch(tb, 0)
+			return w, err
+		}
+		o := packetRun(t, spec, "clean", policy, 1, watch, false)
+		r := w.Report()
+		t.Logf("%s: %d P4Runtime requests, %d all-reduces verified", policy, r.Calls, o.Verified)
+		if len(r.Inside) > 0 {
+			t.Errorf("%s: %d requests inside agent callbacks, the first: %s", policy, len(r.Inside), r.Inside[0])
+		}
+		if policy != "noina" && r.Calls == 0 {
+			t.Errorf("%s: no P4Runtime request was watched", policy)
+		}
 	}
 }

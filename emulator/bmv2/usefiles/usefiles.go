@@ -8,6 +8,7 @@
 package usefiles
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -38,29 +39,52 @@ func Args(ports int) []string {
 	return args
 }
 
-// WriteInputs writes one input pcap per port 1..ports into dir, frames in
-// order, gap apart: simple_switch reads all ports' files in timestamp
-// order, so the gap orders frames across ports.
-func WriteInputs(dir string, ports int, frames []Frame, gap time.Duration) error {
+// Encode returns each port's input pcap (index 1..ports) as its file
+// header and its records, frames in order gap apart: what WriteInputs
+// writes, for a writer that sends the header before the records (a named
+// pipe the switch opens at start and reads from later).
+func Encode(ports int, frames []Frame, gap time.Duration) (headers, records [][]byte, err error) {
+	headers, records = make([][]byte, ports+1), make([][]byte, ports+1)
+	bufs := make([]*bytes.Buffer, ports+1)
 	writers := make([]*pcapgo.Writer, ports+1)
 	for p := 1; p <= ports; p++ {
-		f, err := os.Create(filepath.Join(dir, Iface(p)+"_in.pcap"))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		writers[p] = pcapgo.NewWriter(f)
+		bufs[p] = new(bytes.Buffer)
+		writers[p] = pcapgo.NewWriter(bufs[p])
 		if err := writers[p].WriteFileHeader(65536, layers.LinkTypeEthernet); err != nil {
-			return err
+			return nil, nil, err
 		}
+		headers[p] = bytes.Clone(bufs[p].Bytes())
+		bufs[p].Reset()
 	}
 	start := time.Unix(1_700_000_000, 0)
 	for i, fr := range frames {
 		if fr.Port < 1 || fr.Port > ports {
-			return fmt.Errorf("frame %d on port %d: ports are 1 to %d", i, fr.Port, ports)
+			return nil, nil, fmt.Errorf("frame %d on port %d: ports are 1 to %d", i, fr.Port, ports)
 		}
 		ci := gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(i) * gap), CaptureLength: len(fr.Data), Length: len(fr.Data)}
 		if err := writers[fr.Port].WritePacket(ci, fr.Data); err != nil {
+			return nil, nil, err
+		}
+	}
+	for p := 1; p <= ports; p++ {
+		records[p] = bufs[p].Bytes()
+	}
+	return headers, records, nil
+}
+
+// InputPath is port's input file in dir.
+func InputPath(dir string, port int) string { return filepath.Join(dir, Iface(port)+"_in.pcap") }
+
+// WriteInputs writes one input pcap per port 1..ports into dir, frames in
+// order, gap apart: simple_switch reads all ports' files in timestamp
+// order, so the gap orders frames across ports.
+func WriteInputs(dir string, ports int, frames []Frame, gap time.Duration) error {
+	headers, records, err := Encode(ports, frames, gap)
+	if err != nil {
+		return err
+	}
+	for p := 1; p <= ports; p++ {
+		if err := os.WriteFile(InputPath(dir, p), append(headers[p], records[p]...), 0o644); err != nil {
 			return err
 		}
 	}

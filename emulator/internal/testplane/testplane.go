@@ -17,6 +17,7 @@
 package testplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -108,9 +109,9 @@ func P4Info() *p4configv1.P4Info {
 // Plane is the data plane of one switch. It is a dataplane.Dataplane.
 type Plane struct {
 	*p4rt.Target
-	routes           map[netip.Addr]int // egress port by destination
-	portMAC, peerMAC []frame.MAC        // by port number
-	toCPU            bool               // ingress.miss's default action is to_cpu
+	routes           map[uint32]int // egress port by destination (IPv4, big-endian), a key the map hashes fast
+	portMAC, peerMAC []frame.MAC    // by port number
+	toCPU            bool           // ingress.miss's default action is to_cpu
 
 	// Forwarded and Drops count frames by outcome.
 	Forwarded uint64
@@ -128,7 +129,7 @@ func New(sw *topologies.Node, routes topologies.RouteTable) (*Plane, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plane{Target: t, routes: map[netip.Addr]int{},
+	p := &Plane{Target: t, routes: map[uint32]int{},
 		portMAC: make([]frame.MAC, len(sw.Ports)+1), peerMAC: make([]frame.MAC, len(sw.Ports)+1)}
 	for _, port := range sw.Ports {
 		p.portMAC[port.Num], p.peerMAC[port.Num] = port.MAC, port.Peer.MAC
@@ -180,8 +181,7 @@ func (p *Plane) applyRoute(c *p4rt.Change) error {
 	if c.Type == p4v1.Update_DELETE {
 		e = c.Old
 	}
-	v := e.Exact(FieldDst)
-	dst := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	dst := uint32(e.Exact(FieldDst))
 	switch {
 	case c.Type == p4v1.Update_DELETE:
 		delete(p.routes, dst)
@@ -207,7 +207,8 @@ func (p *Plane) Process(_ time.Duration, in int, f []byte, out emulator.Emitter)
 		p.miss(in, f, DropMalformed, out)
 		return
 	}
-	port, ok := p.routes[frame.DstIPv4(f)]
+	dst := frame.DstIPv4(f).As4()
+	port, ok := p.routes[binary.BigEndian.Uint32(dst[:])]
 	if !ok {
 		p.miss(in, f, DropNoRoute, out)
 		return

@@ -184,6 +184,10 @@ func Up(ctx context.Context, topo *topologies.Topology, topoData []byte, opts Op
 			return nil, InputError{err}
 		}
 		opts.Net.L2Hosts = true // bmv2 routes without rewriting MACs
+		// bmv2 on the links themselves: a lab's run may outlive this
+		// process (--detach), and the link stages run in the process
+		// that starts them (docs/bmv2.md).
+		opts.BMv2.DirectLinks = true
 	default:
 		return nil, badInput("switch %q: want %s, %s or %s", opts.Switch, SwitchGo, SwitchBMv2, SwitchBridge)
 	}

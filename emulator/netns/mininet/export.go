@@ -94,7 +94,7 @@ func Export(top *topologies.Topology) []byte {
 			Gateway: up.Node.IP.String(), GatewayMAC: up.MAC.String(), Switch: up.Node.Name})
 	}
 	for i, n := range top.Switches() {
-		d.Switches = append(d.Switches, switchData{Name: n.Name, DPID: fmt.Sprintf("%016x", i+1), IP: n.IP.String(), Ports: len(n.Ports)})
+		d.Switches = append(d.Switches, switchData{Name: n.Name, DPID: fmt.Sprintf("%016x", i+1), IP: n.IP.String(), Ports: len(n.Ports), Queues: max(n.Queues, 1)})
 	}
 	for _, l := range top.Links {
 		ld := linkData{A: l.A.Node.Name, B: l.B.Node.Name, PortA: l.A.Num, PortB: l.B.Num, IfA: l.A.Iface, IfB: l.B.Iface,
@@ -143,7 +143,7 @@ type hostData struct{ Name, IP, MAC, Gateway, GatewayMAC, Switch string }
 
 type switchData struct {
 	Name, DPID, IP string
-	Ports          int
+	Ports, Queues  int
 }
 
 type linkData struct {
@@ -196,9 +196,10 @@ class {{.Class}}(Topo):
 {{- end}}
 
         # Switches: each in its own namespace; tb_ip is the switch's address
-        # (INA packets may be addressed to it).
+        # (INA packets may be addressed to it), tb_queues its ports'
+        # strict-priority queues (bmv2's --priority-queues).
 {{- range .Switches}}
-        self.addSwitch('{{.Name}}', dpid='{{.DPID}}', tb_ip='{{.IP}}')  # {{.Ports}} ports
+        self.addSwitch('{{.Name}}', dpid='{{.DPID}}', tb_ip='{{.IP}}', tb_queues={{.Queues}})  # {{.Ports}} ports
 {{- end}}
 
         # Links: ports and interfaces as in the topology; bw (Mbit/s) shapes

@@ -302,6 +302,11 @@ class BMv2Switch(PortsSwitch):
                 cmd += ['-i', '%d@%s' % (self.ports[intf], intf.name)]
         cmd += ['--log-console', '--log-level', a.bmv2_log_level, '--no-p4',
                 '--', '--grpc-server-addr', 'unix:' + self.socket]
+        # The programs set an egress priority up to queues-1; with fewer
+        # queues bmv2 drops the packet ('Priority out of range').
+        queues = int(self.params.get('tb_queues', 1))
+        if queues > 1:
+            cmd += ['--priority-queues', str(queues)]
         return cmd
 
     def start(self, controllers):

@@ -104,19 +104,26 @@ type Conn struct {
 	Remote  Region // the peer's advertised region
 	Private []byte // the peer's private data
 	Active  bool   // this side connected (rather than listened)
+	// Epoch counts the times the connection was re-established
+	// (Reconnect); 0 for the first.
+	Epoch int
 
 	m        *Manager
 	params   Params
 	state    connState
 	localID  uint32
 	remoteID uint32
-	psn      uint32
-	peerRes  uint8 // the peer's responder resources
-	last     []byte
-	tries    int
-	timer    emulator.Timer
-	done     func(*Conn, error)
-	onConn   func(*Conn)
+	// peerIDs are every communication id the peer used for this
+	// connection (passive side: one per REQ of a new epoch), by which
+	// late duplicates of its old REQs are recognized.
+	peerIDs []uint32
+	psn     uint32
+	peerRes uint8 // the peer's responder resources
+	last    []byte
+	tries   int
+	timer   emulator.Timer
+	done    func(*Conn, error)
+	onConn  func(*Conn)
 }
 
 type connState uint8
@@ -262,7 +269,8 @@ func (m *Manager) newID() uint32 {
 
 // Listen accepts connections to service: each gets a QP made with p,
 // whose OnReady runs when it can receive; onConn runs once it is
-// established.
+// established. When the peer re-establishes a connection (Reconnect),
+// OnReady and onConn run again for it, its Epoch one higher.
 func (m *Manager) Listen(service uint64, p Params, onConn func(*Conn)) error {
 	if _, ok := m.listeners[service]; ok {
 		return fmt.Errorf("cm: service %d already has a listener", service)
@@ -292,9 +300,49 @@ func (m *Manager) Connect(peer netip.Addr, service uint64, p Params, done func(*
 	c := &Conn{QP: qp, Peer: peer.Unmap(), Service: service, Active: true, m: m, params: p, state: stConnecting,
 		localID: m.newID(), psn: m.startPSN(p), done: done}
 	m.conns[c.localID] = c
-	c.sendMsg(&Msg{Type: TypeREQ, LocalID: c.localID, Service: service, QPN: qp.QPN(), PSN: c.psn, MTU: uint16(p.MTU),
-		RespRes: uint8(p.ReadDepth), InitDepth: uint8(p.ReadDepth), RetryCnt: p.RetryCnt, RNRRetry: p.RNRRetry, Timeout: p.Timeout,
-		Region: p.Region, Private: p.Private}, true)
+	c.request()
+	return nil
+}
+
+// request sends the REQ of an active connection (a reconnection's names
+// the passive side's connection in RemoteID).
+func (c *Conn) request() {
+	p := c.params
+	c.sendMsg(&Msg{Type: TypeREQ, LocalID: c.localID, RemoteID: c.remoteID, Service: c.Service, QPN: c.QP.QPN(), PSN: c.psn,
+		MTU: uint16(p.MTU), RespRes: uint8(p.ReadDepth), InitDepth: uint8(p.ReadDepth), RetryCnt: p.RetryCnt, RNRRetry: p.RNRRetry,
+		Timeout: p.Timeout, Region: p.Region, Private: p.Private}, true)
+}
+
+// Reconnect re-establishes an established active connection on the same
+// QP — as host software does with an unmodified RNIC once the QP went to
+// ERR (a request whose retries ran out) or its outstanding requests are
+// to be abandoned: the QP goes to RESET (its work requests are dropped
+// without completions) and INIT, and a REQ with a fresh starting PSN and
+// a new communication id, naming the passive side's connection, takes
+// both sides through RTR and RTS again; the passive side's QP, reset the
+// same way, keeps its number. OnReady runs again when the QP can
+// receive; done runs with the connection once it is established again,
+// or with an error (the QP is then destroyed, as a connection that
+// never got up).
+func (c *Conn) Reconnect(done func(*Conn, error)) error {
+	if !c.Active {
+		return errors.New("cm: only the side that connected re-establishes a connection")
+	}
+	if c.state != stEstablished {
+		return fmt.Errorf("cm: re-establish a connection to %v that is not established", c.Peer)
+	}
+	if err := c.reinit(); err != nil {
+		return err
+	}
+	m := c.m
+	delete(m.conns, c.localID)
+	c.localID = m.newID()
+	m.conns[c.localID] = c
+	c.psn = m.startPSN(c.params)
+	c.state = stConnecting
+	c.done = done
+	c.Epoch++
+	c.request()
 	return nil
 }
 
@@ -311,12 +359,32 @@ func (m *Manager) newQP(p Params) (*roce.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := qp.Modify(roce.QPAttr{State: roce.StateInit, PKey: wire.DefaultPKey, Access: p.Access},
-		roce.AttrState|roce.AttrPKey|roce.AttrAccess); err != nil {
+	if err := toInit(qp, p); err != nil {
 		qp.Destroy()
 		return nil, err
 	}
 	return qp, nil
+}
+
+// toInit takes a QP in RESET to INIT.
+func toInit(qp *roce.QP, p Params) error {
+	return qp.Modify(roce.QPAttr{State: roce.StateInit, PKey: wire.DefaultPKey, Access: p.Access},
+		roce.AttrState|roce.AttrPKey|roce.AttrAccess)
+}
+
+// reinit takes c's QP, in any state, through RESET (its work requests
+// dropped without completions) to INIT, for a new epoch.
+func (c *Conn) reinit() error {
+	if err := c.QP.Modify(roce.QPAttr{State: roce.StateReset}, roce.AttrState); err != nil {
+		return err
+	}
+	return toInit(c.QP, c.params)
+}
+
+// pathMTU returns the path MTU of a connection a REQ asks for, the
+// smaller of its MTU and want; ok is false if the REQ is not acceptable.
+func pathMTU(msg *Msg, want int) (mtu int, ok bool) {
+	return min(int(msg.MTU), want), wire.ValidMTU(int(msg.MTU)) && len(msg.Private) <= MaxPrivate
 }
 
 // toRTR takes c's QP to RTR for a peer with QP qpn and starting PSN psn.
@@ -402,7 +470,9 @@ func (c *Conn) close() {
 func (c *Conn) forget() {
 	delete(c.m.conns, c.localID)
 	if !c.Active {
-		delete(c.m.passive, passiveKey{c.Peer, c.remoteID})
+		for _, id := range c.peerIDs {
+			delete(c.m.passive, passiveKey{c.Peer, id})
+		}
 	}
 }
 
@@ -471,7 +541,9 @@ func (m *Manager) recv(from netip.Addr, b []byte) {
 func (m *Manager) request(from netip.Addr, msg *Msg) {
 	key := passiveKey{from, msg.LocalID}
 	if c := m.passive[key]; c != nil {
-		if c.state == stReady { // our REP was lost: send it again
+		// A duplicate: of this epoch's REQ, whose REP was lost (send it
+		// again), or a late one of an earlier epoch (ignore it).
+		if c.state == stReady && c.remoteID == msg.LocalID {
 			m.send(from, c.last)
 		}
 		return
@@ -479,14 +551,36 @@ func (m *Manager) request(from netip.Addr, msg *Msg) {
 	reject := func(reason uint8) {
 		m.send(from, (&Msg{Type: TypeREJ, Reason: reason, RemoteID: msg.LocalID, Service: msg.Service}).Append(nil))
 	}
-	l := m.listeners[msg.Service]
-	if l == nil {
-		reject(RejectNoListener)
+	// A REQ that names a connection of ours re-establishes it; any
+	// other asks a listener for a new one.
+	var (
+		params Params
+		again  *Conn
+		l      *listener
+	)
+	if msg.RemoteID != 0 {
+		again = m.conns[msg.RemoteID]
+		if again == nil || again.Active || again.Peer != from || again.Service != msg.Service ||
+			(again.state != stEstablished && again.state != stReady) {
+			reject(RejectStale)
+			return
+		}
+		params = again.params
+	} else {
+		l = m.listeners[msg.Service]
+		if l == nil {
+			reject(RejectNoListener)
+			return
+		}
+		params = l.params
+	}
+	mtu, ok := pathMTU(msg, params.MTU)
+	if !ok {
+		reject(RejectInvalid)
 		return
 	}
-	mtu := min(int(msg.MTU), l.params.MTU)
-	if !wire.ValidMTU(int(msg.MTU)) || len(msg.Private) > MaxPrivate {
-		reject(RejectInvalid)
+	if again != nil {
+		again.rerequest(msg, mtu, reject)
 		return
 	}
 	qp, err := m.newQP(l.params)
@@ -504,13 +598,46 @@ func (m *Manager) request(from netip.Addr, msg *Msg) {
 	}
 	m.conns[c.localID] = c
 	m.passive[key] = c
+	c.peerIDs = append(c.peerIDs, msg.LocalID)
+	c.ready(mtu)
+}
+
+// ready runs the passive side's OnReady and sends its REP.
+func (c *Conn) ready(mtu int) {
 	if c.params.OnReady != nil {
 		c.params.OnReady(c)
 	}
 	p := c.params
-	c.sendMsg(&Msg{Type: TypeREP, LocalID: c.localID, RemoteID: c.remoteID, Service: c.Service, QPN: qp.QPN(), PSN: c.psn,
+	c.sendMsg(&Msg{Type: TypeREP, LocalID: c.localID, RemoteID: c.remoteID, Service: c.Service, QPN: c.QP.QPN(), PSN: c.psn,
 		MTU: uint16(mtu), RespRes: uint8(p.ReadDepth), InitDepth: uint8(p.ReadDepth), RetryCnt: p.RetryCnt, RNRRetry: p.RNRRetry,
 		Timeout: p.Timeout, Region: p.Region, Private: p.Private}, true)
+}
+
+// rerequest handles, on the passive side, a REQ that re-establishes c
+// (Reconnect), of path MTU mtu: c's QP goes through RESET and INIT to
+// RTR for the peer's new PSN, with a fresh PSN of its own, and the REP
+// goes back; the RTU establishes it again.
+func (c *Conn) rerequest(msg *Msg, mtu int, reject func(uint8)) {
+	m := c.m
+	c.timer = stopTimer(c.timer)
+	err := c.reinit()
+	c.psn = m.startPSN(c.params)
+	if err == nil {
+		err = c.toRTR(msg.QPN, msg.PSN, mtu)
+	}
+	if err != nil {
+		// The QP is unusable: the connection is gone.
+		reject(RejectInvalid)
+		c.close()
+		return
+	}
+	c.remoteID = msg.LocalID
+	c.peerIDs = append(c.peerIDs, msg.LocalID)
+	m.passive[passiveKey{c.Peer, msg.LocalID}] = c
+	c.Remote, c.Private, c.peerRes = msg.Region, append([]byte(nil), msg.Private...), msg.RespRes
+	c.state = stReady
+	c.Epoch++
+	c.ready(mtu)
 }
 
 // reply handles a REP on the active side.

@@ -16,7 +16,9 @@ import (
 //	 5  reject reason                               1
 //	 6  private data length                         2
 //	 8  sender's communication id                   4
-//	12  receiver's communication id (0 in a REQ)    4
+//	12  receiver's communication id                 4
+//	    (in a REQ: 0, or the passive side's id of the connection
+//	    the REQ re-establishes)
 //	16  service id                                  8
 //	24  QP number (24 bits)                         4
 //	28  starting PSN (24 bits)                      4
@@ -46,6 +48,7 @@ const (
 	RejectConsumer   = 2 // the listener's application refused
 	RejectInvalid    = 3 // parameters the passive side cannot use
 	RejectResources  = 4 // no QP could be created
+	RejectStale      = 5 // a REQ re-establishes a connection the passive side does not have
 )
 
 // HeaderLen is the size of a message without private data; MaxPrivate is

@@ -3,10 +3,10 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"net/netip"
 
 	"github.com/tracebed/tracebed/emulator/frame"
+	"github.com/tracebed/tracebed/internal/ieeecrc"
 )
 
 // The invariant CRC (IBTA annex A17.3.3, "ICRC for RoCEv2"): the standard
@@ -55,17 +55,39 @@ func HostPseudo(src, dst netip.AddrPort) Pseudo {
 }
 
 // lrhCRC is the CRC state after the 8 bytes of 0xFF that stand for the LRH.
-var lrhCRC = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+var lrhCRC = ieeecrc.UpdateShort(0, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 
 // ICRC returns the invariant CRC of a RoCEv2 packet whose UDP payload,
 // without its trailing ICRC, is ib (the BTH and what follows), sent with
 // the headers that ps describes. ib must hold at least a BTH.
 func ICRC(ps Pseudo, ib []byte) uint32 {
-	var h [frame.IPv4Len + frame.UDPLen + BTHLen]byte
-	udpLen := frame.UDPLen + len(ib) + ICRCLen
+	c := NewPseudoCRC(ps)
+	return c.ICRC(ib)
+}
+
+// PseudoCRC is the part of the ICRC of every packet between two endpoints
+// that does not change from packet to packet: the CRC state after the LRH
+// stand-in and the masked IPv4 and UDP headers of a Pseudo, with their
+// length fields left out. A device that sends to or receives from a peer
+// makes one once and computes every packet's ICRC from it (its methods give
+// exactly what ICRC, VerifyICRC and AppendTrailer give for that Pseudo),
+// instead of hashing those 36 bytes again for each packet.
+//
+// The CRC is linear: the state after headers whose lengths differ is the
+// state with the lengths zero XOR the contribution of the length fields'
+// bits alone. The IPv4 total length's is tabulated by byte (lenCRC); the
+// UDP length goes with each packet's BTH, in the 16 bytes that end the
+// UDP header and the BTH, which the CPU folds in one step where it can.
+type PseudoCRC struct {
+	base uint32 // the state after the IPv4 header with length 0 and the UDP ports
+}
+
+// NewPseudoCRC returns the PseudoCRC of ps.
+func NewPseudoCRC(ps Pseudo) PseudoCRC {
+	var h [ipPortsLen]byte
 	h[0] = 0x45
 	h[1] = 0xff // TOS
-	binary.BigEndian.PutUint16(h[2:], uint16(frame.IPv4Len+udpLen))
+	// h[2:4], the total length, is left 0.
 	binary.BigEndian.PutUint16(h[4:], ps.ID)
 	binary.BigEndian.PutUint16(h[6:], ps.FlagsOff)
 	h[8] = 0xff // TTL
@@ -77,47 +99,69 @@ func ICRC(ps Pseudo, ib []byte) uint32 {
 	u := h[frame.IPv4Len:]
 	binary.BigEndian.PutUint16(u[0:], ps.Src.Port())
 	binary.BigEndian.PutUint16(u[2:], ps.Dst.Port())
-	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
-	u[6], u[7] = 0xff, 0xff // UDP checksum
-	bth := u[frame.UDPLen:]
-	copy(bth, ib[:BTHLen])
-	bth[4] = 0xff // FECN, BECN, reserved
-	crc := crcUpdate(lrhCRC, h[:])
-	return crc32.Update(crc, crc32.IEEETable, ib[BTHLen:])
+	return PseudoCRC{base: ieeecrc.UpdateShort(lrhCRC, h[:])}
 }
 
-// crcUpdate is crc32.Update with the IEEE polynomial, for the few bytes of
-// the masked headers. Unlike crc32.Update (whose assembly the compiler
-// cannot see into) it lets them stay on the stack, so a packet path
-// allocates nothing; slicing by 8 keeps it quick.
-func crcUpdate(crc uint32, p []byte) uint32 {
-	crc = ^crc
-	for len(p) >= 8 {
-		crc ^= binary.LittleEndian.Uint32(p)
-		crc = slicing8[7][crc&0xff] ^ slicing8[6][crc>>8&0xff] ^ slicing8[5][crc>>16&0xff] ^ slicing8[4][crc>>24] ^
-			slicing8[3][p[4]] ^ slicing8[2][p[5]] ^ slicing8[1][p[6]] ^ slicing8[0][p[7]]
-		p = p[8:]
-	}
-	for _, v := range p {
-		crc = slicing8[0][byte(crc)^v] ^ crc>>8
-	}
-	return ^crc
-}
+// ipPortsLen is the bytes of the IPv4 header (without options) and the
+// UDP ports: what PseudoCRC folds once.
+const ipPortsLen = frame.IPv4Len + 4
 
-// slicing8 are the tables of slicing-by-8 for the IEEE polynomial:
-// slicing8[0] is crc32.IEEETable, slicing8[k] advances a byte k more
-// bytes.
-var slicing8 = func() (t [8][256]uint32) {
-	t[0] = *crc32.IEEETable
-	for i := range 256 {
-		c := t[0][i]
-		for k := 1; k < 8; k++ {
-			c = t[0][c&0xff] ^ c>>8
-			t[k][i] = c
+// lenCRC[i][b] is what byte b as the high (i = 0) or low (1) byte of the
+// IPv4 total length adds to the CRC register after the IPv4 header and
+// the UDP ports: the register after those 24 bytes with b there and zeros
+// elsewhere, from a zero register.
+var lenCRC = func() (t [2][256]uint32) {
+	for i, off := range [2]int{2, 3} {
+		for b := range 256 {
+			var h [ipPortsLen]byte
+			h[off] = byte(b)
+			// From register 0 (crc ^0): the register is the complement
+			// of the CRC returned.
+			t[i][b] = ^ieeecrc.UpdateShort(^uint32(0), h[:])
 		}
 	}
 	return t
 }()
+
+// head returns the CRC state after the LRH stand-in, the masked IPv4 and
+// UDP headers of a datagram of udpLen bytes (UDP header included) and the
+// masked BTH that starts ib.
+func (c *PseudoCRC) head(udpLen int, ib []byte) uint32 {
+	ipLen := uint16(frame.IPv4Len + udpLen)
+	crc := c.base ^ lenCRC[0][ipLen>>8] ^ lenCRC[1][ipLen&0xff]
+	var b [4 + BTHLen]byte // UDP length and checksum, BTH
+	binary.BigEndian.PutUint16(b[0:], uint16(udpLen))
+	b[2], b[3] = 0xff, 0xff // UDP checksum
+	copy(b[4:], ib[:BTHLen])
+	b[4+4] = 0xff // FECN, BECN, reserved
+	return ieeecrc.UpdateShort(crc, b[:])
+}
+
+// ICRC is ICRC(ps, ib) for c's ps.
+func (c *PseudoCRC) ICRC(ib []byte) uint32 {
+	crc := c.head(frame.UDPLen+len(ib)+ICRCLen, ib)
+	return ieeecrc.Update(crc, ib[BTHLen:])
+}
+
+// Verify is VerifyICRC(ps, b) for c's ps.
+func (c *PseudoCRC) Verify(b []byte) bool {
+	if len(b) < MinLen {
+		return false
+	}
+	n := len(b) - ICRCLen
+	return c.ICRC(b[:n]) == binary.LittleEndian.Uint32(b[n:])
+}
+
+// AppendTrailer is AppendTrailer(dst, ps, hdr, payload) for c's ps.
+func (c *PseudoCRC) AppendTrailer(dst []byte, hdr, payload []byte) []byte {
+	pad := zero4[:PadLen(len(payload))]
+	crc := c.head(frame.UDPLen+len(hdr)+len(payload)+len(pad)+ICRCLen, hdr)
+	crc = ieeecrc.UpdateShort(crc, hdr[BTHLen:])
+	crc = ieeecrc.Update(crc, payload)
+	crc = ieeecrc.UpdateShort(crc, pad)
+	dst = append(dst, pad...)
+	return binary.LittleEndian.AppendUint32(dst, crc)
+}
 
 // as4 returns the IPv4 address a, or zeros if a is not one.
 func as4(a netip.Addr) [4]byte {
@@ -130,11 +174,8 @@ func as4(a netip.Addr) [4]byte {
 // VerifyICRC reports whether the ICRC that ends the UDP payload b is right
 // for headers ps. b must hold at least MinLen bytes.
 func VerifyICRC(ps Pseudo, b []byte) bool {
-	if len(b) < MinLen {
-		return false
-	}
-	n := len(b) - ICRCLen
-	return ICRC(ps, b[:n]) == binary.LittleEndian.Uint32(b[n:])
+	c := NewPseudoCRC(ps)
+	return c.Verify(b)
 }
 
 // FrameICRC computes the ICRC of the RoCEv2 packet in an Ethernet/IPv4/UDP
@@ -162,8 +203,8 @@ func FrameICRC(f []byte) (uint32, []byte, error) {
 	buf[ihl+6], buf[ihl+7] = 0xff, 0xff // UDP checksum
 	m += copy(buf[m:], payload[:BTHLen])
 	buf[ihl+frame.UDPLen+4] = 0xff // BTH FECN, BECN, reserved
-	crc := crcUpdate(lrhCRC, buf[:m])
-	crc = crc32.Update(crc, crc32.IEEETable, payload[BTHLen:len(payload)-ICRCLen])
+	crc := ieeecrc.UpdateShort(lrhCRC, buf[:m])
+	crc = ieeecrc.Update(crc, payload[BTHLen:len(payload)-ICRCLen])
 	return crc, payload, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Port is the UDP destination port of RoCEv2 (IANA "roce").
@@ -311,8 +312,17 @@ type Packet struct {
 // VerifyICRC), and never panics. Payload aliases b.
 func Parse(b []byte) (Packet, error) {
 	var p Packet
+	err := p.Decode(b)
+	return p, err
+}
+
+// Decode is Parse into p: it sets every field of p (those Parse would not
+// have decoded to zero). A receiver that decodes every packet into the
+// same place saves copying Parse's result.
+func (p *Packet) Decode(b []byte) error {
+	*p = Packet{}
 	if len(b) < MinLen {
-		return p, ErrShort
+		return ErrShort
 	}
 	p.Opcode = Opcode(b[0])
 	p.SE = b[1]&0x80 != 0
@@ -327,14 +337,14 @@ func Parse(b []byte) (Packet, error) {
 	p.PSN = uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
 	p.ICRC = binary.LittleEndian.Uint32(b[len(b)-ICRCLen:])
 	if p.TVer != 0 {
-		return p, ErrVersion
+		return ErrVersion
 	}
 	if !p.Opcode.Supported() {
-		return p, ErrOpcode
+		return ErrOpcode
 	}
 	hl := p.Opcode.HeaderLen()
 	if len(b) < hl+ICRCLen {
-		return p, ErrShort
+		return ErrShort
 	}
 	h := b[BTHLen:]
 	if p.Opcode.HasRETH() {
@@ -354,16 +364,16 @@ func Parse(b []byte) (Packet, error) {
 	body := b[hl : len(b)-ICRCLen]
 	if !p.Opcode.HasPayload() {
 		if len(body) != 0 || p.Pad != 0 {
-			return p, ErrLength
+			return ErrLength
 		}
-		return p, nil
+		return nil
 	}
 	// The payload and its pad fill a whole number of 4-byte words.
 	if len(body) < int(p.Pad) || len(body)%4 != 0 {
-		return p, ErrLength
+		return ErrLength
 	}
 	p.Payload = body[:len(body)-int(p.Pad)]
-	return p, nil
+	return nil
 }
 
 // Header is what Append writes before the payload. Pad is computed from
@@ -385,13 +395,25 @@ func Len(op Opcode, n int) int { return op.HeaderLen() + n + PadLen(n) + ICRCLen
 // Append appends the UDP payload of a RoCEv2 packet — headers, payload,
 // pad and ICRC (computed over ps) — to dst and returns the extended slice.
 // h.Opcode must be supported; payload must be empty for opcodes without
-// payload.
+// payload. It is AppendHeader, the payload and AppendTrailer.
 func Append(dst []byte, h *Header, payload []byte, ps Pseudo) []byte {
 	start := len(dst)
+	dst = AppendHeader(dst, h, len(payload))
+	hl := len(dst) - start
+	dst = append(dst, payload...)
+	return AppendTrailer(dst, ps, dst[start:start+hl], dst[start+hl:])
+}
+
+// AppendHeader appends the BTH and the extension headers of a packet with
+// h's fields and n bytes of payload (which give the BTH's pad count) to
+// dst and returns the extended slice. h.Opcode must be supported.
+func AppendHeader(dst []byte, h *Header, n int) []byte {
 	op := h.Opcode
-	pad := PadLen(len(payload))
-	var hdr [BTHLen + RETHLen + AETHLen + ImmLen + CNPLen]byte
-	b := hdr[:]
+	pad := PadLen(n)
+	// The headers are written in place, every byte of them.
+	start := len(dst)
+	dst = slices.Grow(dst, op.HeaderLen())[:start+op.HeaderLen()]
+	b := dst[start:]
 	b[0] = byte(op)
 	b[1] = byte(pad)<<4 | h.TVer&0x0f
 	if h.SE {
@@ -414,31 +436,36 @@ func Append(dst []byte, h *Header, payload []byte, ps Pseudo) []byte {
 		b[8] = 0x80
 	}
 	put24(b[9:], h.PSN)
-	n := BTHLen
+	k := BTHLen
 	if op.HasRETH() {
-		binary.BigEndian.PutUint64(b[n:], h.RETH.VA)
-		binary.BigEndian.PutUint32(b[n+8:], h.RETH.RKey)
-		binary.BigEndian.PutUint32(b[n+12:], h.RETH.Length)
-		n += RETHLen
+		binary.BigEndian.PutUint64(b[k:], h.RETH.VA)
+		binary.BigEndian.PutUint32(b[k+8:], h.RETH.RKey)
+		binary.BigEndian.PutUint32(b[k+12:], h.RETH.Length)
+		k += RETHLen
 	}
 	if op.HasAETH() {
-		b[n] = h.AETH.Syndrome
-		put24(b[n+1:], h.AETH.MSN)
-		n += AETHLen
+		b[k] = h.AETH.Syndrome
+		put24(b[k+1:], h.AETH.MSN)
+		k += AETHLen
 	}
 	if op.HasImm() {
-		binary.BigEndian.PutUint32(b[n:], h.Imm)
-		n += ImmLen
+		binary.BigEndian.PutUint32(b[k:], h.Imm)
+		k += ImmLen
 	}
 	if op.IsCNP() {
-		clear(b[n : n+CNPLen])
-		n += CNPLen
+		clear(b[k : k+CNPLen])
 	}
-	dst = append(dst, b[:n]...)
-	dst = append(dst, payload...)
-	dst = append(dst, zero4[:pad]...)
-	crc := ICRC(ps, dst[start:])
-	return binary.LittleEndian.AppendUint32(dst, crc)
+	return dst
+}
+
+// AppendTrailer appends the pad and the ICRC (computed over ps) that end
+// the packet whose headers are hdr (as AppendHeader wrote them) and whose
+// payload is payload, to dst and returns the extended slice. The three
+// may lie anywhere: a sender that keeps its payload elsewhere sends
+// hdr, payload and the trailer as one datagram without joining them.
+func AppendTrailer(dst []byte, ps Pseudo, hdr, payload []byte) []byte {
+	c := NewPseudoCRC(ps)
+	return c.AppendTrailer(dst, hdr, payload)
 }
 
 var zero4 [4]byte

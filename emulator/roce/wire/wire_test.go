@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -410,16 +411,89 @@ func BenchmarkParseVerify4K(b *testing.B) {
 	}
 }
 
-// TestCRCUpdate checks the slicing-by-8 CRC of the headers against
-// hash/crc32 for every length and offset up to 64 bytes.
-func TestCRCUpdate(t *testing.T) {
-	b := pattern(80, 3)
-	for start := range 8 {
-		for n := range 65 {
-			p := b[start : start+n]
-			if got, want := crcUpdate(0x12345678, p), crc32.Update(0x12345678, crc32.IEEETable, p); got != want {
-				t.Fatalf("crcUpdate over %d bytes at %d: %#x, want %#x", n, start, got, want)
+// TestAppendParts: a packet built in parts — AppendHeader, the payload
+// elsewhere, AppendTrailer — is byte for byte the packet Append builds, for
+// every opcode with and without payload and every pad.
+func TestAppendParts(t *testing.T) {
+	ps := HostPseudo(srcAddr, dstAddr)
+	for op := range 256 {
+		o := Opcode(op)
+		if !o.Supported() {
+			continue
+		}
+		sizes := []int{0}
+		if o.HasPayload() {
+			sizes = []int{0, 1, 2, 3, 4, 255, 1023, 1024, 4093, 4096}
+		}
+		for _, n := range sizes {
+			h := Header{BTH: BTH{Opcode: o, PKey: DefaultPKey, DestQP: 0x123456, PSN: 0xfffffe, AckReq: n%2 == 1, FECN: true},
+				RETH: RETH{VA: 0x1122334455667788, RKey: 0x99aabbcc, Length: uint32(n)}, AETH: AETH{Syndrome: ACKSyndrome(5), MSN: 77}, Imm: 0xdeadbeef}
+			payload := pattern(n, byte(op))
+			want := Append([]byte("prefix"), &h, payload, ps)[len("prefix"):]
+			hdr := AppendHeader(nil, &h, n)
+			trailer := AppendTrailer([]byte("x"), ps, hdr, payload)[1:]
+			got := append(append(append([]byte{}, hdr...), payload...), trailer...)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%v, %d bytes: parts\n%x\nAppend\n%x", o, n, got, want)
 			}
+			if !VerifyICRC(ps, got) {
+				t.Fatalf("%v, %d bytes: the ICRC does not verify", o, n)
+			}
+		}
+	}
+}
+
+// refICRC is the ICRC as annex A17.3.3 defines it, built the long way:
+// the whole masked pseudo-packet in one buffer, then crc32.ChecksumIEEE.
+func refICRC(ps Pseudo, ib []byte) uint32 {
+	udpLen := frame.UDPLen + len(ib) + ICRCLen
+	b := bytes.Repeat([]byte{0xff}, 8) // the LRH stand-in
+	ip := make([]byte, frame.IPv4Len)
+	ip[0], ip[1] = 0x45, 0xff
+	binary.BigEndian.PutUint16(ip[2:], uint16(frame.IPv4Len+udpLen))
+	binary.BigEndian.PutUint16(ip[4:], ps.ID)
+	binary.BigEndian.PutUint16(ip[6:], ps.FlagsOff)
+	ip[8], ip[9], ip[10], ip[11] = 0xff, frame.ProtoUDP, 0xff, 0xff
+	s, d := ps.Src.Addr().As4(), ps.Dst.Addr().As4()
+	copy(ip[12:], s[:])
+	copy(ip[16:], d[:])
+	u := make([]byte, frame.UDPLen)
+	binary.BigEndian.PutUint16(u, ps.Src.Port())
+	binary.BigEndian.PutUint16(u[2:], ps.Dst.Port())
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	u[6], u[7] = 0xff, 0xff
+	bth := bytes.Clone(ib[:BTHLen])
+	bth[4] = 0xff
+	b = append(append(append(append(b, ip...), u...), bth...), ib[BTHLen:]...)
+	return crc32.ChecksumIEEE(b)
+}
+
+// TestPseudoCRC: the ICRC from a PseudoCRC (the headers' CRC made once,
+// the lengths added from tables) is the ICRC built the long way, for
+// random endpoints, identifications and flags, and lengths of every byte
+// value in both length fields.
+func TestPseudoCRC(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	ib := make([]byte, 70000)
+	for i := range ib {
+		ib[i] = byte(r.Uint32())
+	}
+	addr := func() netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32())}), uint16(r.Uint32()))
+	}
+	lengths := []int{BTHLen, BTHLen + 1, BTHLen + 4, BTHLen + 16 + 4096, 65535 - 28 - 4, 65535 - 8 - 4, 65535, 69000}
+	for range 300 {
+		lengths = append(lengths, BTHLen+r.IntN(9000))
+	}
+	for i, n := range lengths {
+		ps := Pseudo{Src: addr(), Dst: addr(), ID: uint16(r.Uint32()), FlagsOff: uint16(r.Uint32())}
+		if i%2 == 0 {
+			ps = HostPseudo(srcAddr, dstAddr)
+		}
+		c := NewPseudoCRC(ps)
+		p := ib[:n]
+		if got, want := c.ICRC(p), refICRC(ps, p); got != want || ICRC(ps, p) != want {
+			t.Fatalf("%v, %d bytes: %#08x (ICRC %#08x), want %#08x", ps, n, got, ICRC(ps, p), want)
 		}
 	}
 }

@@ -74,6 +74,7 @@ type Testbed struct {
 	borrowed bool             // Open: the network is someone else's
 	mn       *mininet.Process // Mininet, when it built the network
 	switches *switchcmd.Set   // the Go switch or bmv2 processes
+	stages   *bmv2.Stages     // the links of the bmv2 switches
 	clients  map[string]*p4rt.GRPC
 	rt       *live.Runtime
 
@@ -235,6 +236,13 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 		bopts := opts.BMv2
 		if bopts.CPUPort == 0 {
 			bopts.CPUPort = emulator.CPUPort // fwd.p4's and farmem.p4's packet I/O
+		}
+		if !bopts.DirectLinks {
+			// bmv2 models no link: delay, loss and pacing are the
+			// link stages' (the Go switch's port model).
+			if t.stages, err = bmv2.StartStages(t.net, cfg.Seed); err != nil {
+				return nil, err
+			}
 		}
 		t.switches, err = bmv2.Start(ctx, t.net, bopts)
 		if err != nil {
@@ -535,6 +543,11 @@ func (t *Testbed) Close() error {
 		}
 		if t.switches != nil {
 			t.switches.Stop()
+		}
+		if t.stages != nil {
+			if err := t.stages.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("netnstb: link stages: %w", err))
+			}
 		}
 		if t.borrowed {
 			// Open: the network and its switches stay up.

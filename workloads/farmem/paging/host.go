@@ -38,11 +38,12 @@
 // duplication and reordering. Every write-back carries a new version of the
 // page and the CRC-32C of its bytes; the host remembers, per page, the
 // version and checksum it last wrote and checks every page it fetches
-// against them. A mismatch is an integrity error, counted, never silent.
+// against them, and its bytes against that version's (which the host
+// generates, see content). A mismatch is an integrity error, counted,
+// never silent.
 package paging
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -129,7 +130,9 @@ const (
 	remote
 )
 
-// page is a page-table entry.
+// page is a page-table entry. Its fields are ordered to leave no padding:
+// 32 bytes, two entries to a cache line, so that a hit, which reads and
+// writes one entry of a table larger than the caches, touches one line.
 type page struct {
 	state   uint8
 	dirty   bool // resident data differs from the server's copy
@@ -137,10 +140,10 @@ type page struct {
 	wb      bool // a write-back of this page is in flight
 	version uint32
 	sum     uint32
-	last    time.Duration // time of the last access (may be ahead of now)
 	frame   int32
-	prev    int32 // LRU list, towards the most recent
-	next    int32 // LRU list, towards the least recent
+	last    time.Duration // time of the last access (may be ahead of now)
+	prev    int32         // LRU list, towards the most recent
+	next    int32         // LRU list, towards the least recent
 }
 
 // BlockEvent is one period the application spent blocked for a free frame.
@@ -254,10 +257,9 @@ type Host struct {
 
 	bg, direct worker
 
-	// Requests: by id, and in the order sent (retransmissions go in that
+	// Outstanding requests, in the order sent (retransmissions go in that
 	// order). One timer serves them all, armed for the earliest deadline.
 	nextID   uint32
-	inflight map[uint32]*request
 	order    []*request
 	rtoTimer emulator.Timer
 	timerAt  time.Duration
@@ -270,11 +272,22 @@ type Host struct {
 	demandRate float64
 	peaks      []float64 // windowed rates of the last PeakHorizon, a ring
 	peakAt     int
+	peakMax    float64 // slices.Max(peaks), kept as peaks change
 	winEnd     time.Duration
 	evLat      time.Duration
 	evLatDev   time.Duration
-	wbuf, pbuf []byte
+	wbuf       []byte
+	tailStamp  [stampTail]byte // a write-back's tail stamp, a part of its datagram
+	scratch    []byte
 	stats      Stats
+
+	// Spent requests, to reuse, and the callbacks the host schedules,
+	// made once: a method value or closure passed to Env.After is an
+	// allocation per call.
+	freeReqs              []*request
+	st                    evict.State // what the policy is shown (a pointer to a local would escape)
+	resumeFn, resumeNowFn func()
+	tickFn                func()
 }
 
 // worker is a reclaimer: the background one or the application in direct
@@ -285,6 +298,8 @@ type worker struct {
 	quota  int   // pages still to free
 	victim int32 // page being evicted, -1 if none
 	picked time.Duration
+
+	stepFn, evictFn func() // h.step(w) and h.evict(w)
 }
 
 // request is an outstanding read or write.
@@ -342,21 +357,24 @@ func NewHost(cfg HostConfig, src memtrace.Source, pagesHint int) (*Host, error) 
 	frames := cfg.Limit + cfg.Headroom
 	h := &Host{
 		cfg: cfg, src: src,
-		pages:    make([]page, max(pagesHint, 0)),
-		frames:   make([]int32, frames),
-		free:     make([]int32, 0, frames),
-		head:     -1,
-		tail:     -1,
-		buf:      make([]memtrace.Access, 1024),
-		inflight: map[uint32]*request{},
-		rto:      cfg.RTOInit,
-		bg:       worker{victim: -1},
-		direct:   worker{direct: true, victim: -1},
-		pbuf:     make([]byte, cfg.PageSize),
-		peaks:    make([]float64, max(1, int(cfg.PeakHorizon/cfg.MeasurePeriod))),
+		pages:  make([]page, max(pagesHint, 0)),
+		frames: make([]int32, frames),
+		free:   make([]int32, 0, frames),
+		head:   -1,
+		tail:   -1,
+		buf:    make([]memtrace.Access, 1024),
+		rto:    cfg.RTOInit,
+		bg:     worker{victim: -1},
+		direct: worker{direct: true, victim: -1},
+		peaks:  make([]float64, max(1, int(cfg.PeakHorizon/cfg.MeasurePeriod))),
 	}
 	for i := range h.pages {
 		h.pages[i] = page{frame: -1, prev: -1, next: -1}
+	}
+	h.resumeFn, h.resumeNowFn, h.tickFn = h.resume, h.resumeNow, h.tick
+	for _, w := range []*worker{&h.bg, &h.direct} {
+		w.stepFn = func() { h.step(w) }
+		w.evictFn = func() { h.evict(w) }
 	}
 	for f := frames - 1; f >= 0; f-- {
 		h.frames[f] = -1
@@ -391,7 +409,7 @@ func (h *Host) State() evict.State {
 	h.roll(now)
 	return evict.State{
 		Now: now, Limit: h.cfg.Limit, Frames: len(h.frames), Used: h.used, Evicting: h.evictingN,
-		Pressure: h.pressure, Blocked: h.blocked, DemandRate: h.demandRate, DemandPeak: slices.Max(h.peaks),
+		Pressure: h.pressure, Blocked: h.blocked, DemandRate: h.demandRate, DemandPeak: h.peakMax,
 		EvictLatency: h.evLat, EvictLatencyDev: h.evLatDev,
 	}
 }
@@ -477,7 +495,7 @@ func (h *Host) advance() {
 // sleep lets the application compute for d.
 func (h *Host) sleep(d time.Duration) {
 	h.wakeAt = h.env.Now() + d
-	h.env.After(d, h.resume)
+	h.env.After(d, h.resumeFn)
 }
 
 // resume ends a sleep. The replay goes on from the time the sleep was meant
@@ -562,7 +580,7 @@ func (h *Host) miss(p int32, write bool, now time.Duration) bool {
 	pg.state = fetching
 	h.faultAt = now
 	h.waiting = true
-	h.send(&request{typ: farmem.TypeRead, page: p, version: pg.version, sum: pg.sum})
+	h.send(h.newRequest(request{typ: farmem.TypeRead, page: p, version: pg.version, sum: pg.sum}))
 	h.consult()
 	return false
 }
@@ -628,8 +646,8 @@ func (h *Host) fetched(p int32, write bool) {
 func (h *Host) block(now time.Duration) {
 	h.blocked, h.waiting = true, true
 	h.blockAt = now
-	st := h.State()
-	n := max(h.cfg.Engine.Direct(&st), 1)
+	h.st = h.State()
+	n := max(h.cfg.Engine.Direct(&h.st), 1)
 	h.start(&h.direct, n)
 }
 
@@ -639,7 +657,7 @@ func (h *Host) unblock() {
 	now := h.env.Now()
 	h.stats.addBlock(BlockEvent{Start: h.blockAt, Duration: now - h.blockAt})
 	h.blocked, h.waiting = false, false
-	h.env.After(0, h.resumeNow)
+	h.env.After(0, h.resumeNowFn)
 }
 
 // finish ends the replay at time t (maybe ahead of now).
@@ -656,7 +674,7 @@ func (h *Host) finish(t time.Duration) {
 }
 
 func (h *Host) checkDone() {
-	if h.finished && !h.done && len(h.inflight) == 0 && !h.bg.active && !h.direct.active {
+	if h.finished && !h.done && len(h.order) == 0 && !h.bg.active && !h.direct.active {
 		h.done = true
 		if h.cfg.OnDone != nil {
 			h.cfg.OnDone(h)
@@ -666,7 +684,7 @@ func (h *Host) checkDone() {
 
 // active reports whether anything besides the application is going on.
 func (h *Host) active() bool {
-	return h.bg.active || h.direct.active || len(h.inflight) > 0
+	return h.bg.active || h.direct.active || len(h.order) > 0
 }
 
 // ---- estimates ----
@@ -690,7 +708,7 @@ func (h *Host) roll(now time.Duration) {
 	h.peak(rate)
 	if now >= h.winEnd {
 		k := int64((now-h.winEnd)/period) + 1
-		h.demandRate *= math.Pow(1-alpha, float64(k))
+		h.demandRate *= decay(k)
 		h.winEnd += time.Duration(k) * period
 		for range min(k, int64(len(h.peaks))) {
 			h.peak(0)
@@ -698,10 +716,37 @@ func (h *Host) roll(now time.Duration) {
 	}
 }
 
+// decays are math.Pow(0.75, k) for the first k: 1 − the smoothing factor
+// of roll, raised to the windows that passed without demand.
+var decays = func() (t [64]float64) {
+	for k := range t {
+		t[k] = math.Pow(0.75, float64(k))
+	}
+	return t
+}()
+
+// decay returns math.Pow(0.75, k), the same bits whether from the table
+// or not.
+func decay(k int64) float64 {
+	if k < int64(len(decays)) {
+		return decays[k]
+	}
+	return math.Pow(0.75, float64(k))
+}
+
 // peak records a window's rate in the ring of the last PeakHorizon.
 func (h *Host) peak(rate float64) {
+	old := h.peaks[h.peakAt]
 	h.peaks[h.peakAt] = rate
 	h.peakAt = (h.peakAt + 1) % len(h.peaks)
+	// The maximum changes when a larger rate comes in, or when the
+	// largest goes out of the ring (rates are never NaN).
+	switch {
+	case rate >= h.peakMax:
+		h.peakMax = rate
+	case old == h.peakMax:
+		h.peakMax = slices.Max(h.peaks)
+	}
 }
 
 // sampleEviction feeds the eviction-latency estimator.
@@ -728,8 +773,8 @@ func (h *Host) consult() {
 	if h.bg.active || h.finished {
 		return
 	}
-	st := h.State()
-	if n := h.cfg.Engine.Background(&st); n > 0 {
+	h.st = h.State()
+	if n := h.cfg.Engine.Background(&h.st); n > 0 {
 		h.start(&h.bg, n)
 	}
 }
@@ -758,7 +803,7 @@ func (h *Host) step(w *worker) {
 		if v < 0 {
 			// Every frame is busy (being fetched, evicted, or used right
 			// now by the application): try again shortly.
-			h.env.After(h.cfg.RunAhead, func() { h.step(w) })
+			h.env.After(h.cfg.RunAhead, w.stepFn)
 			return
 		}
 		pg := &h.pages[v]
@@ -766,7 +811,7 @@ func (h *Host) step(w *worker) {
 		h.evictingN++
 		w.victim, w.picked = v, now
 		if h.cfg.ReclaimOverhead > 0 {
-			h.env.After(h.cfg.ReclaimOverhead, func() { h.evict(w) })
+			h.env.After(h.cfg.ReclaimOverhead, w.evictFn)
 			return
 		}
 		if !h.evict(w) {
@@ -798,7 +843,7 @@ func (h *Host) evict(w *worker) bool {
 	}
 	pg.dirty = false
 	pg.wb = true
-	h.send(&request{typ: farmem.TypeWrite, page: v, version: pg.version + 1, w: w})
+	h.send(h.newRequest(request{typ: farmem.TypeWrite, page: v, version: pg.version + 1, w: w}))
 	return false
 }
 
@@ -905,7 +950,6 @@ func (h *Host) send(r *request) {
 	h.nextID++
 	r.id = h.nextID
 	r.rto = h.rto
-	h.inflight[r.id] = r
 	h.order = append(h.order, r)
 	h.transmit(r, false)
 }
@@ -919,7 +963,7 @@ func (h *Host) arm(due time.Duration) {
 		h.rtoTimer.Stop()
 	}
 	h.timerAt = due
-	h.rtoTimer = h.env.After(due-h.env.Now(), h.tick)
+	h.rtoTimer = h.env.After(due-h.env.Now(), h.tickFn)
 }
 
 // tick retransmits every request whose deadline has passed, in the order
@@ -943,9 +987,38 @@ func (h *Host) tick() {
 	}
 }
 
+// newRequest returns a request holding r, reusing a spent one.
+func (h *Host) newRequest(r request) *request {
+	var p *request
+	if k := len(h.freeReqs); k > 0 {
+		p, h.freeReqs = h.freeReqs[k-1], h.freeReqs[:k-1]
+	} else {
+		p = new(request)
+	}
+	*p = r
+	return p
+}
+
+// recycle takes back an answered request for newRequest.
+func (h *Host) recycle(r *request) {
+	*r = request{}
+	h.freeReqs = append(h.freeReqs, r)
+}
+
+// inflight returns the outstanding request numbered id, or nil. A host
+// has a few at a time (a read, and a write per reclaimer): a scan of them
+// costs less than a map.
+func (h *Host) inflight(id uint32) *request {
+	for _, r := range h.order {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
+}
+
 // complete removes an answered request.
 func (h *Host) complete(r *request) {
-	delete(h.inflight, r.id)
 	if i := slices.Index(h.order, r); i >= 0 {
 		h.order = slices.Delete(h.order, i, i+1)
 	}
@@ -959,21 +1032,23 @@ func (h *Host) transmit(r *request, retx bool) {
 		hdr.Flags |= farmem.FlagRetransmit
 	}
 	if r.typ == farmem.TypeWrite {
-		st := h.State()
-		hdr.Urgency = min(h.cfg.Marker.Urgency(&st), farmem.MaxUrgency)
-		// The page is generated straight into the message (the host keeps
-		// no page contents: version v of page p is always the same bytes),
-		// and its checksum patched into the header.
-		h.wbuf = hdr.Append(h.wbuf[:0], nil)
-		h.wbuf = append(h.wbuf, h.pbuf...)
-		data := h.wbuf[farmem.HeaderLen:]
-		h.content.fill(data, uint64(r.page), r.version)
-		r.sum = checksum(data)
-		binary.BigEndian.PutUint32(h.wbuf[20:], r.sum)
+		h.st = h.State()
+		hdr.Urgency = min(h.cfg.Marker.Urgency(&h.st), farmem.MaxUrgency)
+		// The page is never built (the host keeps no page contents:
+		// version v of page p is always the same bytes): its checksum
+		// comes from its stamps (content.sum), and the header with the
+		// head stamp, the host's body and the tail stamp go out as
+		// parts, copied once, into the frame.
+		head, tail := h.content.stamps(uint64(r.page), r.version)
+		r.sum = h.content.sum(uint64(r.page), r.version)
+		hdr.Sum = r.sum
+		h.wbuf = append(hdr.Append(h.wbuf[:0], nil), head[:]...)
+		h.tailStamp = tail
+		emulator.SendParts(h.env, h.server(r.page), h.wbuf, h.content.middle(), h.tailStamp[:], &h.scratch)
 	} else {
 		h.wbuf = hdr.Append(h.wbuf[:0], nil)
+		h.env.Send(h.server(r.page), h.wbuf)
 	}
-	h.env.Send(h.server(r.page), h.wbuf)
 	r.due = now + r.rto
 	h.arm(r.due)
 }
@@ -997,7 +1072,7 @@ func (h *Host) Recv(from emulator.Addr, payload []byte) {
 		h.integrity(fmt.Sprintf("malformed message from %v: %v", from, err))
 		return
 	}
-	r := h.inflight[hdr.ID]
+	r := h.inflight(hdr.ID)
 	if r == nil || uint64(r.page) != hdr.Page || (hdr.Type == farmem.TypeAck) != (r.typ == farmem.TypeWrite) {
 		h.stats.Duplicates++
 		return
@@ -1007,6 +1082,9 @@ func (h *Host) Recv(from emulator.Addr, payload []byte) {
 		return
 	}
 	h.complete(r)
+	// Nothing refers to r once this callback is done: it serves a later
+	// request.
+	defer h.recycle(r)
 	if r.retx == 0 {
 		h.sampleRTT(h.env.Now() - r.sent)
 	}
@@ -1021,8 +1099,8 @@ func (h *Host) Recv(from emulator.Addr, payload []byte) {
 		h.integrity(fmt.Sprintf("page %d: the server has no copy (version %d was written)", r.page, pg.version))
 	case hdr.Version != pg.version || hdr.Sum != pg.sum:
 		h.integrity(fmt.Sprintf("page %d: got version %d (sum %08x), last written version %d (sum %08x)", r.page, hdr.Version, hdr.Sum, pg.version, pg.sum))
-	case len(data) != h.cfg.PageSize || checksum(data) != pg.sum:
-		h.integrity(fmt.Sprintf("page %d version %d: the data does not match its checksum", r.page, pg.version))
+	case !h.content.matches(data, uint64(r.page), pg.version):
+		h.integrity(fmt.Sprintf("page %d version %d: the data is not the version written", r.page, pg.version))
 	}
 	h.fetched(r.page, h.buf[h.pos].Write)
 	h.checkDone()

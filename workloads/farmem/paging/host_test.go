@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/frame"
@@ -513,5 +514,13 @@ func TestLateTimersDoNotAccumulate(t *testing.T) {
 		if st.Completion != 200*time.Microsecond {
 			t.Errorf("timers %v late: completion %v, want 200µs", late, st.Completion)
 		}
+	}
+}
+
+// TestPageEntrySize keeps the page-table entry at 32 bytes (two to a cache
+// line, see page).
+func TestPageEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(page{}); n != 32 {
+		t.Errorf("a page-table entry is %d bytes, want 32", n)
 	}
 }

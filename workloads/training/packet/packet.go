@@ -17,6 +17,8 @@ import (
 	"sort"
 	"time"
 
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
 	"github.com/tracebed/tracebed/analysis"
 	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/p4rt"
@@ -189,10 +191,15 @@ type memSpan struct {
 }
 
 // controller is the packet-level controller agent. All its state is
-// touched on its own loop only; the driver reads it with Inspect.
+// touched on its own loop only; the driver reads it with Inspect. Its
+// P4Runtime calls go through its control-plane port, never from inside a
+// callback: a decision takes effect in the controller's state at once,
+// and the controller acts on it — tells the workers — once the switches
+// hold what it wrote (port.Then).
 type controller struct {
 	s       *Setup
 	env     emulator.Env
+	port    *p4rt.Port
 	t0      time.Duration
 	cl      *fabric.Cluster
 	ctl     *inasched.Controller
@@ -213,6 +220,8 @@ type controller struct {
 	spans    []memSpan
 	sampling bool
 	shared   map[string]*sharedSample
+	reading  int    // sampling reads on their way
+	epoch    uint64 // of the sampling: a read of an earlier one is dropped
 
 	out      map[[3]uint32]*outMsg // awaiting an answer: (type, job, rank or switch job)
 	retxOn   bool
@@ -241,6 +250,13 @@ type outMsg struct {
 func (c *controller) Start(env emulator.Env) {
 	c.env = env
 	c.t0 = env.Now()
+	port, err := p4rt.NewPort(env)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.port = port
+	c.ctl.SetExec(inasched.PortExec(port, c.fail))
 	c.first = time.Duration(math.MaxInt64)
 	for _, r := range c.order {
 		c.first = min(c.first, r.r.spec.Arrival)
@@ -362,7 +378,7 @@ func (c *controller) start(p *prun, hosts []int) error {
 	if err != nil {
 		return err
 	}
-	c.apply(acts)
+	c.applyLater(acts)
 	l := launchBody{
 		K: ina.DefaultK, Iterations: uint32(r.spec.Iterations), Elements: uint32(r.prof.GradientBytes / 4),
 		Compute: fabric.Secs(r.compute), Jitter: c.s.Net.Jitter, Seed: c.s.Seed,
@@ -509,16 +525,41 @@ func (c *controller) begin(p *prun) {
 	if p.b.INA() {
 		// A move made at an earlier boundary leaves the old binding for
 		// the rounds before it; every worker has now finished those.
-		ctx, cancel := p4rt.CallContext()
-		_, err := c.binder.Retire(ctx, p.r.est.Job)
-		cancel()
+		call, commit, err := c.binder.RetireCall(p.r.est.Job)
 		if err != nil {
 			c.fail(fmt.Errorf("job %d: %w", p.r.spec.ID, err))
 			return
 		}
+		if call != nil {
+			id := p.r.spec.ID
+			c.port.Call(call, func(err error) {
+				if err != nil {
+					c.fail(fmt.Errorf("job %d: %w", id, err))
+					return
+				}
+				commit()
+			})
+		}
 	}
 	c.logf("job %d round %d begins: %v (decided in %v)", p.r.spec.ID, p.cur, p.b, c.now()-t)
-	c.act(p, act)
+	c.port.Then(func() {
+		if !c.finished {
+			c.act(p, act)
+		}
+	})
+}
+
+// applyLater applies acts once the switches hold what the decisions
+// behind them wrote.
+func (c *controller) applyLater(acts []inasched.Action) {
+	if len(acts) == 0 {
+		return
+	}
+	c.port.Then(func() {
+		if !c.finished {
+			c.apply(acts)
+		}
+	})
 }
 
 // apply carries out the admission's decisions about waiting jobs.
@@ -690,7 +731,7 @@ func (c *controller) endIteration(p *prun) {
 		p.holder = false
 		// The range is held on every switch of the job's tree.
 		c.spans = append(c.spans, memSpan{from: p.grantAt, to: max(p.doneAt, p.grantAt), n: float64(p.b.Size * (1 + len(p.r.tree.Lower)))})
-		c.apply(c.adm.End(p.r.est.Job.ID))
+		c.applyLater(c.adm.End(p.r.est.Job.ID))
 	}
 	if p.cur == p.r.spec.Iterations-1 {
 		c.jobDone(p)
@@ -725,11 +766,12 @@ func (c *controller) jobDone(p *prun) {
 		c.psFree[p.r.sw.Name] = append(c.psFree[p.r.sw.Name], p.ps)
 	}
 	c.done++
-	c.apply(acts)
+	c.applyLater(acts)
 	c.admit()
 	if c.done == len(c.runs) {
 		c.stopSampling()
-		c.finished = true
+		// The run is over once the switches have forgotten the jobs.
+		c.port.Then(func() { c.finished = true })
 	}
 }
 
@@ -751,10 +793,17 @@ func (c *controller) stopSampling() {
 	}
 	clear(c.shared)
 	c.sampling = false
+	c.epoch++
 }
 
 func (c *controller) sample() {
 	if !c.sampling || c.finished {
+		return
+	}
+	if c.reading > 0 {
+		// The last sample's reads are still on their way (a control
+		// plane slower than the sampling): this sample is skipped.
+		c.sampleLater()
 		return
 	}
 	ranges := map[string][][2]int{}
@@ -777,44 +826,72 @@ func (c *controller) sample() {
 		c.sampling = false
 		return
 	}
+	// The reads come back as events (readHeld).
 	for _, sw := range sortedKeys(ranges) {
-		n, err := c.heldCells(sw, ranges[sw])
-		if err != nil {
-			c.fail(fmt.Errorf("sampling aggregators of %s: %w", sw, err))
-			return
-		}
-		if st := c.shared[sw]; st != nil {
-			c.spans = append(c.spans, memSpan{from: st.at, to: now, n: st.n})
-		}
-		c.shared[sw] = &sharedSample{at: now, n: float64(n)}
+		c.readHeld(sw, ranges[sw])
 	}
+	c.sampleLater()
+}
+
+// sampleLater schedules the next sample, at a random interval of mean
+// Sample.
+func (c *controller) sampleLater() {
 	d := time.Duration(float64(c.s.Sample) * (0.5 + c.env.Rand().Float64()))
 	c.env.After(d, c.sample)
 }
 
-// heldCells counts the aggregators of the given ranges whose copy 0 holds
-// a partial aggregate (agg_count > 0), read through P4Runtime.
-func (c *controller) heldCells(sw string, ranges [][2]int) (int, error) {
-	names := c.names[sw]
-	q, err := names.RegisterQuery(ina.RegCount, -1)
+// readHeld samples the shared-mode occupancy of sw's ranges. Its answer
+// counts unless the sampling stopped meanwhile (a new epoch); no other
+// sample changes c.shared while reads are on their way.
+func (c *controller) readHeld(sw string, ranges [][2]int) {
+	c.reading++
+	epoch := c.epoch
+	c.heldCells(sw, ranges, func(n int, err error) {
+		c.reading--
+		if err != nil {
+			c.fail(fmt.Errorf("sampling aggregators of %s: %w", sw, err))
+			return
+		}
+		if epoch != c.epoch || c.finished {
+			return
+		}
+		now := c.now()
+		if st := c.shared[sw]; st != nil {
+			c.spans = append(c.spans, memSpan{from: st.at, to: now, n: st.n})
+		}
+		c.shared[sw] = &sharedSample{at: now, n: float64(n)}
+	})
+}
+
+// heldCells counts, through P4Runtime, the aggregators of the given ranges
+// whose copy 0 holds a partial aggregate, and calls done with the count
+// when the read comes back. It reads ina.CounterHeld, whose cells count
+// the changes of each cell between free and held (so an odd count is a
+// held cell), rather than the agg_count register: bmv2's P4Runtime server
+// reads no register.
+func (c *controller) heldCells(sw string, ranges [][2]int, done func(int, error)) {
+	q, err := c.names[sw].CounterQuery(ina.CounterHeld, -1)
 	if err != nil {
-		return 0, err
+		done(0, err)
+		return
 	}
-	ctx, cancel := p4rt.CallContext()
-	defer cancel()
-	ents, err := c.clients[sw].Read(ctx, q)
-	if err != nil {
-		return 0, err
-	}
+	c.port.Read(c.clients[sw], []*p4v1.Entity{q}, func(ents []*p4v1.Entity, err error) {
+		if err != nil {
+			done(0, err)
+			return
+		}
+		done(countHeld(ents, ranges), nil)
+	})
+}
+
+// countHeld counts the cells of agg_held entries that hold a partial
+// aggregate (an odd count) in copy 0 of an aggregator of ranges.
+func countHeld(ents []*p4v1.Entity, ranges [][2]int) int {
 	held := 0
 	for _, e := range ents {
-		re := e.GetRegisterEntry()
-		cell := int(re.GetIndex().GetIndex())
-		if cell%2 != 0 {
-			continue
-		}
-		v, err := p4rt.DecodeUint(re.GetData().GetBitstring(), 8)
-		if err != nil || v == 0 {
+		ce := e.GetCounterEntry()
+		cell := int(ce.GetIndex().GetIndex())
+		if cell%2 != 0 || ce.GetData().GetPacketCount()%2 == 0 {
 			continue
 		}
 		for _, r := range ranges {
@@ -824,7 +901,7 @@ func (c *controller) heldCells(sw string, ranges [][2]int) (int, error) {
 			}
 		}
 	}
-	return held, nil
+	return held
 }
 
 func sortedKeys[V any](m map[string]V) []string {

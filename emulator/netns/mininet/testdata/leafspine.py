@@ -68,13 +68,14 @@ class LeafspineTopo(Topo):
                      gateway='10.255.0.6', gateway_mac='02:01:00:05:00:04')  # via leaf4
 
         # Switches: each in its own namespace; tb_ip is the switch's address
-        # (INA packets may be addressed to it).
-        self.addSwitch('spine1', dpid='0000000000000001', tb_ip='10.255.0.1')  # 4 ports
-        self.addSwitch('spine2', dpid='0000000000000002', tb_ip='10.255.0.2')  # 4 ports
-        self.addSwitch('leaf1', dpid='0000000000000003', tb_ip='10.255.0.3')  # 6 ports
-        self.addSwitch('leaf2', dpid='0000000000000004', tb_ip='10.255.0.4')  # 6 ports
-        self.addSwitch('leaf3', dpid='0000000000000005', tb_ip='10.255.0.5')  # 6 ports
-        self.addSwitch('leaf4', dpid='0000000000000006', tb_ip='10.255.0.6')  # 6 ports
+        # (INA packets may be addressed to it), tb_queues its ports'
+        # strict-priority queues (bmv2's --priority-queues).
+        self.addSwitch('spine1', dpid='0000000000000001', tb_ip='10.255.0.1', tb_queues=8)  # 4 ports
+        self.addSwitch('spine2', dpid='0000000000000002', tb_ip='10.255.0.2', tb_queues=8)  # 4 ports
+        self.addSwitch('leaf1', dpid='0000000000000003', tb_ip='10.255.0.3', tb_queues=8)  # 6 ports
+        self.addSwitch('leaf2', dpid='0000000000000004', tb_ip='10.255.0.4', tb_queues=8)  # 6 ports
+        self.addSwitch('leaf3', dpid='0000000000000005', tb_ip='10.255.0.5', tb_queues=8)  # 6 ports
+        self.addSwitch('leaf4', dpid='0000000000000006', tb_ip='10.255.0.6', tb_queues=8)  # 6 ports
 
         # Links: ports and interfaces as in the topology; bw (Mbit/s) shapes
         # the host end with HTB. Delay, loss and buffers are the switch's.

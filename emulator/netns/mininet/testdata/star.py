@@ -68,8 +68,9 @@ class StarTopo(Topo):
                      gateway='10.255.0.1', gateway_mac='02:01:00:00:00:10')  # via tor
 
         # Switches: each in its own namespace; tb_ip is the switch's address
-        # (INA packets may be addressed to it).
-        self.addSwitch('tor', dpid='0000000000000001', tb_ip='10.255.0.1')  # 16 ports
+        # (INA packets may be addressed to it), tb_queues its ports'
+        # strict-priority queues (bmv2's --priority-queues).
+        self.addSwitch('tor', dpid='0000000000000001', tb_ip='10.255.0.1', tb_queues=8)  # 16 ports
 
         # Links: ports and interfaces as in the topology; bw (Mbit/s) shapes
         # the host end with HTB. Delay, loss and buffers are the switch's.
