@@ -50,6 +50,7 @@ var headlines = []headline{
 	{"Go switch vs Linux bridge, 64-byte frames, same run (netns, needs root; issue 19: ≥ 1.0)", "emulator/switch", "BenchmarkSwitchVsBridge/frame=64", "switch_vs_bridge"},
 	{"Go switch vs Linux bridge, 256-byte frames, same run (netns, needs root; issue 19: ≥ 1.0)", "emulator/switch", "BenchmarkSwitchVsBridge/frame=256", "switch_vs_bridge"},
 	{"Go switch vs Linux bridge, 1500-byte frames, same run (netns, needs root; issue 19: ≥ 1.0)", "emulator/switch", "BenchmarkSwitchVsBridge/frame=1500", "switch_vs_bridge"},
+	{"Go switch: CPU per forwarded packet, sender's and switch's threads, 256-byte frames (netns, needs root; the bridge's is bridge_ns/pkt)", "emulator/switch", "BenchmarkSwitchVsBridge/frame=256", "total_ns/pkt"},
 	{"INA packets through the Go switch's ina pipeline vs Linux bridge, same run (netns, needs root; issue 19: ≥ 1.0)", "p4/ina", "BenchmarkINASwitchVsBridge", "switch_vs_bridge"},
 	{"INA flow-level simulation", "workloads/training", "BenchmarkFlowRun", ""},
 	{"INA workers: 8-worker 100 MB all-reduce (CPU seconds)", "workloads/allreduce", "BenchmarkAllReduce100MB", "cpu-s/op"},

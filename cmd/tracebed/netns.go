@@ -145,7 +145,7 @@ A run id in use is refused before anything is created.`,
 	fl.StringVar(&opts.Program, "program", "fwd", "data plane the switches run")
 	fl.Uint64Var(&opts.Seed, "seed", 1, "seed of the switches' loss, duplication and reordering")
 	fl.StringVar(&spin, "spin", "", "switches busy-poll for timed events this close (e.g. 200us): precise timing, busy cores")
-	fl.StringVar(&switchIO, "switch-io", string(goswitch.IOAuto), "Go switches' port sockets: auto (AF_XDP where the port allows, else AF_PACKET), xdp, or afpacket (captures on switch interfaces see every frame)")
+	fl.StringVar(&switchIO, "switch-io", string(goswitch.IOAuto), "Go switches' port sockets: auto (today afpacket: the least kernel work per frame on veths), afpacket (AF_PACKET receive rings; captures on switch interfaces see every frame) or xdp (AF_XDP)")
 	fl.BoolVar(&detach, "detach", false, "return once the topology is up and leave it running")
 	return cmd
 }

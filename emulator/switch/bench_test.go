@@ -20,10 +20,10 @@ import (
 // in alternating windows of the same run (see BridgeBench): UDP datagrams
 // in Ethernet frames of 64, 256 and 1500 bytes (headers included), sent as
 // fast as a batched socket allows, counted as frames arriving at the
-// receiver's interface. The Go switch runs with AF_XDP ports (the default)
-// and with AF_PACKET ports (the fallback). Each sub-benchmark reports the
-// rates, the ratios switch_vs_bridge (AF_XDP) and afpacket_vs_bridge, and
-// CPU time per packet (BridgeComparison.Report).
+// receiver's interface. The Go switch runs with AF_PACKET ring ports (the
+// default) and with AF_XDP ports. Each sub-benchmark reports the rates,
+// the ratios switch_vs_bridge (AF_PACKET) and xdp_vs_bridge, and CPU time
+// per packet (BridgeComparison.Report).
 func BenchmarkSwitchVsBridge(b *testing.B) {
 	needRoot(b)
 	top := topo(b, topologies.Params{Generate: "star", Hosts: 2, Rate: 100 * units.Gbps})

@@ -62,8 +62,8 @@ type Config struct {
 	// Open opens a port; nil means the port's interface in the calling
 	// thread's network namespace, through IO.
 	Open func(p *topologies.Port) (PortIO, error)
-	// IO selects the ports' sockets when Open is nil: AF_XDP where the
-	// port allows it (IOAuto, the default), AF_XDP only, or AF_PACKET.
+	// IO selects the ports' sockets when Open is nil: IOAuto (the
+	// default: AF_PACKET rings), AF_XDP or AF_PACKET.
 	IO IOMode
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
@@ -147,11 +147,7 @@ func New(cfg Config) (*Switch, error) {
 		}
 		maxFrame := max(cfg.MaxFrame, BufSize)
 		cfg.Open = func(p *topologies.Port) (PortIO, error) {
-			io, fallback, err := openPort(mode, p.Iface, maxFrame)
-			if fallback != nil && err == nil {
-				log.Info("port uses AF_PACKET", "switch", cfg.Name, "port", p.Num, "why", fallback)
-			}
-			return io, err
+			return openPort(mode, p.Iface, maxFrame)
 		}
 	}
 	cfg.MaxFrame = max(cfg.MaxFrame, BufSize)

@@ -116,11 +116,20 @@ func BenchmarkINASwitchVsBridge(b *testing.B) {
 		b.Fatal(err)
 	}
 	// Every data packet the switch took completed its aggregator and sent
-	// one result back.
+	// one result back. The counters are read once the switch has drained
+	// the frames still queued when the last window ended (two reads
+	// alike): read before, its packets and results are read at different
+	// moments of the drain.
 	for fw, ctl := range ctls {
-		jc, err := ctl.Counters(ctx, 1)
-		if err != nil {
-			b.Fatal(err)
+		var jc JobCounters
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			prev := jc
+			if jc, err = ctl.Counters(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			if jc == prev || time.Now().After(deadline) {
+				break
+			}
 		}
 		if jc.Packets == 0 || jc.Results != jc.Packets || jc.Drops != [NumJobDrops]uint64{} {
 			b.Errorf("%s: %d data packets, %d results, drops %v", fw, jc.Packets, jc.Results, jc.Drops)

@@ -106,7 +106,7 @@ counters.`,
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of injected loss, duplication and reordering")
 	fl.Uint64Var(&cfg.DeviceID, "device-id", goswitch.DefaultDeviceID, "P4Runtime device id (0 is valid, as in the P4 tutorials)")
 	fl.StringVar(&spin, "spin", "", "busy-poll for timed events this close (e.g. 200us)")
-	fl.StringVar(&ioMode, "io", string(goswitch.IOAuto), "port sockets: auto (AF_XDP where the port allows, else AF_PACKET), xdp (AF_XDP only) or afpacket (captures on the switch's own interfaces see every frame)")
+	fl.StringVar(&ioMode, "io", string(goswitch.IOAuto), "port sockets: auto (today afpacket: the least kernel work per frame on veths), afpacket (AF_PACKET receive rings; captures on the switch's own interfaces see every frame) or xdp (AF_XDP)")
 	fl.StringVar(&busyPoll, "busy-poll", "", "keep polling the ports this long after frames last moved instead of sleeping (e.g. 50us): fewer wake-ups, a busy core while traffic flows")
 	return cmd
 }
