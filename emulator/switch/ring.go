@@ -141,6 +141,13 @@ func (r *ringSocket) Recv(bufs [][]byte, lens []int) (int, error) {
 		}
 		n++
 	}
+	if n == 0 {
+		// Called with nothing in the ring: poll reported an error
+		// (the interface went down; recvmmsg would have returned and
+		// cleared it). Reading SO_ERROR clears it, or poll would
+		// report it forever.
+		unix.GetsockoptInt(r.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	}
 	return n, nil
 }
 

@@ -53,8 +53,8 @@ type Options struct {
 	// µs timing at the cost of a busy core per switch.
 	Spin time.Duration
 	// SwitchIO selects the Go switches' port sockets (goswitch.IOMode):
-	// "auto" (empty: AF_XDP where a port allows it, else AF_PACKET),
-	// "xdp" or "afpacket".
+	// "auto" (empty; today AF_PACKET rings, the least kernel work per
+	// frame on veths), "afpacket" or "xdp" (AF_XDP).
 	SwitchIO string
 	// Executable runs the Go switch command; empty means this
 	// executable (see switchcmd.Options).
