@@ -4,7 +4,6 @@ package goswitch
 
 import (
 	"fmt"
-	"net"
 	"sync/atomic"
 	"unsafe"
 
@@ -57,15 +56,11 @@ var ringMacOff = tpacketAlign(tpacketAlign(unix.SizeofTpacket2Hdr)+unix.SizeofSo
 // batches of up to batch frames. Like OpenAFPacket it receives every frame
 // arriving on the interface, not the ones it sends.
 func OpenPacketRing(iface string, batch, maxFrame int) (PortIO, error) {
-	ifi, err := net.InterfaceByName(iface)
-	if err != nil {
-		return nil, fmt.Errorf("port %s: %w", iface, err)
-	}
 	// Protocol 0 until bound: no frame of another interface reaches the
 	// ring before the bind.
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	ifi, fd, err := packetSocketOn(iface)
 	if err != nil {
-		return nil, fmt.Errorf("port %s: AF_PACKET socket: %w", iface, err)
+		return nil, err
 	}
 	r := &ringSocket{packetSocket: &packetSocket{fd: fd, msgs: make([]unix.Mmsghdr, batch), iovs: make([]unix.Iovec, batch)}}
 	fail := func(what string, err error) (PortIO, error) {
@@ -93,18 +88,8 @@ func OpenPacketRing(iface string, batch, maxFrame int) (PortIO, error) {
 	if r.ring, err = unix.Mmap(fd, 0, int(req.Block_size*req.Block_nr), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
 		return fail("ring mmap", err)
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
-		return fail("PACKET_IGNORE_OUTGOING", err)
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer); err != nil {
-		return fail("SO_SNDBUFFORCE", err)
-	}
-	mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
-	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
-		return fail("promiscuous mode", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-		return fail("bind", err)
+	if what, err := bindPort(fd, ifi.Index); err != nil {
+		return fail(what, err)
 	}
 	return r, nil
 }
