@@ -15,6 +15,7 @@ import (
 
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/netns/lab"
+	goswitch "github.com/tracebed/tracebed/emulator/switch"
 )
 
 // labErr turns the input errors of package lab into the command's (exit
@@ -61,7 +62,7 @@ func (a *app) warnDead(r *lab.Run) {
 
 func (a *app) topoUpCommand() *cobra.Command {
 	var opts lab.Options
-	var spin string
+	var spin, switchIO string
 	var detach bool
 	cmd := &cobra.Command{
 		Use:   "up TOPOLOGY",
@@ -91,6 +92,9 @@ A run id in use is refused before anything is created.`,
 				if opts.Spin, err = time.ParseDuration(spin); err != nil {
 					return badInput(fmt.Errorf("--spin: %w", err))
 				}
+			}
+			if opts.SwitchIO, err = goswitch.ParseIOMode(switchIO); err != nil {
+				return badInput(fmt.Errorf("--switch-io: %w", err))
 			}
 			if opts.Net.RunID != "" {
 				if err := netns.ValidRunID(opts.Net.RunID); err != nil {
@@ -141,6 +145,7 @@ A run id in use is refused before anything is created.`,
 	fl.StringVar(&opts.Program, "program", "fwd", "data plane the switches run")
 	fl.Uint64Var(&opts.Seed, "seed", 1, "seed of the switches' loss, duplication and reordering")
 	fl.StringVar(&spin, "spin", "", "switches busy-poll for timed events this close (e.g. 200us): precise timing, busy cores")
+	fl.StringVar(&switchIO, "switch-io", string(goswitch.IOAuto), "Go switches' port sockets: auto (today afpacket: the least kernel work per frame on veths), afpacket (AF_PACKET receive rings; captures on switch interfaces see every frame) or xdp (AF_XDP)")
 	fl.BoolVar(&detach, "detach", false, "return once the topology is up and leave it running")
 	return cmd
 }

@@ -21,6 +21,7 @@ func (a *app) runCommand() *cobra.Command {
 	var (
 		substrate string
 		switchArg string
+		switchIO  string
 		network   string
 		realtime  int
 		out       string
@@ -124,7 +125,7 @@ writes, byte for byte (docs/scale-out.md).`,
 			if !slices.Contains(netnstb.Networks, network) {
 				return badInput(fmt.Errorf("--network %q: want one of %s", network, strings.Join(netnstb.Networks, ", ")))
 			}
-			tbOpts := netnstb.Options{Switch: switchArg, Network: network, RunIDPrefix: a.netnsRunPrefix}
+			tbOpts := netnstb.Options{Switch: switchArg, Network: network, RunIDPrefix: a.netnsRunPrefix, SwitchIO: switchIO}
 			for _, c := range todo {
 				if c.spec.Substrate != "netns" {
 					continue
@@ -215,6 +216,7 @@ writes, byte for byte (docs/scale-out.md).`,
 	f.StringVar(&substrate, "substrate", "sim", "substrate to run on: sim or netns (overrides the spec; netns needs root and runs one run at a time)")
 	f.IntVar(&realtime, "realtime", 0, "netns: run the emulation (this process and its switches) at SCHED_RR with this priority, 1–99, so other work on the machine does not delay it; 0 = normal priority")
 	f.StringVar(&switchArg, "switch", netnstb.SwitchGo, "switch of the netns substrate: go (the Go switch) or bmv2 (simple_switch_grpc and p4c-bm2-ss on PATH)")
+	f.StringVar(&switchIO, "switch-io", "auto", "netns: the Go switches' port sockets: auto (today afpacket: the least kernel work per frame on veths), afpacket (AF_PACKET receive rings; captures on switch interfaces see every frame) or xdp (AF_XDP)")
 	f.StringVar(&network, "network", netnstb.NetworkNetns, "who builds the netns substrate's network: netns (tracebed) or mininet (Mininet, with tracebed's classes; apt-get install mininet)")
 	f.Float64Var(&scale, "scale", 0, "run at this scale factor instead of the spec's: rates, volumes and memory divided by it (docs/scaling.md); default: the spec's scale, or its bmv2_scale on netns with --switch bmv2")
 	f.StringVar(&out, "out", "results", "directory for results")

@@ -4,6 +4,9 @@ package netns
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -92,6 +95,22 @@ func TestUpBridgeStar(t *testing.T) {
 		}
 	}
 	if err := n.TCPCheck(ctx, "h1", "h2", 1<<20); err != nil {
+		t.Error(err)
+	}
+	// The bridge runs no netfilter hooks on its frames (where the kernel
+	// has br_netfilter).
+	err := n.Do("tor", func() error {
+		b, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables")
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Log("no br_netfilter in this kernel")
+			return nil
+		}
+		if err == nil && strings.TrimSpace(string(b)) != "0" {
+			err = fmt.Errorf("bridge-nf-call-iptables = %s in the switch's namespace, want 0", b)
+		}
+		return err
+	})
+	if err != nil {
 		t.Error(err)
 	}
 	// The namespaces are named with the run's prefix and the interfaces

@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // Ping sends one ICMP echo request from host from to address to and
@@ -141,60 +143,112 @@ func (n *Network) TCPCheck(ctx context.Context, from, to string, size int) error
 	return nil
 }
 
-// Blast sends UDP datagrams with size-byte payloads from host from to host
-// to as fast as a batched socket allows (64 per sendmmsg) and returns the
-// frames per second that arrived at the receiver's interface over d,
-// counted after 200 ms of warm-up. The receiver's socket exists (no ICMP
-// unreachable comes back) but is not read: frames are counted at the
-// interface, so the rate is the network's, not the receiving stack's.
-func (n *Network) Blast(ctx context.Context, from, to string, size int, d time.Duration) (float64, error) {
-	dst := n.Topology.Node(to)
-	if dst == nil || n.Topology.Node(from) == nil {
-		return 0, fmt.Errorf("blast: no host %q or %q", from, to)
+// BlastOptions describe a Blast: UDP datagrams from host From's port
+// SrcPort (0: any) to Dst, the payloads sent in turn.
+type BlastOptions struct {
+	From     string
+	SrcPort  int
+	Dst      netip.AddrPort
+	Payloads [][]byte
+	// CountAt is the host whose interface counts the frames that arrive
+	// (empty: the host that has Dst's address).
+	CountAt string
+	// Warmup passes before counting starts (default 200 ms); Duration is
+	// how long frames are counted (default 1 s).
+	Warmup, Duration time.Duration
+}
+
+// BlastResult is what a Blast measured while counting.
+type BlastResult struct {
+	Frames uint64        // frames that arrived at CountAt's interface
+	Window time.Duration // how long they were counted
+	// SenderCPU is the CPU time of the sending thread, user and system:
+	// the kernel's work done in its context included (through a Linux
+	// bridge, the whole path to the receiver's socket).
+	SenderCPU time.Duration
+}
+
+// PPS returns the frames per second that arrived.
+func (r BlastResult) PPS() float64 { return float64(r.Frames) / r.Window.Seconds() }
+
+// Blast sends datagrams as fast as one socket with batched sends
+// (sendmmsg, 64 datagrams a call) allows, from a thread of its own, and
+// counts the frames that arrive at CountAt's first interface: the packet
+// rate of the path, whatever forwards it. The receiving socket need not
+// exist or be read; frames are counted at the interface.
+func (n *Network) Blast(ctx context.Context, o BlastOptions) (BlastResult, error) {
+	if o.Warmup == 0 {
+		o.Warmup = 200 * time.Millisecond
 	}
-	var rx, tx net.PacketConn
-	if err := n.Do(to, func() (err error) { rx, err = net.ListenPacket("udp4", dst.IP.String()+":9000"); return }); err != nil {
-		return 0, fmt.Errorf("blast: %w", err)
+	if o.Duration == 0 {
+		o.Duration = time.Second
 	}
-	defer rx.Close()
-	if err := n.Do(from, func() (err error) { tx, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
-		return 0, fmt.Errorf("blast: %w", err)
+	dstHost := ""
+	for _, h := range n.Topology.Hosts() {
+		if h.IP == o.Dst.Addr() {
+			dstHost = h.Name
+		}
+	}
+	at := o.CountAt
+	if at == "" {
+		at = dstHost
+	}
+	node := n.Topology.Node(at)
+	if node == nil || len(node.Ports) == 0 || len(o.Payloads) == 0 {
+		return BlastResult{}, fmt.Errorf("blast: no host %q to count at, or no payloads", at)
+	}
+	if dstHost != "" {
+		// A socket for the datagrams (not read), so that no ICMP port
+		// unreachable comes back.
+		var rx net.PacketConn
+		if err := n.Do(dstHost, func() (err error) { rx, err = net.ListenPacket("udp4", o.Dst.String()); return }); err != nil {
+			return BlastResult{}, fmt.Errorf("blast to %s: %w", dstHost, err)
+		}
+		defer rx.Close()
+	}
+	var tx net.PacketConn
+	if err := n.Do(o.From, func() (err error) { tx, err = net.ListenPacket("udp4", ":"+strconv.Itoa(o.SrcPort)); return }); err != nil {
+		return BlastResult{}, fmt.Errorf("blast from %s: %w", o.From, err)
 	}
 	defer tx.Close()
 	pc := ipv4.NewPacketConn(tx)
-	addr := &net.UDPAddr{IP: net.IP(dst.IP.AsSlice()), Port: 9000}
-	msgs := make([]ipv4.Message, 64)
-	payload := make([]byte, size)
+	addr := net.UDPAddrFromAddrPort(o.Dst)
+	msgs := make([]ipv4.Message, 64*max(1, (len(o.Payloads)+63)/64))
 	for i := range msgs {
-		msgs[i] = ipv4.Message{Buffers: [][]byte{payload}, Addr: addr}
+		msgs[i] = ipv4.Message{Buffers: [][]byte{o.Payloads[i%len(o.Payloads)]}, Addr: addr}
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	tid := make(chan int, 1)
 	go func() {
 		defer close(done)
-		for {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid <- unix.Gettid()
+		for i := 0; ; i = (i + 64) % len(msgs) {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			pc.WriteBatch(msgs, 0)
+			pc.WriteBatch(msgs[i:i+64], 0)
 		}
 	}()
 	defer func() { close(stop); <-done }()
-	rxPackets := func() (uint64, error) {
-		h, err := n.Handle(to)
+	rx := func() (uint64, error) {
+		h, err := n.Handle(at)
 		if err != nil {
 			return 0, err
 		}
 		defer h.Delete()
-		l, err := h.LinkByName(dst.Ports[0].Iface)
+		l, err := h.LinkByName(node.Ports[0].Iface)
 		if err != nil {
 			return 0, err
 		}
 		return l.Attrs().Statistics.RxPackets, nil
 	}
-	sleep := func(d time.Duration) error {
+	cpu := threadCPUClock(<-tid)
+	wait := func(d time.Duration) error {
 		select {
 		case <-time.After(d):
 			return nil
@@ -202,20 +256,34 @@ func (n *Network) Blast(ctx context.Context, from, to string, size int, d time.D
 			return ctx.Err()
 		}
 	}
-	if err := sleep(200 * time.Millisecond); err != nil { // steady state
-		return 0, err
+	if err := wait(o.Warmup); err != nil {
+		return BlastResult{}, err
 	}
-	p0, err := rxPackets()
+	p0, err := rx()
 	if err != nil {
-		return 0, fmt.Errorf("blast: %w", err)
+		return BlastResult{}, fmt.Errorf("blast: %w", err)
 	}
-	t0 := time.Now()
-	if err := sleep(d); err != nil {
-		return 0, err
+	t0, c0 := time.Now(), cpu()
+	if err := wait(o.Duration); err != nil {
+		return BlastResult{}, err
 	}
-	p1, err := rxPackets()
+	p1, err := rx()
 	if err != nil {
-		return 0, fmt.Errorf("blast: %w", err)
+		return BlastResult{}, fmt.Errorf("blast: %w", err)
 	}
-	return float64(p1-p0) / time.Since(t0).Seconds(), nil
+	return BlastResult{Frames: p1 - p0, Window: time.Since(t0), SenderCPU: cpu() - c0}, nil
+}
+
+// threadCPUClock returns a function reading the CPU time of thread tid of
+// this process (its CLOCK_THREAD_CPUTIME_ID, as pthread_getcpuclockid
+// makes it: clock id ^tid<<3 | CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD).
+func threadCPUClock(tid int) func() time.Duration {
+	id := int32(^tid<<3 | 6)
+	return func() time.Duration {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(id, &ts); err != nil {
+			return 0
+		}
+		return time.Duration(ts.Nano())
+	}
 }

@@ -63,25 +63,11 @@ func OpenAFPacket(iface string, batch int) (PortIO, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("port %s: %s: %w", iface, what, err)
 	}
-	// Our own transmissions would otherwise come back on this socket.
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
-		return fail("PACKET_IGNORE_OUTGOING", err)
-	}
-	// Frames go through the device's qdisc (noqueue on a veth), not
-	// PACKET_QDISC_BYPASS: bypassing would hide them from captures
-	// (tshark, 'tracebed topo capture') on the port.
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, SocketBuffer); err != nil {
 		return fail("SO_RCVBUFFORCE", err)
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer); err != nil {
-		return fail("SO_SNDBUFFORCE", err)
-	}
-	mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
-	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
-		return fail("promiscuous mode", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-		return fail("bind", err)
+	if what, err := bindPort(fd, ifi.Index); err != nil {
+		return fail(what, err)
 	}
 	// Frames that arrived before the bind (on any interface) are dropped.
 	buf := make([]byte, 2048)
@@ -91,6 +77,65 @@ func OpenAFPacket(iface string, batch int) (PortIO, error) {
 		}
 	}
 	return s, nil
+}
+
+// bindPort makes the AF_PACKET socket fd a switch port's on interface
+// ifindex: it receives every frame arriving there (promiscuous), not the
+// ones it sends, and sends with a buffer of SocketBuffer. Frames go
+// through the device's qdisc (noqueue on a veth), not PACKET_QDISC_BYPASS:
+// bypassing would hide them from captures (tshark, 'tracebed topo
+// capture') on the port. On error it says which step failed.
+func bindPort(fd, ifindex int) (string, error) {
+	// Our own transmissions would otherwise come back on this socket.
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
+		return "PACKET_IGNORE_OUTGOING", err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer); err != nil {
+		return "SO_SNDBUFFORCE", err
+	}
+	mreq := unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_PROMISC}
+	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
+		return "promiscuous mode", err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+		return "bind", err
+	}
+	return "", nil
+}
+
+// packetSocketOn looks up the interface named iface and opens a raw
+// AF_PACKET socket with protocol 0: it receives nothing until bound with
+// a protocol.
+func packetSocketOn(iface string) (*net.Interface, int, error) {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, -1, fmt.Errorf("port %s: %w", iface, err)
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, fmt.Errorf("port %s: AF_PACKET socket: %w", iface, err)
+	}
+	return ifi, fd, nil
+}
+
+// openPacketTx opens an AF_PACKET socket on iface that only sends: bound
+// with protocol 0, it receives nothing, and the kernel does not copy the
+// interface's frames to it. Its frames pass the device's qdisc and packet
+// taps as the stack's own do.
+func openPacketTx(iface string, batch int) (*packetSocket, error) {
+	ifi, fd, err := packetSocketOn(iface)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("port %s: SO_SNDBUFFORCE: %w", iface, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: 0, Ifindex: ifi.Index}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("port %s: bind: %w", iface, err)
+	}
+	return &packetSocket{fd: fd, msgs: make([]unix.Mmsghdr, batch), iovs: make([]unix.Iovec, batch)}, nil
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }

@@ -4,6 +4,8 @@ package goswitch
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -13,73 +15,38 @@ import (
 )
 
 // BenchmarkSwitchVsBridge measures packets per second from one host to
-// another through the Go switch and, between the same namespaces and veths
-// in the same run, through a Linux bridge (the kernel's own forwarding):
-// UDP datagrams with 256-byte payloads, sent as fast as a batched socket
-// allows, counted as frames arriving at the receiver's interface. It
-// reports both rates and their ratio (switch_vs_bridge).
+// another of a star through the Go switch and through a Linux bridge (the
+// kernel's own forwarding), on copies of the network up at the same time,
+// in alternating windows of the same run (see BridgeBench): UDP datagrams
+// in Ethernet frames of 64, 256 and 1500 bytes (headers included), sent as
+// fast as a batched socket allows, counted as frames arriving at the
+// receiver's interface. The Go switch runs with AF_PACKET ring ports (the
+// default) and with AF_XDP ports. Each sub-benchmark reports the rates,
+// the ratios switch_vs_bridge (AF_PACKET) and xdp_vs_bridge, and CPU time
+// per packet (BridgeComparison.Report).
 func BenchmarkSwitchVsBridge(b *testing.B) {
 	needRoot(b)
 	top := topo(b, topologies.Params{Generate: "star", Hosts: 2, Rate: 100 * units.Gbps})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	n, err := netns.Up(ctx, top, netns.Options{NoShaping: true, RunID: netns.TestRunID(testPrefix)})
+	bench, err := NewBridgeBench(ctx, top, netns.Options{NoShaping: true}, func() string { return netns.TestRunID(testPrefix) }, registry(b), FabricOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer n.Down()
-	// Each iteration measures A B B A (switch, bridge, bridge, switch),
-	// so drift in the machine's load falls on both alike.
-	const window = time.Second
-	var swPPS, brPPS float64
-	goSwitch := func() float64 {
-		f, err := StartFabric(n, registry(b), FabricOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		pps := blast(b, n, "h1", "h2", 256, window)
-		st, _ := f.Switches["tor"].Stats(ctx)
-		if err := f.Stop(); err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("Go switch %.0f pps; port 1 received %d, kernel dropped %d (switch behind); port 2 sent %d",
-			pps, st.Ports[1].RxPackets, st.Ports[1].RxKernelDrops, st.Ports[2].TxPackets)
-		return pps
+	defer bench.Close()
+	dst := netip.AddrPortFrom(top.Node("h2").IP, 9000)
+	for _, size := range []int{64, 256, 1500} {
+		b.Run(fmt.Sprintf("frame=%d", size), func(b *testing.B) {
+			payload := make([]byte, size-42) // Ethernet, IPv4 and UDP headers
+			c, err := bench.Compare(4*b.N, func(_ string, n *netns.Network) (netns.BlastResult, error) {
+				return n.Blast(ctx, netns.BlastOptions{From: "h1", Dst: dst, Payloads: [][]byte{payload}, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond})
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Report(b)
+		})
 	}
-	bridge := func() float64 {
-		if err := n.BridgeSwitches(); err != nil {
-			b.Fatal(err)
-		}
-		pps := blast(b, n, "h1", "h2", 256, window)
-		if err := n.UnbridgeSwitches(); err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("bridge %.0f pps", pps)
-		return pps
-	}
-	for range b.N {
-		swPPS += goSwitch()
-		brPPS += bridge() + bridge()
-		swPPS += goSwitch()
-	}
-	swPPS /= 2
-	brPPS /= 2
-	swPPS /= float64(b.N)
-	brPPS /= float64(b.N)
-	b.ReportMetric(swPPS, "switch_pps")
-	b.ReportMetric(brPPS, "bridge_pps")
-	b.ReportMetric(swPPS/brPPS, "switch_vs_bridge")
-	b.ReportMetric(0, "ns/op")
-}
-
-// blast is n.Blast, failing the benchmark on error.
-func blast(b *testing.B, n *netns.Network, from, to string, size int, d time.Duration) float64 {
-	b.Helper()
-	pps, err := n.Blast(context.Background(), from, to, size, d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return pps
 }
 
 // BenchmarkRateThroughSwitch floods a 400 Mbit/s link through the Go switch

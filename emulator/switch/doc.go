@@ -6,8 +6,11 @@
 // handed (Config.Programs, a dataplane.Registry: p4/'s, assembled by the
 // command) — over real ports:
 //
-//   - ports are AF_PACKET sockets on the namespace's veth interfaces, read
-//     with recvmmsg and written with sendmmsg, a batch per system call;
+//   - ports receive through AF_XDP sockets fed by an XDP program on the
+//     namespace's veth interfaces, read without a system call (xsk.go), and
+//     send through AF_PACKET sockets with sendmmsg, a batch per system call;
+//     where AF_XDP cannot be had a port is an AF_PACKET socket both ways,
+//     read with recvmmsg (Config.IO);
 //   - each egress port has strict-priority queues with a drop-tail limit of
 //     the link's buffer, paced at the link's rate: a frame leaves when the
 //     previous one has finished serializing, exactly as on sim;

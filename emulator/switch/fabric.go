@@ -30,7 +30,10 @@ type FabricOptions struct {
 	Program string // initial program of every switch (empty: the registry's default)
 	Seed    uint64
 	Spin    time.Duration
-	Log     *slog.Logger
+	// BusyPoll is the switches' busy-poll time (see Config.BusyPoll).
+	BusyPoll time.Duration
+	IO       IOMode // the ports' sockets (see Config.IO)
+	Log      *slog.Logger
 }
 
 // Fabric is a Go switch for every switch of a network, run in this process:
@@ -55,7 +58,7 @@ func StartFabric(n *netns.Network, programs *dataplane.Registry, opts FabricOpti
 		err := n.Do(node.Name, func() error {
 			var err error
 			sw, err = New(Config{Topology: n.Topology, Name: node.Name, Programs: programs, Program: opts.Program, DeviceID: DefaultDeviceID,
-				Seed: opts.Seed, Spin: opts.Spin, Log: opts.Log})
+				Seed: opts.Seed, Spin: opts.Spin, BusyPoll: opts.BusyPoll, IO: opts.IO, Log: opts.Log})
 			return err
 		})
 		if err == nil {

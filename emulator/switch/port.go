@@ -11,6 +11,7 @@ import (
 
 // PortStats are the counters of one switch port.
 type PortStats struct {
+	IO                 string // the port's socket: "xdp", "afpacket", or "" (Config.Open's own)
 	RxPackets, RxBytes uint64 // frames received (before impairments)
 	TxPackets, TxBytes uint64 // frames handed to the link
 	QueueDrops         uint64 // drop-tail: the egress queue was full
@@ -22,6 +23,23 @@ type PortStats struct {
 	TxErrors           uint64 // frames the kernel refused (e.g. over the MTU)
 	MaxQueueBytes      int64  // largest backlog seen, all queues
 	QueueBytes         int64  // current backlog
+}
+
+// sub returns the counts of p since e; queue levels are p's.
+func (p PortStats) sub(e PortStats) PortStats {
+	p.RxPackets -= e.RxPackets
+	p.RxBytes -= e.RxBytes
+	p.TxPackets -= e.TxPackets
+	p.TxBytes -= e.TxBytes
+	p.QueueDrops -= e.QueueDrops
+	p.Lost -= e.Lost
+	p.Duplicated -= e.Duplicated
+	p.Reordered -= e.Reordered
+	p.RxOversize -= e.RxOversize
+	p.RxErrors -= e.RxErrors
+	p.RxKernelDrops -= e.RxKernelDrops
+	p.TxErrors -= e.TxErrors
+	return p
 }
 
 // pkt is a frame waiting in a queue or a delay line.
@@ -233,6 +251,7 @@ func (p *port) dequeue() pkt {
 func (p *port) flush(s *Switch) {
 	for len(p.tx) > 0 && !p.blocked {
 		n, err := p.io.Send(p.tx)
+		s.moved += uint64(n)
 		for _, f := range p.tx[:n] {
 			p.stats.TxPackets++
 			p.stats.TxBytes += uint64(len(f))
@@ -274,5 +293,6 @@ func (p *port) snapshot() PortStats {
 	}
 	st := p.stats
 	st.QueueBytes = p.backlog
+	st.IO = ioKind(p.io)
 	return st
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"runtime"
@@ -58,9 +59,12 @@ type Config struct {
 	// (the P4 tutorials number their switches from 0). tracebed's commands
 	// use DefaultDeviceID.
 	DeviceID uint64
-	// Open opens a port; nil means OpenAFPacket on the port's interface
-	// in the calling thread's network namespace.
+	// Open opens a port; nil means the port's interface in the calling
+	// thread's network namespace, through IO.
 	Open func(p *topologies.Port) (PortIO, error)
+	// IO selects the ports' sockets when Open is nil: IOAuto (the
+	// default: AF_PACKET rings), AF_XDP or AF_PACKET.
+	IO IOMode
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
 	// MaxFrame is the longest frame the switch accepts, in bytes; longer
@@ -74,6 +78,12 @@ type Config struct {
 	// the cost of a busy core. Zero sleeps, and timing is as precise as
 	// the host's timer wake-ups.
 	Spin time.Duration
+	// BusyPoll keeps the data plane polling its ports without sleeping
+	// for this long after frames last moved: a burst's frames are picked
+	// up as they arrive, without a wake-up each (on AF_XDP ports without
+	// a system call). It costs a busy core while traffic flows. Zero
+	// sleeps in poll as soon as nothing is waiting.
+	BusyPoll time.Duration
 }
 
 // Switch is a running Go switch.
@@ -98,8 +108,11 @@ type Switch struct {
 	nowNs    int64  // time of the frame being processed
 	panics   uint64
 	badPort  uint64
-	wakeups  uint64    // poll returns
-	ingress  delayLine // frames held back by ingress delay, all ports
+	wakeups  uint64 // poll returns
+	moved    uint64 // frames received and sent: activity, for busy polling
+	// loopThread is set once Run has locked the data plane to its thread.
+	loopThread bool
+	ingress    delayLine // frames held back by ingress delay, all ports
 
 	// Control.
 	ctl     chan func()
@@ -120,17 +133,24 @@ func New(cfg Config) (*Switch, error) {
 	if cfg.Programs == nil {
 		return nil, errors.New("switch: no programs registered")
 	}
-	if cfg.Open == nil {
-		cfg.Open = func(p *topologies.Port) (PortIO, error) { return OpenAFPacket(p.Iface, Batch) }
-		if cfg.MaxFrame == 0 {
-			cfg.MaxFrame = maxFrameOf(node)
-		}
-	}
-	cfg.MaxFrame = max(cfg.MaxFrame, BufSize)
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Open == nil {
+		mode, err := ParseIOMode(string(cfg.IO))
+		if err != nil {
+			return nil, fmt.Errorf("switch %s: %w", cfg.Name, err)
+		}
+		if cfg.MaxFrame == 0 {
+			cfg.MaxFrame = maxFrameOf(node)
+		}
+		maxFrame := max(cfg.MaxFrame, BufSize)
+		cfg.Open = func(p *topologies.Port) (PortIO, error) {
+			return openPort(mode, p.Iface, maxFrame)
+		}
+	}
+	cfg.MaxFrame = max(cfg.MaxFrame, BufSize)
 	s := &Switch{cfg: cfg, node: node, start: time.Now(), ctl: make(chan func(), 64), done: make(chan struct{}), log: log}
 	prog := cfg.Programs.Default()
 	if cfg.Program != "" {
@@ -270,58 +290,81 @@ func (s *Switch) Run(ctx context.Context) error {
 	// One OS thread with fine timer slack: pacing sleeps are microseconds.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	s.loopThread = true
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 
 	stop := context.AfterFunc(ctx, s.wake)
 	defer stop()
 
-	fds := make([]unix.PollFd, 0, len(s.ports)+1)
+	// fds: the wake-up eventfd, each port's descriptor, then each port's
+	// separate send descriptor (a sendPoller's; -1, ignored, otherwise),
+	// polled for POLLOUT while the port is blocked.
+	nports := len(s.ports) - 1
+	fds := make([]unix.PollFd, 0, 1+2*nports)
 	fds = append(fds, unix.PollFd{Fd: int32(s.wakeFD), Events: unix.POLLIN})
 	for _, p := range s.ports[1:] {
 		fds = append(fds, unix.PollFd{Fd: int32(p.io.FD()), Events: unix.POLLIN})
 	}
+	for _, p := range s.ports[1:] {
+		fd := -1
+		if sp, ok := p.io.(sendPoller); ok {
+			fd = sp.SendFD()
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(fd)})
+	}
+	sendfds := fds[1+nports:]
 	bufs := make([][]byte, Batch)
 	lens := make([]int, Batch)
 	for i := range bufs {
 		bufs[i] = s.getBuf()
 	}
+	busyPoll := int64(s.cfg.BusyPoll)
+	lastBusy := int64(math.MinInt64 / 2) // when frames last moved
 	for {
 		if ctx.Err() != nil {
 			s.drainControl()
 			return nil
 		}
 		now := s.now()
-		wait := s.nextEvent(now)
-		for i, p := range s.ports[1:] {
-			fds[i+1].Events = unix.POLLIN
-			if p.blocked {
-				fds[i+1].Events |= unix.POLLOUT
+		polling := now-lastBusy < busyPoll
+		if !polling || !s.spinPoll(fds) {
+			wait := s.nextEvent(now)
+			for i, p := range s.ports[1:] {
+				fds[i+1].Events = unix.POLLIN
+				sendfds[i].Events = 0
+				switch {
+				case p.blocked && sendfds[i].Fd >= 0:
+					sendfds[i].Events = unix.POLLOUT
+				case p.blocked:
+					fds[i+1].Events |= unix.POLLOUT
+				}
 			}
-		}
-		var ts *unix.Timespec
-		if wait >= 0 {
-			spin := int64(s.cfg.Spin)
-			switch {
-			case wait <= spin:
-				wait = 0
-			case spin > 0:
-				wait -= spin // wake early, then spin
+			var ts *unix.Timespec
+			if wait >= 0 || polling {
+				spin := int64(s.cfg.Spin)
+				switch {
+				case polling || wait <= spin:
+					wait = 0
+				case spin > 0:
+					wait -= spin // wake early, then spin
+				}
+				t := unix.NsecToTimespec(wait)
+				ts = &t
 			}
-			t := unix.NsecToTimespec(wait)
-			ts = &t
+			if _, err := unix.Ppoll(fds, ts, nil); err != nil && err != unix.EINTR {
+				return fmt.Errorf("switch %s: poll: %w", s.cfg.Name, err)
+			}
+			s.wakeups++
 		}
-		if _, err := unix.Ppoll(fds, ts, nil); err != nil && err != unix.EINTR {
-			return fmt.Errorf("switch %s: poll: %w", s.cfg.Name, err)
-		}
-		s.wakeups++
 		if fds[0].Revents&unix.POLLIN != 0 {
 			var b [8]byte
 			unix.Read(s.wakeFD, b[:])
 			s.drainControl()
 		}
+		moved := s.moved
 		now = s.now()
 		for i, p := range s.ports[1:] {
-			if fds[i+1].Revents&unix.POLLOUT != 0 {
+			if (fds[i+1].Revents|sendfds[i].Revents)&unix.POLLOUT != 0 {
 				p.blocked = false
 			}
 			if fds[i+1].Revents&(unix.POLLIN|unix.POLLERR) == 0 {
@@ -348,8 +391,46 @@ func (s *Switch) Run(ctx context.Context) error {
 			}
 		}
 		s.service(s.now())
+		if s.moved != moved {
+			lastBusy = now
+		}
 	}
 }
+
+// readier is a PortIO that can tell whether frames wait without a system
+// call (an AF_XDP socket: its receive ring is shared memory).
+type readier interface{ Ready() bool }
+
+// spinPoll is one round of busy polling: it fills the poll results of fds
+// from the ports' receive rings and the control queue without a system
+// call, and reports whether it could (every port is a readier and none
+// waits to send).
+func (s *Switch) spinPoll(fds []unix.PollFd) bool {
+	for _, p := range s.ports[1:] {
+		if _, ok := p.io.(readier); !ok || p.blocked {
+			return false
+		}
+	}
+	fds[0].Revents = 0
+	if len(s.ctl) > 0 {
+		fds[0].Revents = unix.POLLIN
+	}
+	for i, p := range s.ports[1:] {
+		fds[i+1].Revents = 0
+		if p.io.(readier).Ready() {
+			fds[i+1].Revents = unix.POLLIN
+		}
+	}
+	for i := range len(s.ports) - 1 {
+		fds[len(s.ports)+i].Revents = 0
+	}
+	return true
+}
+
+// sendPoller is a PortIO that sends through a descriptor other than FD
+// (an AF_XDP port sends through AF_PACKET): the switch polls SendFD for
+// POLLOUT when Send reported the socket full.
+type sendPoller interface{ SendFD() int }
 
 // wake interrupts the loop's poll.
 func (s *Switch) wake() {
@@ -414,6 +495,7 @@ func (s *Switch) receive(now int64, p *port, buf []byte, n int) {
 	s.rxTaken = false
 	p.stats.RxPackets++
 	p.stats.RxBytes += uint64(n)
+	s.moved++
 	if n > len(buf) {
 		p.stats.RxOversize++
 		return

@@ -378,3 +378,65 @@ func TestStrictPriority(t *testing.T) {
 		t.Errorf("departure order %v: the CS7 frame (999) waited behind lower classes", order)
 	}
 }
+
+// splitIO is a port that receives nothing and sends through a socket of
+// its own (as an AF_XDP port sends through AF_PACKET): FD is a pipe's read
+// end, never writable, and the first refuse calls of Send find the socket
+// full.
+type splitIO struct {
+	rx, rxw int
+	tx      PortIO
+	refuse  int
+}
+
+func (s *splitIO) Recv([][]byte, []int) (int, error) { return 0, nil }
+func (s *splitIO) FD() int                           { return s.rx }
+func (s *splitIO) SendFD() int                       { return s.tx.FD() }
+func (s *splitIO) Close() error {
+	unix.Close(s.rx)
+	unix.Close(s.rxw)
+	return s.tx.Close()
+}
+func (s *splitIO) Send(frames [][]byte) (int, error) {
+	if s.refuse > 0 {
+		s.refuse--
+		return 0, nil
+	}
+	return s.tx.Send(frames)
+}
+
+// TestBlockedSendSocket: a port whose send socket was full is retried when
+// that socket, not the port's receive descriptor, becomes writable.
+func TestBlockedSendSocket(t *testing.T) {
+	top := topo(t, topologies.Params{Generate: "star", Hosts: 2})
+	w := &wires{}
+	open := func(p *topologies.Port) (PortIO, error) {
+		io, err := w.open(p)
+		if err != nil || p.Num != 2 {
+			return io, err
+		}
+		var pipe [2]int
+		if err := unix.Pipe2(pipe[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+			return nil, err
+		}
+		return &splitIO{rx: pipe[0], rxw: pipe[1], tx: io, refuse: 1}, nil
+	}
+	s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: open, DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		w.close()
+	}()
+	w.send(t, 1, udp(top, "h1", "h2", 100))
+	if _, ok := w.recv(t, 2, 5*time.Second); !ok {
+		t.Fatal("the frame refused by the full send socket was never sent: the switch did not poll the send socket")
+	}
+}

@@ -152,12 +152,14 @@ func BenchmarkForwarding(b *testing.B) {
 	n := benchNet(b, 2)
 	prog, compiled := compileFor(b, "fwd")
 	const window = 2 * time.Second
+	dst := netip.AddrPortFrom(n.Topology.Node("h2").IP, 9000)
+	payload := make([]byte, 256)
 	blast := func() float64 {
-		pps, err := n.Blast(context.Background(), "h1", "h2", 256, window)
+		r, err := n.Blast(context.Background(), netns.BlastOptions{From: "h1", Dst: dst, Payloads: [][]byte{payload}, Duration: window})
 		if err != nil {
 			b.Fatal(err)
 		}
-		return pps
+		return r.PPS()
 	}
 	bridge := func() float64 {
 		if err := n.BridgeSwitches(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func needNetns(t *testing.T) {
 
 // netnsTestbeds builds netns testbeds whose run ids carry this binary's
 // prefix.
-var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix}).New
+var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix, SwitchIO: os.Getenv("CROSSVAL_SWITCH_IO"), Network: os.Getenv("CROSSVAL_NETWORK")}).New
 
 // netnsSpec is glitter-netns restricted to some scenarios and policies.
 func netnsSpec(t *testing.T, scenarios, policies []string) (*experiments.Spec, experiments.Experiment) {
@@ -50,6 +51,16 @@ func netnsSpec(t *testing.T, scenarios, policies []string) (*experiments.Spec, e
 	spec, err := experiments.Open("glitter-netns", readEmbedded)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// CROSSVAL_SCALE overrides the scale factor (to find the smallest at
+	// which the substrates still agree: docs/scaling.md).
+	if v := os.Getenv("CROSSVAL_SCALE"); v != "" {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("CROSSVAL_SCALE: %v", err)
+		}
+		t.Logf("scale factor %g (CROSSVAL_SCALE; the spec says %g)", s, spec.Scale)
+		spec.Scale = s
 	}
 	keep := func(es []experiments.Entry, names []string) []experiments.Entry {
 		var out []experiments.Entry

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ var netnsPrefix = "i" + netns.NewRunID()[:1]
 
 // netnsTestbeds builds netns testbeds whose run ids carry this binary's
 // prefix.
-var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix}).New
+var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix, SwitchIO: os.Getenv("CROSSVAL_SWITCH_IO"), Network: os.Getenv("CROSSVAL_NETWORK")}).New
 
 // packetRun runs one policy of one packet-level scenario of spec directly
 // with RunPacket, logging the controller's decisions when verbose.
@@ -129,10 +130,26 @@ func needNetns(t *testing.T) {
 }
 
 // netnsSpec is dynaina-netns restricted to some scenarios and policies
-// (nil: all).
+// (nil: all), at the scale factor CROSSVAL_SCALE if set (to find the
+// smallest at which the substrates still agree: docs/scaling.md).
 func netnsSpec(t *testing.T, scenarios, policies []string) *experiments.Spec {
 	t.Helper()
-	return readySpec(t, "dynaina-netns", scenarios, policies)
+	spec := readySpec(t, "dynaina-netns", scenarios, policies)
+	crossvalScale(t, spec)
+	return spec
+}
+
+// crossvalScale sets spec's scale factor to CROSSVAL_SCALE, if set.
+func crossvalScale(t *testing.T, spec *experiments.Spec) {
+	t.Helper()
+	if v := os.Getenv("CROSSVAL_SCALE"); v != "" {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("CROSSVAL_SCALE: %v", err)
+		}
+		t.Logf("scale factor %g (CROSSVAL_SCALE; the spec says %g)", s, spec.Scale)
+		spec.Scale = s
+	}
 }
 
 // readySpec is a ready spec restricted to some scenarios and policies

@@ -81,8 +81,8 @@ func TestPacketLevelOnSim(t *testing.T) {
 		}
 	}
 	for _, r := range res.Runs {
-		if r.Params["scale"] != 10000 {
-			t.Errorf("%s/%s: scale %v recorded, want 10000", r.Scenario, r.Policy, r.Params["scale"])
+		if r.Params["scale"] != 5000 {
+			t.Errorf("%s/%s: scale %v recorded, want 5000", r.Scenario, r.Policy, r.Params["scale"])
 		}
 		if ina := r.Metrics[MetricINAFraction]; r.Policy == "noina" && ina != 0 || r.Policy == "dynaina" && ina != 1 {
 			t.Errorf("%s/%s: ina_fraction %v", r.Scenario, r.Policy, ina)
@@ -139,8 +139,8 @@ func TestNetnsSpecCompiles(t *testing.T) {
 	tor := sc.scaled.Top.Node("tor")
 	t.Logf("scaled: windows %d → %d, %d aggregators, ring window %d, timeouts %v (INA) and %v (ring), buffers %v, %d hosts",
 		sc.scaled.Window, sc.scaled.WindowScaled, tor.Aggregators, sc.ringWindow, sc.timeout, sc.ringTimeout, tor.Ports[0].Link.Buffer, len(sc.scaled.Top.Hosts()))
-	if sc.scaled.Window != 468 || sc.scaled.WindowScaled != 10 || tor.Aggregators != 18 || tor.Ports[0].Link.Rate != 10e6 {
-		t.Errorf("scaled windows %d → %d, %d aggregators, %v links; want 468 → 10, 18, 10Mbps", sc.scaled.Window, sc.scaled.WindowScaled, tor.Aggregators, tor.Ports[0].Link.Rate)
+	if sc.scaled.Window != 468 || sc.scaled.WindowScaled != 18 || tor.Aggregators != 32 || tor.Ports[0].Link.Rate != 20e6 {
+		t.Errorf("scaled windows %d → %d, %d aggregators, %v links; want 468 → 18, 32, 20Mbps", sc.scaled.Window, sc.scaled.WindowScaled, tor.Aggregators, tor.Ports[0].Link.Rate)
 	}
 	if n := len(sc.scaled.Top.Hosts()); n != 8+1+3 {
 		t.Errorf("%d hosts, want 8 workers, a controller and 3 parameter servers", n)

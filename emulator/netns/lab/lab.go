@@ -20,6 +20,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/p4rt"
+	goswitch "github.com/tracebed/tracebed/emulator/switch"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/topologies"
 )
@@ -127,6 +128,9 @@ type Options struct {
 	// reordering; Spin is their busy-poll horizon.
 	Seed uint64
 	Spin time.Duration
+	// SwitchIO selects the Go switches' port sockets (goswitch.IOMode;
+	// empty: auto).
+	SwitchIO goswitch.IOMode
 	// Detach lets the switches outlive this process.
 	Detach bool
 	// Executable runs the Go switch; empty means this executable.
@@ -218,7 +222,7 @@ func Up(ctx context.Context, topo *topologies.Topology, topoData []byte, opts Op
 	switch opts.Switch {
 	case SwitchGo:
 		r.Procs, err = switchcmd.Start(n, switchcmd.Options{Executable: opts.Executable, TopologyFile: r.State.Topology,
-			Program: opts.Program, Seed: opts.Seed, Spin: opts.Spin, Detach: opts.Detach})
+			Program: opts.Program, Seed: opts.Seed, Spin: opts.Spin, IO: opts.SwitchIO, Detach: opts.Detach})
 		if err != nil {
 			return nil, err
 		}

@@ -34,6 +34,10 @@ type Options struct {
 	Seed uint64
 	// Spin is the switches' busy-poll horizon (see goswitch.Config.Spin).
 	Spin time.Duration
+	// IO selects the switches' port sockets (goswitch.Config.IO; empty:
+	// auto), BusyPoll their busy polling (goswitch.Config.BusyPoll).
+	IO       goswitch.IOMode
+	BusyPoll time.Duration
 	// Detach lets the switches outlive the process that started them.
 	// Otherwise each gets SIGTERM when its starter dies, even by SIGKILL
 	// (parent-death signal).
@@ -111,6 +115,12 @@ func Start(n *netns.Network, opts Options) (*Set, error) {
 		}
 		if opts.Spin > 0 {
 			args = append(args, "--spin", opts.Spin.String())
+		}
+		if opts.IO != "" {
+			args = append(args, "--io", string(opts.IO))
+		}
+		if opts.BusyPoll > 0 {
+			args = append(args, "--busy-poll", opts.BusyPoll.String())
 		}
 		p.Cmd = exec.Command(exe, args...)
 		p.Cmd.Env = append(os.Environ(), ChildEnv+"=1")

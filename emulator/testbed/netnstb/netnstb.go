@@ -46,6 +46,7 @@ import (
 	"github.com/tracebed/tracebed/emulator/netns"
 	"github.com/tracebed/tracebed/emulator/netns/mininet"
 	"github.com/tracebed/tracebed/emulator/p4rt"
+	goswitch "github.com/tracebed/tracebed/emulator/switch"
 	"github.com/tracebed/tracebed/emulator/switch/switchcmd"
 	"github.com/tracebed/tracebed/emulator/testbed"
 	"github.com/tracebed/tracebed/internal/logtail"
@@ -150,6 +151,9 @@ func Check(opts Options) error {
 	default:
 		return fmt.Errorf("network %q: want one of %s", opts.Network, strings.Join(Networks, ", "))
 	}
+	if _, err := goswitch.ParseIOMode(opts.SwitchIO); err != nil {
+		return err
+	}
 	switch opts.Switch {
 	case "", SwitchGo:
 		return nil
@@ -217,7 +221,7 @@ func New(ctx context.Context, cfg testbed.Config, opts Options) (_ *Testbed, err
 	var deviceID uint64
 	switch opts.Switch {
 	case SwitchGo:
-		t.switches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Program: prog.Name, Seed: cfg.Seed, Spin: opts.Spin})
+		t.switches, err = switchcmd.Start(t.net, switchcmd.Options{Executable: opts.Executable, Program: prog.Name, Seed: cfg.Seed, Spin: opts.Spin, IO: goswitch.IOMode(opts.SwitchIO)})
 		if err != nil {
 			return nil, err
 		}

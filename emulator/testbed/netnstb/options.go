@@ -52,6 +52,10 @@ type Options struct {
 	// Spin is the Go switches' busy-poll horizon (goswitch.Config.Spin):
 	// µs timing at the cost of a busy core per switch.
 	Spin time.Duration
+	// SwitchIO selects the Go switches' port sockets (goswitch.IOMode):
+	// "auto" (empty; today AF_PACKET rings, the least kernel work per
+	// frame on veths), "afpacket" or "xdp" (AF_XDP).
+	SwitchIO string
 	// Executable runs the Go switch command; empty means this
 	// executable (see switchcmd.Options).
 	Executable string
