@@ -32,7 +32,7 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	// 200000 bytes, so clamp it instead of letting it warn.
 	frame := uint64(max(mtu, DefaultMTU) + 100)
 	quantum := min(max(rate/8/10, frame), 200000)
-	burst := htbBucket(rate)
+	burst := htbBucket(rate, frame)
 	class := netlink.NewHtbClass(
 		netlink.ClassAttrs{LinkIndex: idx, Parent: netlink.MakeHandle(1, 0), Handle: netlink.MakeHandle(1, 1)},
 		netlink.HtbClassAttrs{Rate: rate, Ceil: rate, Quantum: uint32(quantum), Buffer: uint32(burst), Cbuffer: uint32(burst)})
@@ -46,20 +46,27 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	return nil
 }
 
-// htbBucket is the token bucket of a link of rate bit/s, in bytes: 1 ms
-// of traffic, so a timer that fires late sends what is owed and the
-// long-run rate holds, while what leaves at once after an idle spell stays
-// near what the simulated link would have sent in that millisecond. HTB
-// sends a frame whenever the bucket is not empty and lets it go negative,
-// so a frame larger than the bucket still passes at the link's rate: the
-// bucket needs no room for an MTU. (It used to: at least one 9,100-byte
-// jumbo frame, which at 2.5 Mbit/s let a host put 29 ms of traffic on the
-// wire at once, more than a scaled switch buffer of a few frames holds;
-// the drops and timeouts doubled the ring's all-reduce times against sim.
-// tc's default, rate/HZ + MTU with the high-resolution HZ of 10^9, has the
-// same MTU term.)
-func htbBucket(rate uint64) uint64 {
-	return min(max(rate/8/1000, 1), 1<<30)
+// htbBucket is the token bucket of a link of rate bit/s whose largest
+// frame is frame bytes, in bytes: a frame, but no more than 4 ms of
+// traffic, and no less than 1 ms.
+//
+// The bucket is what a timer that fires late may send at once to make up,
+// so the long-run rate holds on a machine that wakes threads milliseconds
+// late; and it is what a host that was idle puts on the wire at once,
+// which the simulated link never does. At tens of Mbit/s a bucket under
+// about 3.5 ms of traffic lost rate (dynaina-netns at scale 5,000, 20
+// Mbit/s: the ring's JCT 1.09–1.23× sim's with 1 ms or 2.5 ms, 1.03–1.08
+// with a jumbo frame or 5 ms). At a few Mbit/s a jumbo frame is tens of
+// milliseconds, more than a scaled switch buffer of a few frames holds (at
+// scale 40,000, 2.5 Mbit/s, a 9,100-byte bucket let each host send 29 ms
+// at once, and the ring ran at 2.1× sim's JCT); there frames are long
+// enough to absorb late timers themselves, since HTB sends a frame
+// whenever the bucket is not empty and lets it go negative (so a frame
+// larger than the bucket still passes at the link's rate). tc's default,
+// rate/HZ + MTU, is the unbounded frame term.
+func htbBucket(rate, frame uint64) uint64 {
+	ms := rate / 8 / 1000
+	return min(max(ms, min(frame, 4*ms), 1), 1<<30)
 }
 
 // disableTxOffload turns TX checksum offload (and with it TSO, which needs
