@@ -472,3 +472,43 @@ func TestSetBuffers(t *testing.T) {
 		}
 	})
 }
+
+// TestRealtimeTakesTurns: a second Realtime waits until the first is
+// restored (the lock is per open file, so two callers in one process
+// exclude each other as two processes do).
+func TestRealtimeTakesTurns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: SCHED_RR needs root (CI runs as root)")
+	}
+	first, err := Realtime(10)
+	if err != nil {
+		t.Skipf("skipping: no real-time scheduling here: %v", err)
+	}
+	got := make(chan func() error, 1)
+	go func() {
+		second, err := Realtime(10)
+		if err != nil {
+			t.Error(err)
+			second = func() error { return nil }
+		}
+		got <- second
+	}()
+	select {
+	case second := <-got:
+		second()
+		first()
+		t.Fatal("a second Realtime ran while the first held the lock")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := first(); err != nil {
+		t.Error(err)
+	}
+	select {
+	case second := <-got:
+		if err := second(); err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second Realtime still waits after the first was restored")
+	}
+}
