@@ -46,11 +46,14 @@ func needNetns(t *testing.T) {
 var netnsTestbeds = netnstb.NewFactory(netnstb.Options{RunIDPrefix: netnsPrefix, SwitchIO: os.Getenv("CROSSVAL_SWITCH_IO"), Network: os.Getenv("CROSSVAL_NETWORK")}).New
 
 // netnsSpec is glitter-netns restricted to some scenarios and policies.
-func netnsSpec(t *testing.T, scenarios, policies []string) (*experiments.Spec, experiments.Experiment) {
+func netnsSpec(t *testing.T, sw string, scenarios, policies []string) (*experiments.Spec, experiments.Experiment) {
 	t.Helper()
 	spec, err := experiments.Open("glitter-netns", readEmbedded)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sw == netnstb.SwitchBMv2 {
+		spec = spec.AtBMv2Scale() // as 'run --switch bmv2' runs it
 	}
 	// CROSSVAL_SCALE overrides the scale factor (to find the smallest at
 	// which the substrates still agree: docs/scaling.md).
@@ -130,7 +133,7 @@ func realtime(t *testing.T) func() {
 // throughput agree within 15%, and no page may be lost or corrupted.
 func TestNetnsCrossValidation(t *testing.T) {
 	needNetns(t)
-	spec, exp := netnsSpec(t, []string{"mix-50"}, []string{"fastswap", "glitter"})
+	spec, exp := netnsSpec(t, netnstb.SwitchGo, []string{"mix-50"}, []string{"fastswap", "glitter"})
 	sim := executeOn(t, spec, exp, nil)
 	probe := startTimingProbe(t)
 	emu := executeOn(t, spec, exp, netnsTestbeds)
@@ -176,7 +179,7 @@ func TestNetnsIntegrityUnderLoss(t *testing.T) {
 			if err := netnstb.Check(opts); err != nil {
 				t.Skipf("skipping: %v", strings.SplitN(err.Error(), "\n", 2)[0])
 			}
-			spec, exp := netnsSpec(t, []string{"mix-50-lossy"}, []string{"glitter"})
+			spec, exp := netnsSpec(t, sw, []string{"mix-50-lossy"}, []string{"glitter"})
 			res := executeOn(t, spec, exp, netnstb.NewFactory(opts).New)
 			r := res.Runs[0]
 			t.Logf("lossy, glitter on netns (%s): %v faults, %v retransmissions, %v integrity errors, %.0f ops/s", sw,
