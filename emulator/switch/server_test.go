@@ -111,7 +111,15 @@ func TestArbitration(t *testing.T) {
 	if _, err := p4rt.Dial(ctx, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 5}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("dial as backup without Backup: %v", err)
 	}
-	backup := dial(t, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 5, Backup: true})
+	// The refused stream above held id 5 until the server saw it close,
+	// which it may not have yet: dial again until it has.
+	var backup *p4rt.GRPC
+	waitFor(t, func() bool {
+		c, err := p4rt.Dial(ctx, path, p4rt.DialOptions{DeviceID: 1, ElectionID: 5, Backup: true})
+		backup = c
+		return err == nil
+	})
+	t.Cleanup(func() { backup.Close() })
 	if backup.Primary() {
 		t.Fatal("lower election id became primary")
 	}
