@@ -158,7 +158,7 @@ func TestBridgeRefusesLoops(t *testing.T) {
 // TestShapingRate sends UDP as fast as a socket allows through a host link
 // shaped by HTB and checks the receiver sees the link's rate within 10%:
 // at 40 Mbit/s with 1,400-byte payloads, and at 2.5 Mbit/s with jumbo
-// frames over six times the token bucket (1,250 bytes), which HTB must
+// frames five times the token bucket (1,600 bytes), which HTB must
 // still pass at the link's rate. (BenchmarkShapingRate measures 400
 // Mbit/s: there the result depends on how much CPU a loaded 2-core machine
 // leaves the sender and the softirqs.)
@@ -179,7 +179,7 @@ func TestShapingRate(t *testing.T) {
 }
 
 // TestShapingBurst checks what a shaped host link lets out at once after
-// an idle spell: the token bucket (at 2.5 Mbit/s, 4 ms of traffic) and the
+// an idle spell: the token bucket (at 2.5 Mbit/s, one 1,600-byte frame) and the
 // frame being sent, then the link's rate. A host that sent more in one burst than the
 // simulated link would have overflowed a scaled switch buffer of a few
 // frames (the dynaina-netns ring at scale 40,000 lost half its speed to

@@ -47,7 +47,7 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 }
 
 // htbBucket is the token bucket of a link of rate bit/s whose largest
-// frame is frame bytes, in bytes: a frame, but no more than 4 ms of
+// frame is frame bytes, in bytes: a frame, but no more than 8 ms of
 // traffic, and no less than 1 ms.
 //
 // The bucket is what a timer that fires late may send at once to make up,
@@ -56,17 +56,19 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 // which the simulated link never does. At tens of Mbit/s a bucket under
 // about 3.5 ms of traffic lost rate (dynaina-netns at scale 5,000, 20
 // Mbit/s: the ring's JCT 1.09–1.23× sim's with 1 ms or 2.5 ms, 1.03–1.08
-// with a jumbo frame or 5 ms). At a few Mbit/s a jumbo frame is tens of
-// milliseconds, more than a scaled switch buffer of a few frames holds (at
-// scale 40,000, 2.5 Mbit/s, a 9,100-byte bucket let each host send 29 ms
-// at once, and the ring ran at 2.1× sim's JCT); there frames are long
-// enough to absorb late timers themselves, since HTB sends a frame
-// whenever the bucket is not empty and lets it go negative (so a frame
-// larger than the bucket still passes at the link's rate). tc's default,
-// rate/HZ + MTU, is the unbounded frame term.
+// with a jumbo frame; at 10 Mbit/s under 'go test ./...' load a 4 ms
+// bucket held lab 2's pool of 32 well below the link's rate). At a few
+// Mbit/s a jumbo frame is tens of milliseconds, more than a scaled switch
+// buffer of a few frames holds (at scale 40,000, 2.5 Mbit/s, a 9,100-byte
+// bucket let each host send 29 ms at once, and the ring ran at 2.1× sim's
+// JCT); there frames are long enough to absorb late timers themselves,
+// since HTB sends a frame whenever the bucket is not empty and lets it go
+// negative (so a frame larger than the bucket still passes at the link's
+// rate). From about 9 Mbit/s up the bucket is the jumbo frame it always
+// was. tc's default, rate/HZ + MTU, is the unbounded frame term.
 func htbBucket(rate, frame uint64) uint64 {
 	ms := rate / 8 / 1000
-	return min(max(ms, min(frame, 4*ms), 1), 1<<30)
+	return min(max(ms, min(frame, 8*ms), 1), 1<<30)
 }
 
 // disableTxOffload turns TX checksum offload (and with it TSO, which needs

@@ -177,10 +177,10 @@ class TracebedIntf(TCIntf):
         mtu = getattr(getattr(self.node, 'run', None), 'args', None)
         frame = max(mtu.mtu if mtu else 1500, 1500) + 100
         quantum = min(max(rate // 8 // 10, frame), 200000)
-        # A frame, but 1 to 4 ms of traffic (emulator/netns htbBucket says
+        # A frame, but 1 to 8 ms of traffic (emulator/netns htbBucket says
         # why: late timers at tens of Mbit/s, bursts at a few).
         ms = rate // 8 // 1000
-        burst = min(max(ms, min(frame, 4 * ms), 1), 1 << 30)
+        burst = min(max(ms, min(frame, 8 * ms), 1), 1 << 30)
         return ['%s qdisc add dev %s root handle 1: htb default 1',
                 '%%s class add dev %%s parent 1: classid 1:1 htb rate %dbit ceil %dbit '
                 'burst %db cburst %db quantum %d' % (rate, rate, burst, burst, quantum),
