@@ -56,8 +56,10 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 // which the simulated link never does. At tens of Mbit/s a bucket under
 // about 3.5 ms of traffic lost rate (dynaina-netns at scale 5,000, 20
 // Mbit/s: the ring's JCT 1.09–1.23× sim's with 1 ms or 2.5 ms, 1.03–1.08
-// with a jumbo frame; at 10 Mbit/s under 'go test ./...' load a 4 ms
-// bucket held lab 2's pool of 32 well below the link's rate). At a few
+// with a jumbo frame; at 10 Mbit/s, with a 4 ms bucket, lab 2's pool of
+// 32 once ran at 0.37 of the link under 'go test ./...' load, every pool
+// size three times slower than alone, so load and bucket were not told
+// apart, and the cap keeps the frame there). At a few
 // Mbit/s a jumbo frame is tens of milliseconds, more than a scaled switch
 // buffer of a few frames holds (at scale 40,000, 2.5 Mbit/s, a 9,100-byte
 // bucket let each host send 29 ms at once, and the ring ran at 2.1× sim's
