@@ -596,6 +596,20 @@ func (s *Switch) getBuf() []byte {
 	return make([]byte, s.cfg.MaxFrame)
 }
 
+// NewFrame implements emulator.FramePool: an empty buffer from the
+// switch's pool with room for n bytes (a new one if n is larger than
+// Config.MaxFrame). Pipelines build the frames they generate in it (an INA
+// result's multicast copies, for one); emitted, it comes back to the pool
+// once sent or dropped, so generating frames allocates nothing on the data
+// plane's hot path. It must be called from the data-plane goroutine (a
+// pipeline's Process, or a function run by Do).
+func (s *Switch) NewFrame(n int) []byte {
+	if n > s.cfg.MaxFrame {
+		return make([]byte, 0, n)
+	}
+	return s.getBuf()[:0]
+}
+
 // maxFrameOf returns the longest frame the interfaces of node's ports in
 // the calling thread's namespace carry; BufSize if none is found.
 func maxFrameOf(node *topologies.Node) int {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tracebed/tracebed/emulator"
 	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/frame"
 	"github.com/tracebed/tracebed/emulator/internal/testplane"
@@ -438,5 +439,45 @@ func TestBlockedSendSocket(t *testing.T) {
 	w.send(t, 1, udp(top, "h1", "h2", 100))
 	if _, ok := w.recv(t, 2, 5*time.Second); !ok {
 		t.Fatal("the frame refused by the full send socket was never sent: the switch did not poll the send socket")
+	}
+}
+
+// TestNewFrame: the frames a pipeline builds with emulator.NewFrame come
+// from the switch's buffer pool and go back to it once sent, so that an
+// INA result multicast to its workers allocates nothing per copy.
+func TestNewFrame(t *testing.T) {
+	top := topo(t, topologies.Params{Generate: "star", Hosts: 2})
+	w := &wires{}
+	defer w.close()
+	s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: w.open, DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.release()
+	var pool emulator.FramePool = s // the switch is the pipeline's Emitter
+	f := emulator.NewFrame(s, 100)
+	if len(f) != 0 || cap(f) != s.cfg.MaxFrame {
+		t.Fatalf("NewFrame(100): len %d cap %d, want 0 and the pool's %d", len(f), cap(f), s.cfg.MaxFrame)
+	}
+	if big := pool.NewFrame(s.cfg.MaxFrame + 1); cap(big) < s.cfg.MaxFrame+1 {
+		t.Fatalf("NewFrame(MaxFrame+1): cap %d", cap(big))
+	}
+	f = append(f, udp(top, "h1", "h2", 10)...)
+	pooled := len(s.pool)
+	s.nowNs = 0
+	s.Emit(2, 0, f)
+	s.service(1 << 40)
+	if got, ok := w.recv(t, 2, time.Second); !ok || len(got) != len(f) {
+		t.Fatalf("the frame did not leave port 2 (%d bytes, %v)", len(got), ok)
+	}
+	if len(s.pool) != pooled+1 || &s.pool[len(s.pool)-1][0] != &f[:1][0] {
+		t.Errorf("the sent frame did not go back to the pool (%d buffers, was %d)", len(s.pool), pooled)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		g := append(s.NewFrame(len(f)), f...)
+		s.Emit(2, 0, g)
+		s.service(1 << 40)
+	}); allocs != 0 {
+		t.Errorf("a generated frame sent costs %.1f allocations, want 0", allocs)
 	}
 }

@@ -347,16 +347,14 @@ func (p *Pipeline) multicast(job int, b *binding, chunk uint32, f []byte, out em
 		return
 	}
 	prio := int(frame.TOS(f) >> 5)
-	l := len(f)
-	slab := make([]byte, len(reps)*l)
-	for i, gr := range reps {
+	for _, gr := range reps {
 		r := p.replicas[uint32(b.group)<<16|gr.instance]
 		if r == nil {
 			p.NoReplica++
 			continue
 		}
-		c := slab[i*l : (i+1)*l : (i+1)*l]
-		copy(c, f)
+		// A frame of its own from the substrate's pool, where it has one.
+		c := append(emulator.NewFrame(out, len(f)), f...)
 		frame.SetMACs(c, r.smac, r.dmac)
 		copy(c[offSrcIP:], r.src[:])
 		copy(c[offDstIP:], r.dst[:])
