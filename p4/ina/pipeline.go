@@ -26,6 +26,7 @@ const (
 	offDstIP     = 30
 	offSrcPort   = 34
 	offDstPort   = 36
+	offUDPCsum   = 40
 	offINA       = frame.HeaderLen
 	offValues    = offINA + HeaderLen
 	generatedTTL = 64
@@ -657,7 +658,10 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 	prio := int(f[offTOS] >> 5)
 	last := len(g.reps) - 1
 	// The last copy is f itself; every other one is a frame of its own,
-	// from the substrate's pool where it has one.
+	// from the substrate's pool where it has one. The copies differ only
+	// in their destination: the first one's checksums are summed, the
+	// others' patched from them.
+	var first addressing
 	for i, gr := range g.reps {
 		r := p.replicas[uint32(e.group)<<16|gr.instance]
 		if r == nil {
@@ -668,10 +672,65 @@ func (p *Pipeline) multicast(e *jobEntry, f []byte, out emulator.Emitter) {
 		if i != last {
 			c = append(emulator.NewFrame(out, len(f)), f...)
 		}
-		setIP(c, p.self, r.ip, p.cfg.Port, r.port)
+		if first.set {
+			first.readdress(c, p.self, r.ip, p.cfg.Port, r.port)
+		} else {
+			setIP(c, p.self, r.ip, p.cfg.Port, r.port)
+			first = addressingOf(c)
+		}
 		frame.SetMACs(c, r.smac, r.dmac)
 		out.Emit(int(gr.port), prio, c)
 	}
+}
+
+// addressing is what readdress needs of a frame setIP readdressed: its
+// destination and checksums.
+type addressing struct {
+	set           bool
+	dst           [4]byte
+	dport         uint16
+	ipSum, udpSum uint16
+}
+
+func addressingOf(f []byte) addressing {
+	return addressing{set: true, dst: [4]byte(f[offDstIP : offDstIP+4]), dport: binary.BigEndian.Uint16(f[offDstPort:]),
+		ipSum: binary.BigEndian.Uint16(f[offIPCsum:]), udpSum: binary.BigEndian.Uint16(f[offUDPCsum:])}
+}
+
+// readdress does to c what setIP does, for a frame whose content, save
+// its destination, is that of the frame a was taken from: it patches a's
+// checksums for the new destination (RFC 1624) instead of summing the
+// frame again.
+func (a *addressing) readdress(c []byte, src, dst [4]byte, sport, dport uint16) {
+	copy(c[offSrcIP:], src[:])
+	copy(c[offDstIP:], dst[:])
+	c[offTTL] = generatedTTL
+	binary.BigEndian.PutUint16(c[offSrcPort:], sport)
+	binary.BigEndian.PutUint16(c[offDstPort:], dport)
+	words := [3][2]uint16{
+		{binary.BigEndian.Uint16(a.dst[:]), binary.BigEndian.Uint16(dst[:])},
+		{binary.BigEndian.Uint16(a.dst[2:]), binary.BigEndian.Uint16(dst[2:])},
+		{a.dport, dport},
+	}
+	binary.BigEndian.PutUint16(c[offIPCsum:], patchSum(a.ipSum, words[:2]))
+	u := patchSum(a.udpSum, words[:]) // the pseudo-header holds the address
+	if u == 0 {
+		u = 0xffff // a UDP checksum that sums to zero is sent as all ones
+	}
+	binary.BigEndian.PutUint16(c[offUDPCsum:], u)
+}
+
+// patchSum returns Internet checksum sum updated for 16-bit words changed
+// from w[i][0] to w[i][1]: ~(~sum + Σ ~old + new), RFC 1624 eqn. 3.
+func patchSum(sum uint16, w [][2]uint16) uint16 {
+	s := uint32(^sum)
+	for _, c := range w {
+		s += uint32(^c[0]) + uint32(c[1])
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
 }
 
 // Self returns the switch's address.
