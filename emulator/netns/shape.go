@@ -28,11 +28,7 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	if err := h.QdiscReplace(root); err != nil {
 		return fmt.Errorf("htb qdisc: %w", err)
 	}
-	// HTB lends in quanta of rate/r2q bytes; the kernel wants 1 MTU to
-	// 200000 bytes, so clamp it instead of letting it warn.
-	frame := uint64(max(mtu, DefaultMTU) + 100)
-	quantum := min(max(rate/8/10, frame), 200000)
-	burst := htbBucket(rate, frame)
+	burst, quantum := HTBClass(rate, mtu)
 	class := netlink.NewHtbClass(
 		netlink.ClassAttrs{LinkIndex: idx, Parent: netlink.MakeHandle(1, 0), Handle: netlink.MakeHandle(1, 1)},
 		netlink.HtbClassAttrs{Rate: rate, Ceil: rate, Quantum: uint32(quantum), Buffer: uint32(burst), Cbuffer: uint32(burst)})
@@ -44,6 +40,18 @@ func shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 		return fmt.Errorf("pfifo leaf: %w", err)
 	}
 	return nil
+}
+
+// HTBClass returns the parameters of the HTB class that shapes a host's
+// link of rate bit/s on an interface of the given MTU: its token bucket
+// (htbBucket) and its quantum, in bytes. HTB lends in quanta of rate/r2q
+// bytes; the kernel wants 1 MTU to 200000 bytes, so the quantum is clamped
+// instead of letting it warn. Mininet's TracebedIntf
+// (mininet/tracebed_mininet.py) computes the same, which a test of that
+// package checks.
+func HTBClass(rate uint64, mtu int) (burst, quantum uint64) {
+	frame := uint64(max(mtu, DefaultMTU) + 100)
+	return htbBucket(rate, frame), min(max(rate/8/10, frame), 200000)
 }
 
 // htbBucket is the token bucket of a link of rate bit/s whose largest

@@ -259,3 +259,67 @@ func TestMininetRunIsATracebedRun(t *testing.T) {
 	p.Stop()
 	checkNothingLeft(t, p, top, before)
 }
+
+// TestHTBAgrees: TracebedIntf shapes a Mininet link with the HTB class
+// 'tracebed topo up' gives a host link (netns.HTBClass) — the same token
+// bucket and quantum — for rates from 1 Mbit/s to 100 Gbit/s and MTUs
+// from 1500 to 9000, so that a lab on Mininet and the same topology on
+// netns pace bursts alike.
+func TestHTBAgrees(t *testing.T) {
+	py := needMininet(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, HelperFile), Helper, 0o644)
+	prog := fmt.Sprintf(`
+import re, sys
+sys.path.insert(0, %q)
+import tracebed_mininet as tm
+class Args: pass
+class Run: pass
+class Node: pass
+for arg in sys.argv[1:]:
+    mbit, mtu = arg.split('/')
+    i = tm.TracebedIntf.__new__(tm.TracebedIntf)
+    i.node = Node()
+    if mtu != '0':
+        i.node.run = Run()
+        i.node.run.args = Args()
+        i.node.run.args.mtu = int(mtu)
+    cmds, parent = i.bwCmds(bw=float(mbit))
+    cls = [c for c in cmds if ' class ' in c][0]
+    print(arg, re.search(r'burst (\d+)b', cls).group(1), re.search(r'quantum (\d+)', cls).group(1))
+`, dir)
+	type row struct {
+		mbit float64
+		mtu  int // 0: no MTU given (the helper's default, 1500)
+	}
+	var rows []row
+	for _, mbit := range []float64{0.1, 1, 2.5, 5, 8, 9, 9.2, 10, 20, 100, 400, 1000, 10000, 100000} {
+		for _, mtu := range []int{0, 1500, 9000} {
+			rows = append(rows, row{mbit, mtu})
+		}
+	}
+	args := []string{"-c", prog}
+	for _, r := range rows {
+		args = append(args, fmt.Sprintf("%g/%d", r.mbit, r.mtu))
+	}
+	out, err := exec.Command(py, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(rows) {
+		t.Fatalf("the helper printed %d lines for %d links:\n%s", len(lines), len(rows), out)
+	}
+	for i, r := range rows {
+		var arg string
+		var burst, quantum uint64
+		if _, err := fmt.Sscan(lines[i], &arg, &burst, &quantum); err != nil {
+			t.Fatalf("line %q: %v", lines[i], err)
+		}
+		wb, wq := netns.HTBClass(uint64(r.mbit*1e6), r.mtu)
+		if burst != wb || quantum != wq {
+			t.Errorf("%g Mbit/s, MTU %d: Mininet's TracebedIntf gives burst %d quantum %d, tracebed's netns burst %d quantum %d",
+				r.mbit, r.mtu, burst, quantum, wb, wq)
+		}
+	}
+}

@@ -154,9 +154,10 @@ class TracebedHost(TracebedNode, Host):
 
 
 class TracebedIntf(TCIntf):
-    """TCIntf shaping as 'tracebed topo up' does (emulator/netns's shape):
-    HTB at exactly the link's rate, a bucket of 1 ms of traffic (at least
-    one frame), a quantum of a tenth of that clamped to the kernel's range,
+    """TCIntf shaping as 'tracebed topo up' does (emulator/netns's shape and
+    HTBClass, which a Go test compares with this): HTB at exactly the
+    link's rate, a bucket of a frame but 1 to 8 ms of traffic, a quantum of
+    rate/r2q bytes (r2q 10) clamped to the kernel's range,
     and a pfifo of the usual 1000 packets -- and without Mininet's
     1000 Mbit/s cap (above a few Gbit/s the veth, not HTB, sets the pace)."""
 
