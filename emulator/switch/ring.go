@@ -28,7 +28,7 @@ type ringSocket struct {
 	*packetSocket
 	ring      []byte
 	frameSize int
-	frames    int
+	frames    int    // a power of two
 	next      int    // the slot Recv reads next
 	truncated uint64 // frames dropped for their slot, not yet reported
 }
@@ -85,6 +85,11 @@ func OpenPacketRing(iface string, batch, maxFrame int) (PortIO, error) {
 		return fail("PACKET_RX_RING", err)
 	}
 	r.frames = int(req.Frame_nr)
+	if r.frames&(r.frames-1) != 0 {
+		// Powers of two all (slot, block and ring sizes): Recv wraps
+		// its slot index with a mask.
+		return fail("PACKET_RX_RING", fmt.Errorf("%d slots, not a power of two", r.frames))
+	}
 	if r.ring, err = unix.Mmap(fd, 0, int(req.Block_size*req.Block_nr), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
 		return fail("ring mmap", err)
 	}
@@ -115,7 +120,7 @@ func (r *ringSocket) Recv(bufs [][]byte, lens []int) (int, error) {
 		copy(bufs[n], r.ring[off:off+int(h.Snaplen)])
 		lens[n] = int(h.Len)
 		atomic.StoreUint32(&h.Status, unix.TP_STATUS_KERNEL)
-		r.next = (r.next + 1) % r.frames
+		r.next = (r.next + 1) & (r.frames - 1)
 		if h.Snaplen < h.Len && lens[n] <= len(bufs[n]) {
 			// Cut short by its slot (longer than the interface's
 			// MTU), though the buffer would hold it: dropped, as
