@@ -4,26 +4,11 @@ import (
 	"context"
 	"testing"
 
-	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tracebed/tracebed/emulator/p4rt"
 )
-
-// recording is a p4rt.Device that records the updates a controller
-// writes, to seed the fuzzer with real requests.
-type recording struct {
-	*Pipeline
-	updates []*p4v1.Update
-}
-
-func (r *recording) P4Info() *p4configv1.P4Info { return r.Pipeline.P4Info() }
-
-func (r *recording) Write(u []*p4v1.Update) error {
-	r.updates = append(r.updates, u...)
-	return r.Pipeline.Write(u)
-}
 
 // FuzzDeviceWrite applies an arbitrary P4Runtime write request to a
 // programmed pipeline, then feeds it an arbitrary frame and every vector's
@@ -33,7 +18,7 @@ func (r *recording) Write(u []*p4v1.Update) error {
 // in one of the eight queues.
 func FuzzDeviceWrite(f *testing.F) {
 	p, top := starPipeline(f)
-	rec := &recording{Pipeline: p}
+	rec := &p4rt.Recorder{Device: p}
 	if err := Program(context.Background(), p4rt.Local(rec), glitterRules()); err != nil {
 		f.Fatal(err)
 	}
@@ -41,7 +26,7 @@ func FuzzDeviceWrite(f *testing.F) {
 	for _, tc := range vectorCases() {
 		frames = append(frames, buildFrame(top, tc))
 	}
-	for i, u := range rec.updates {
+	for i, u := range rec.Updates {
 		b, err := proto.Marshal(&p4v1.WriteRequest{Updates: []*p4v1.Update{u}})
 		if err != nil {
 			f.Fatal(err)

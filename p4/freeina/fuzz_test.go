@@ -4,32 +4,17 @@ import (
 	"context"
 	"testing"
 
-	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tracebed/tracebed/emulator/p4rt"
 )
 
-// recording is a p4rt.Device that records the updates a controller
-// writes, to seed the fuzzer with real requests.
-type recording struct {
-	*Pipeline
-	updates []*p4v1.Update
-}
-
-func (r *recording) P4Info() *p4configv1.P4Info { return r.Pipeline.P4Info() }
-
-func (r *recording) Write(u []*p4v1.Update) error {
-	r.updates = append(r.updates, u...)
-	return r.Pipeline.Write(u)
-}
-
 // FuzzDeviceWrite applies an arbitrary P4Runtime write request to a
 // programmed pipeline, then feeds it an arbitrary frame and a valid INA
 // frame: the write must answer with an error or apply, never panic, and
-// whatever the tables and registers now hold, every frame is counted once
-// and read-back of what was written never fails to encode.
+// whatever the tables and registers now hold, reading back the entities
+// it names never panics and every frame is counted once.
 func FuzzDeviceWrite(f *testing.F) {
 	top := starTopology(f, 4)
 	r := ringSpec{Job: 3, Group: 4, Hosts: []int{1, 2}, QPN: []uint32{0x11, 0x12}, RKey: []uint32{1, 2}, VA: []uint64{0x1000, 0x2000}}
@@ -37,7 +22,7 @@ func FuzzDeviceWrite(f *testing.F) {
 	valid := inaFrame(top, r, 0, 10, 0, constVals(DefaultK, 1))
 	// Seeds: the requests a controller writes to program the ring and the
 	// binding, one by one and as one batch.
-	rec := &recording{Pipeline: newPipeline(f, top, DefaultK)}
+	rec := &p4rt.Recorder{Device: newPipeline(f, top, DefaultK)}
 	ctl, err := NewController(p4rt.Local(rec))
 	if err != nil {
 		f.Fatal(err)
@@ -48,10 +33,10 @@ func FuzzDeviceWrite(f *testing.F) {
 	if err := ctl.Bind(context.Background(), binds[0].binding(), binds[0].PSN); err != nil {
 		f.Fatal(err)
 	}
-	for _, u := range rec.updates {
+	for _, u := range rec.Updates {
 		f.Add(must(proto.Marshal(&p4v1.WriteRequest{Updates: []*p4v1.Update{u}})), valid)
 	}
-	f.Add(must(proto.Marshal(&p4v1.WriteRequest{Updates: rec.updates})), valid)
+	f.Add(must(proto.Marshal(&p4v1.WriteRequest{Updates: rec.Updates})), valid)
 	f.Add([]byte{}, valid[:40])
 	f.Fuzz(func(t *testing.T, data, fr []byte) {
 		var req p4v1.WriteRequest
