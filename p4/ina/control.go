@@ -222,8 +222,12 @@ func ParseBinding(n *p4rt.Names, te *p4v1.TableEntry) (Binding, error) {
 			b.Epoch = uint32(v)
 		}
 	}
-	if psAddr != 0 {
+	switch {
+	case psAddr != 0:
 		b.PS = netip.AddrPortFrom(ipv4(uint32(psAddr)), uint16(psPort))
+	case psPort != 0:
+		// A Binding has no place for a port without an address.
+		return b, fmt.Errorf("job binding: %s %d without a %s", ParamPSPort, psPort, ParamPSAddr)
 	}
 	return b, nil
 }

@@ -225,6 +225,7 @@ func TestParseBindingRefuses(t *testing.T) {
 	n := r.ctl.Names()
 	b := Binding{Job: 2, ToRound: MaxRound, Mode: ModeShared, Gen: 2, Base: 4, Size: 4, Workers: 2, Group: 2, PS: r.addr(5)}
 	workers := must(n.ParamID(ActionBind, ParamWorkers))
+	psAddr := must(n.ParamID(ActionBind, ParamPSAddr))
 	for _, tc := range []struct {
 		name   string
 		change func(*p4v1.TableEntry)
@@ -237,6 +238,13 @@ func TestParseBindingRefuses(t *testing.T) {
 				}
 			}
 		}, `param "workers"`},
+		{"a parameter server's port without its address", func(te *p4v1.TableEntry) {
+			for _, p := range te.GetAction().GetAction().GetParams() {
+				if p.GetParamId() == psAddr {
+					p.Value = []byte{0}
+				}
+			}
+		}, "without a " + ParamPSAddr},
 		{"unknown parameter", func(te *p4v1.TableEntry) {
 			a := te.GetAction().GetAction()
 			a.Params = append(a.Params, &p4v1.Action_Param{ParamId: 99, Value: []byte{1}})
