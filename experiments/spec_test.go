@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tracebed/tracebed/analysis"
+	"github.com/tracebed/tracebed/internal/problems"
 	"github.com/tracebed/tracebed/internal/yamlx"
 )
 
@@ -211,8 +212,10 @@ func FuzzParseSpec(f *testing.F) {
 		if err == nil {
 			_, err = reg.Compile(s)
 		}
-		if err != nil && !yamlx.IsInputError(err) {
-			t.Fatalf("error without a position: %v", err)
+		for _, e := range problems.Split(err) {
+			if !yamlx.IsInputError(e) {
+				t.Fatalf("problem without a position: %v", e)
+			}
 		}
 	})
 }

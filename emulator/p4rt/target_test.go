@@ -648,3 +648,17 @@ func FuzzMatchCanonical(f *testing.F) {
 		}
 	})
 }
+
+// TestRecorder: a Recorder keeps every update written through it, those
+// the device refuses too, and passes the device's answer on.
+func TestRecorder(t *testing.T) {
+	y := newToy(t)
+	rec := &Recorder{Device: y.t}
+	bad := Insert(Table(&p4v1.TableEntry{TableId: 0xdead}))
+	if err := rec.Write([]*p4v1.Update{bad}); err == nil {
+		t.Fatal("an entry of an unknown table was accepted")
+	}
+	if len(rec.Updates) != 1 || rec.Updates[0] != bad {
+		t.Errorf("recorded %v", rec.Updates)
+	}
+}

@@ -11,8 +11,13 @@ import (
 // connected QP, to a device in the middle of a connection: it never
 // panics, and a region that grants no remote access is never written.
 func FuzzDevice(f *testing.F) {
+	// An input is a sequence of packets, each behind its length (16 bits)
+	// and a byte saying where it goes (bit 0: to a rather than b; bit 1:
+	// keep its destination QP; bit 2: let timers run after it). A seed is
+	// one packet to b's QP.
 	seed := func(h wire.Header, n int) []byte {
-		return wire.Append(nil, &h, make([]byte, n), wire.Pseudo{})
+		pkt := wire.Append(nil, &h, make([]byte, n), wire.Pseudo{})
+		return append([]byte{byte(len(pkt) >> 8), byte(len(pkt)), 0}, pkt...)
 	}
 	f.Add(seed(wire.Header{BTH: wire.BTH{Opcode: wire.WriteOnly, PKey: wire.DefaultPKey, PSN: 500}, RETH: wire.RETH{VA: 0x10000, RKey: 1, Length: 8}}, 8))
 	f.Add(seed(wire.Header{BTH: wire.BTH{Opcode: wire.WriteFirst, PKey: wire.DefaultPKey, PSN: 500}, RETH: wire.RETH{VA: 0x12000, RKey: 0x100, Length: 300}}, 256))

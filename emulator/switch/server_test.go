@@ -309,7 +309,8 @@ func TestStreamMisuse(t *testing.T) {
 }
 
 // FuzzServerWrite sends arbitrary WriteRequests as the primary: the server
-// answers every one with a status and keeps running.
+// answers every one with a status and keeps running, and no status is
+// INTERNAL (what a panic in the device becomes).
 func FuzzServerWrite(f *testing.F) {
 	seed, _ := proto.Marshal(&p4v1.WriteRequest{DeviceId: 1, ElectionId: &p4v1.Uint128{Low: 1}, Updates: []*p4v1.Update{route(1, 1)}})
 	f.Add(seed)
@@ -324,16 +325,18 @@ func FuzzServerWrite(f *testing.F) {
 			return
 		}
 		req.DeviceId, req.ElectionId = 1, &p4v1.Uint128{Low: 1}
-		srv.Write(context.Background(), &req)
+		_, err := srv.Write(context.Background(), &req)
+		noInternal(t, "write", err)
 		var rq p4v1.ReadRequest
 		if proto.Unmarshal(data, &rq) == nil {
 			rq.DeviceId = 1
-			srv.device(context.Background(), func(d *switchDevice) error {
+			err := srv.device(context.Background(), func(d *switchDevice) error {
 				for _, e := range rq.GetEntities() {
 					d.Read(e, func(*p4v1.Entity) error { return nil })
 				}
 				return nil
 			})
+			noInternal(t, "read", err)
 		}
 		var arb p4v1.MasterArbitrationUpdate
 		if proto.Unmarshal(data, &arb) == nil {
@@ -345,8 +348,98 @@ func FuzzServerWrite(f *testing.F) {
 		}
 		var info p4configv1.P4Info
 		if proto.Unmarshal(data, &info) == nil {
-			srv.SetForwardingPipelineConfig(context.Background(), &p4v1.SetForwardingPipelineConfigRequest{DeviceId: 1, ElectionId: req.ElectionId,
+			_, err := srv.SetForwardingPipelineConfig(context.Background(), &p4v1.SetForwardingPipelineConfigRequest{DeviceId: 1, ElectionId: req.ElectionId,
 				Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY, Config: &p4v1.ForwardingPipelineConfig{P4Info: &info}})
+			noInternal(t, "set pipeline", err)
+		}
+	})
+}
+
+// noInternal fails t if err is an INTERNAL status: what the server makes
+// of a panic on the data-plane goroutine, which fuzzing must not hide.
+func noInternal(t *testing.T, what string, err error) {
+	t.Helper()
+	if status.Code(err) == codes.Internal {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// FuzzServerStream sends arbitrary stream messages (packet-outs, digest
+// acknowledgements) as the primary: each packet-out is either injected on
+// the CPU port and counted by the pipeline once (forwarded or dropped), or
+// refused with a StreamError that is not INTERNAL; never both, never
+// neither, never a panic.
+func FuzzServerStream(f *testing.F) {
+	top := topo(f, topologies.Params{Generate: "star", Hosts: 3})
+	for _, m := range []*p4v1.StreamMessageRequest{
+		{Update: &p4v1.StreamMessageRequest_Packet{Packet: &p4v1.PacketOut{Payload: udp(top, "h1", "h2", 10),
+			Metadata: []*p4v1.PacketMetadata{{MetadataId: 1, Value: []byte{2}}}}}},
+		{Update: &p4v1.StreamMessageRequest_Packet{Packet: &p4v1.PacketOut{Payload: []byte{1}}}},
+		{Update: &p4v1.StreamMessageRequest_DigestAck{DigestAck: &p4v1.DigestListAck{DigestId: 1, ListId: 1}}},
+	} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	s, _ := start(f, top, "tor")
+	srv := NewServer(s)
+	primary := &stream{out: make(chan *p4v1.StreamMessageResponse, streamBuffer), election: &p4v1.Uint128{Low: 1}}
+	srv.roles[""] = &role{highest: primary.election, primary: primary, streams: map[*stream]bool{primary: true}}
+	ctx := context.Background()
+	// counted reads, on the data-plane goroutine, the frames the pipeline
+	// counted and the panics the switch caught.
+	counted := func(t *testing.T) (n, panics uint64) {
+		err := srv.onSwitch(ctx, func() error {
+			fp := s.pipeline.(*testplane.Plane)
+			n, panics = fp.Forwarded, s.panics
+			for _, d := range fp.Drops {
+				n += d
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, panics
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req p4v1.StreamMessageRequest
+		if proto.Unmarshal(data, &req) != nil {
+			return
+		}
+		for len(primary.out) > 0 {
+			<-primary.out // packet-ins and errors of earlier inputs
+		}
+		before, _ := counted(t)
+		switch m := req.GetUpdate().(type) {
+		case *p4v1.StreamMessageRequest_Packet:
+			srv.packetOut(ctx, primary, m.Packet, &req)
+		case *p4v1.StreamMessageRequest_DigestAck:
+			srv.digestAck(ctx, primary, m.DigestAck, &req)
+		default:
+			return
+		}
+		var refused *p4v1.StreamError
+		for len(primary.out) > 0 {
+			if e := (<-primary.out).GetError(); e != nil {
+				if codes.Code(e.GetCanonicalCode()) == codes.Internal {
+					t.Fatalf("stream error INTERNAL: %s", e.GetMessage())
+				}
+				refused = e
+			}
+		}
+		after, panics := counted(t)
+		if panics != 0 {
+			t.Fatalf("the pipeline panicked")
+		}
+		if req.GetPacket() == nil {
+			return
+		}
+		n := after - before
+		if refused != nil && n != 0 || refused == nil && n != 1 {
+			t.Fatalf("packet-out refused (%v) and counted %d times", refused, n)
 		}
 	})
 }

@@ -72,9 +72,36 @@ func (l *List) Err() error {
 	}
 	errs := l.errs
 	if l.more > 0 {
-		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("… and %d more problems", l.more))
+		errs = append(errs[:len(errs):len(errs)], more(l.more))
 	}
 	return errors.Join(errs...)
+}
+
+// more is the last line of a report cut at the limit: how many problems
+// were counted but not kept.
+type more int
+
+func (m more) Error() string { return fmt.Sprintf("… and %d more problems", int(m)) }
+
+// Split returns the problems of a report (an error Err returned, or any
+// error joined with errors.Join): err itself when it joins nothing, and
+// without the count of problems past the limit. Tests of readers use it to
+// check each problem names its file and line.
+func Split(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		if _, ok := e.(more); !ok {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Match checks a reader's report against the problems it should hold, in

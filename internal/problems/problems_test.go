@@ -69,3 +69,25 @@ func TestMatch(t *testing.T) {
 		t.Error("Match(nil) accepted")
 	}
 }
+
+// TestSplit: a report splits into the problems it kept, without the count
+// of those past the limit; a lone error is its own problem.
+func TestSplit(t *testing.T) {
+	l := List{Limit: 2}
+	for _, s := range []string{"a", "b", "c"} {
+		l.Add(errors.New(s))
+	}
+	var got []string
+	for _, e := range Split(l.Err()) {
+		got = append(got, e.Error())
+	}
+	if strings.Join(got, "|") != "a|b" {
+		t.Errorf("Split = %q, want a and b", got)
+	}
+	if one := errors.New("x"); len(Split(one)) != 1 || Split(one)[0] != one {
+		t.Errorf("Split of one error: %v", Split(one))
+	}
+	if Split(nil) != nil {
+		t.Error("Split(nil) is not empty")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -173,14 +174,20 @@ func ParseBinding(n *p4rt.Names, te *p4v1.TableEntry) (Binding, error) {
 	if err != nil {
 		return b, err
 	}
-	names := map[uint32]string{}
+	params := map[uint32]*p4configv1.Action_Param{}
 	for _, ap := range bindAct.GetParams() {
-		names[ap.GetId()] = ap.GetName()
+		params[ap.GetId()] = ap
 	}
 	var psAddr, psPort uint64
 	for _, p := range act.GetParams() {
-		name := names[p.GetParamId()]
-		v, err := p4rt.DecodeUint(p.GetValue(), 64)
+		ap := params[p.GetParamId()]
+		if ap == nil {
+			return b, fmt.Errorf("job binding: param id %d is not a parameter of %s", p.GetParamId(), ActionBind)
+		}
+		// Each value is decoded at its parameter's width, so that a value
+		// too wide for it is an error rather than a truncated binding.
+		name := ap.GetName()
+		v, err := p4rt.DecodeUint(p.GetValue(), int(ap.GetBitwidth()))
 		if err != nil {
 			return b, fmt.Errorf("job binding: param %q: %w", name, err)
 		}
@@ -215,8 +222,12 @@ func ParseBinding(n *p4rt.Names, te *p4v1.TableEntry) (Binding, error) {
 			b.Epoch = uint32(v)
 		}
 	}
-	if psAddr != 0 {
+	switch {
+	case psAddr != 0:
 		b.PS = netip.AddrPortFrom(ipv4(uint32(psAddr)), uint16(psPort))
+	case psPort != 0:
+		// A Binding has no place for a port without an address.
+		return b, fmt.Errorf("job binding: %s %d without a %s", ParamPSPort, psPort, ParamPSAddr)
 	}
 	return b, nil
 }

@@ -216,3 +216,47 @@ func TestProgressAcrossEpochs(t *testing.T) {
 	r.in(2, r.data(1, 1, 2, 0, 0, 2, 0, 0, []int32{1, 1}))
 	check("round 2 of the new incarnation", 2, 0b10)
 }
+
+// TestParseBindingRefuses: an entry read back from a switch whose values
+// do not fit the binding is refused, naming what is wrong, rather than
+// decoded into a different binding.
+func TestParseBindingRefuses(t *testing.T) {
+	r := newRig(t, 4, 16)
+	n := r.ctl.Names()
+	b := Binding{Job: 2, ToRound: MaxRound, Mode: ModeShared, Gen: 2, Base: 4, Size: 4, Workers: 2, Group: 2, PS: r.addr(5)}
+	workers := must(n.ParamID(ActionBind, ParamWorkers))
+	psAddr := must(n.ParamID(ActionBind, ParamPSAddr))
+	for _, tc := range []struct {
+		name   string
+		change func(*p4v1.TableEntry)
+		want   string
+	}{
+		{"workers wider than 8 bits", func(te *p4v1.TableEntry) {
+			for _, p := range te.GetAction().GetAction().GetParams() {
+				if p.GetParamId() == workers {
+					p.Value = []byte{1, 2} // 258 workers: was read as 2
+				}
+			}
+		}, `param "workers"`},
+		{"a parameter server's port without its address", func(te *p4v1.TableEntry) {
+			for _, p := range te.GetAction().GetAction().GetParams() {
+				if p.GetParamId() == psAddr {
+					p.Value = []byte{0}
+				}
+			}
+		}, "without a " + ParamPSAddr},
+		{"unknown parameter", func(te *p4v1.TableEntry) {
+			a := te.GetAction().GetAction()
+			a.Params = append(a.Params, &p4v1.Action_Param{ParamId: 99, Value: []byte{1}})
+		}, "param id 99"},
+	} {
+		te := must(b.Entry(n))
+		tc.change(te)
+		if _, err := ParseBinding(n, te); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.want)
+		}
+	}
+	if got, err := ParseBinding(n, must(b.Entry(n))); err != nil || got != b {
+		t.Errorf("round trip: %+v, %v", got, err)
+	}
+}

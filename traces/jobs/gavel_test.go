@@ -229,6 +229,12 @@ func TestCompress(t *testing.T) {
 func FuzzParseGavel(f *testing.F) {
 	f.Add([]byte("ResNet-50 (batch size 64)\tcmd\t--n\t1\t5457\t120.5\t4\n"))
 	f.Add([]byte("A3C\tc\t-n\t0\t10\t0\t1\nLM (batch size 5)\tc\t-s\t1\t99\t3\t2\n"))
+	// The real Philly trace's first lines (a few: the fuzzer minimizes
+	// every interesting input, which takes long for a large one).
+	if data, err := fs.ReadFile(Samples, PhillyTrace); err == nil {
+		lines := bytes.SplitAfter(data, []byte("\n"))
+		f.Add(bytes.Join(lines[:min(8, len(lines))], nil))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzRoundTrip(t, "fuzz.trace", data)
 	})

@@ -113,7 +113,8 @@ type Plane struct {
 	portMAC, peerMAC []frame.MAC    // by port number
 	toCPU            bool           // ingress.miss's default action is to_cpu
 
-	// Forwarded and Drops count frames by outcome.
+	// Forwarded and Drops count frames by outcome (a packet-out counts
+	// as forwarded, as p4/fwd counts it).
 	Forwarded uint64
 	Drops     [numDrops]uint64
 	// Prio, when set, picks a frame's egress queue instead of its DSCP
@@ -200,6 +201,7 @@ func (p *Plane) Process(_ time.Duration, in int, f []byte, out emulator.Emitter)
 			p.Drops[DropMalformed]++
 			return
 		}
+		p.Forwarded++ // as p4/fwd counts a packet-out
 		out.Emit(int(f[0])<<8|int(f[1]), 0, f[2:])
 		return
 	}
