@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/roce"
 	"github.com/tracebed/tracebed/emulator/roce/cm"
@@ -67,6 +68,13 @@ type side struct {
 	conn *cm.Conn
 
 	src, dst, rsrc, rdst, rbuf *roce.MR
+
+	// psn, if fixPSN, is the starting PSN of this side's requests (else
+	// the connection manager draws one).
+	psn    uint32
+	fixPSN bool
+	// noRecv posts no receive request (the peer's SENDs meet RNR NAKs).
+	noRecv bool
 
 	ops      []op // what this side sends, in order
 	sendWCs  []roce.Completion
@@ -171,8 +179,13 @@ func (s *side) params() cm.Params {
 	return cm.Params{
 		QP:      roce.QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4096, MaxRecvWR: 4096},
 		Timeout: 8, // 1 ms
+		PSN:     s.psn,
+		FixPSN:  s.fixPSN,
 		Region:  cm.Region{Addr: s.dst.Addr, RKey: s.dst.RKey, Length: regionSize},
 		OnReady: func(c *cm.Conn) {
+			if s.noRecv {
+				return
+			}
 			for _, o := range s.expRecv {
 				if err := c.QP.PostRecv(roce.RecvWR{ID: o.recvID, Local: s.rbuf.SGE(o.dst, o.size)}); err != nil {
 					s.failures = append(s.failures, fmt.Sprintf("post recv: %v", err))
@@ -265,13 +278,52 @@ func (s *side) check(peer *side) []string {
 // runPair connects a and b over top and runs both plans to the end.
 func runPair(t *testing.T, top *topologies.Topology, seed uint64, mtu, window, n int) (a, b *side, elapsed time.Duration) {
 	t.Helper()
+	return runPairWith(t, top, pairOpts{seed: seed, mtu: mtu, window: window, n: n})
+}
+
+// pairOpts are runPairWith's parameters beyond the topology.
+type pairOpts struct {
+	seed             uint64
+	mtu, window, n   int
+	psnA, psnB       uint32 // starting PSNs, if fixPSN
+	fixPSN           bool
+	wrap             func(dataplane.Dataplane) dataplane.Dataplane // wraps the switch's data plane, if set
+	limit            time.Duration                                 // of testbed time (0: 30 s)
+	done             func(a, b *side) bool                         // the end of the run (nil: both plans done)
+	retryCnt, rnrCnt uint8                                         // the QPs' retry counts (0: 7)
+	noRecvB          bool                                          // b posts no receive request
+}
+
+// runPairWith connects a and b over top and runs both plans until
+// o.done.
+func runPairWith(t *testing.T, top *topologies.Topology, o pairOpts) (a, b *side, elapsed time.Duration) {
+	t.Helper()
+	seed, mtu, window, n := o.seed, o.mtu, o.window, o.n
 	r := rand.New(rand.NewPCG(seed, 42))
 	a, b = newSide(t, "a", mtu, window), newSide(t, "b", mtu, window)
+	a.psn, b.psn, a.fixPSN, b.fixPSN = o.psnA, o.psnB, o.fixPSN, o.fixPSN
+	b.noRecv = o.noRecvB
 	a.regions(t, r)
 	b.regions(t, r)
 	plan(a, b, r, n, mtu)
 	plan(b, a, r, n, mtu)
 	prog := testplane.Program()
+	if o.wrap != nil {
+		plain := prog.New
+		prog.New = func(sw *topologies.Node, routes topologies.RouteTable) (dataplane.Dataplane, error) {
+			d, err := plain(sw, routes)
+			if err != nil {
+				return nil, err
+			}
+			return o.wrap(d), nil
+		}
+	}
+	if o.limit == 0 {
+		o.limit = 30 * time.Second
+	}
+	if o.done == nil {
+		o.done = func(a, b *side) bool { return a.done(b) && b.done(a) }
+	}
 	tb, err := testbed.NewSim(testbed.Config{Topology: top, Program: &prog, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
@@ -279,10 +331,12 @@ func runPair(t *testing.T, top *topologies.Topology, seed uint64, mtu, window, n
 	const service = 7
 	hosts := top.Hosts()
 	bp := b.params()
+	bp.RetryCnt, bp.RNRRetry = o.retryCnt, o.rnrCnt
 	if err := b.m.Listen(service, bp, func(c *cm.Conn) { b.conn = c; b.start(a) }); err != nil {
 		t.Fatal(err)
 	}
 	ap := a.params()
+	ap.RetryCnt, ap.RNRRetry = o.retryCnt, o.rnrCnt
 	if _, err := cm.Attach(tb, hosts[1].Name, b.dev, b.m); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +357,7 @@ func runPair(t *testing.T, top *topologies.Topology, seed uint64, mtu, window, n
 			a.failures = append(a.failures, err.Error())
 		}
 	})
-	err = tb.Run(context.Background(), 100*time.Microsecond, 30*time.Second, func() bool { return a.done(b) && b.done(a) })
+	err = tb.Run(context.Background(), 100*time.Microsecond, o.limit, func() bool { return o.done(a, b) })
 	if err != nil {
 		t.Fatalf("%v; a: %d/%d sends, %d/%d receives, %v; b: %d/%d sends, %d/%d receives, %v", err,
 			len(a.sendWCs), len(a.ops), len(a.recvWCs), len(a.expRecv), a.dev.Counters(),
