@@ -266,3 +266,52 @@ func TestSoak(t *testing.T) {
 		}
 	}
 }
+
+// TestSoakManyAllReduces: two jobs of 4 and 3 workers run 150
+// all-reduces each, with 1% of frames lost, duplicated and reordered and
+// 1% of the chunks overflowing, so that rounds go both paths and some are
+// recovered. Sampled during the run (Setup.Progress), after a fifth and
+// after nine tenths of the all-reduces, neither the goroutines nor the
+// live heap may grow: what a run keeps per all-reduce is its two
+// durations (TookINA, TookPS) and a memory-series step, a few KiB over
+// the run, where one gradient kept per all-reduce and worker would be 32
+// KiB × 7 × 240 ≈ 52 MiB. The bound, 8 MiB, leaves room for the GC's
+// noise and the sim's event queue.
+func TestSoakManyAllReduces(t *testing.T) {
+	iters := 150
+	if testing.Short() {
+		iters = 40
+	}
+	tb, sc := testbedOf(t, 8, 256, 2, 10*units.Gbps, 0.01, 0.01, 0.01, 7)
+	var heap [2]uint64
+	var gor [2]int
+	sampled := 0
+	sample := func(frac float64) {
+		if sampled < 2 && frac >= []float64{0.2, 0.9}[sampled] {
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			heap[sampled], gor[sampled] = ms.HeapAlloc, runtime.NumGoroutine()
+			sampled++
+		}
+	}
+	jobs := []jobtrace.Job{{ID: 0, Model: "m", Workers: 4, Iterations: iters}, {ID: 1, Model: "m", Workers: 3, Iterations: iters}}
+	o, err := Run(context.Background(), Setup{Testbed: tb, Workers: sc.Workers, Controller: sc.Controller, PS: sc.PS,
+		Net: fabric.DefaultNet, Jobs: jobs, Lookup: testProfile("m", 32<<10, 200*time.Microsecond), Policy: freePolicy, Seed: 7,
+		Overflow: 0.01, Progress: sample, Limit: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d all-reduces: %d on INA, %d recovered; heap %d KiB after a fifth, %d KiB after nine tenths; goroutines %d, %d",
+		o.Rounds, o.RoundsINA, o.Recovered, heap[0]>>10, heap[1]>>10, gor[0], gor[1])
+	switch {
+	case o.Rounds != 2*iters:
+		t.Errorf("%d all-reduces, want %d", o.Rounds, 2*iters)
+	case sampled != 2:
+		t.Errorf("sampled %d times", sampled)
+	case heap[1] > heap[0]+8<<20:
+		t.Errorf("the heap grew from %d KiB to %d KiB", heap[0]>>10, heap[1]>>10)
+	case gor[1] > gor[0]:
+		t.Errorf("goroutines grew from %d to %d", gor[0], gor[1])
+	}
+}
