@@ -43,8 +43,13 @@ type soakFabric struct {
 // a k=4 fat tree (jobs across racks aggregate on two levels), links of
 // 10–100 Gbps, switch memory from none to 8192 aggregators, 1–10 jobs of
 // 1–12 workers and 1–6 iterations arriving over 5 ms, gradients of 16 KiB
-// to 16 MiB, compute of 50 µs to 5 ms, host jitter 0–10%.
-func drawFabric(t testing.TB, seed uint64) soakFabric {
+// to 16 MiB, compute of 50 µs to 5 ms, host jitter 0–10%; or, in a
+// quarter of the fabrics, a random subset of a real trace (traceSubset).
+//
+// The trace subsets draw from a stream of their own, so that the other
+// fabrics of a seed stay as they were drawn before subsets existed (the
+// regression cases); traces false leaves them out.
+func drawFabric(t testing.TB, seed uint64, traces bool) soakFabric {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 0xf10))
 	p := topologies.Params{
@@ -75,12 +80,58 @@ func drawFabric(t testing.TB, seed uint64) soakFabric {
 		fb.profiles = append(fb.profiles, models.Profile{Name: fmt.Sprintf("m%d", i),
 			GradientBytes: int64(16<<10) << r.IntN(11), Compute: time.Duration(50+r.IntN(4950)) * time.Microsecond})
 	}
-	for id := range 1 + r.IntN(10) {
-		fb.jobs = append(fb.jobs, jobtrace.Job{ID: id, Model: fb.profiles[r.IntN(3)].Name, Workers: 1 + r.IntN(min(hosts, 12)),
-			Iterations: 1 + r.IntN(6), Arrival: time.Duration(r.IntN(5000)) * time.Microsecond})
+	trace := "generated"
+	if tr := rand.New(rand.NewPCG(seed, 0x7ace)); traces && tr.IntN(4) == 0 {
+		trace = traceSubset(t, tr, &fb, hosts)
+	} else {
+		for id := range 1 + r.IntN(10) {
+			fb.jobs = append(fb.jobs, jobtrace.Job{ID: id, Model: fb.profiles[r.IntN(3)].Name, Workers: 1 + r.IntN(min(hosts, 12)),
+				Iterations: 1 + r.IntN(6), Arrival: time.Duration(r.IntN(5000)) * time.Microsecond})
+		}
 	}
-	fb.desc = fmt.Sprintf("%s of %d hosts at %v, %d aggregators, %d jobs, jitter %.3f", p.Generate, hosts, p.Rate, p.Aggregators, len(fb.jobs), fb.net.Jitter)
+	fb.desc = fmt.Sprintf("%s of %d hosts at %v, %d aggregators, %d jobs (%s), jitter %.3f", p.Generate, hosts, p.Rate, p.Aggregators, len(fb.jobs), trace, fb.net.Jitter)
 	return fb
+}
+
+// traceSubset fills fb's jobs with 2–12 consecutive jobs of a real trace
+// (Philly's, as Gavel recorded it, or Tiresias' 60 jobs; the embedded
+// copies), from a random place: their models (real profiles) and
+// arrivals, the arrivals from the first one's and compressed 1000×,
+// workers and iterations capped to the fabric (hosts, and 1–6
+// iterations). It names the subset.
+func traceSubset(t testing.TB, r *rand.Rand, fb *soakFabric, hosts int) string {
+	t.Helper()
+	name := []string{"philly-e13805.trace", "tiresias-60job.csv"}[r.IntN(2)]
+	data, err := jobtrace.Samples.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []jobtrace.Job
+	if jobtrace.IsGavel(data) {
+		all, err = jobtrace.ParseGavelCompressed(name, data, 1000)
+	} else {
+		all, err = jobtrace.ParseTiresias(name, data)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := min(len(all), 2+r.IntN(11))
+	from := r.IntN(len(all) - n + 1)
+	base := all[from].Arrival
+	have := map[string]bool{}
+	for i, j := range all[from : from+n] {
+		prof, ok := models.Lookup(j.Model)
+		if !ok {
+			t.Fatalf("%s: job %d's model %q unknown", name, j.ID, j.Model)
+		}
+		if !have[prof.Name] {
+			have[prof.Name] = true
+			fb.profiles = append(fb.profiles, prof)
+		}
+		fb.jobs = append(fb.jobs, jobtrace.Job{ID: i, Model: prof.Name, Workers: min(j.Workers, hosts),
+			Iterations: 1 + min(j.Iterations-1, r.IntN(6)), Arrival: (j.Arrival - base) / 1000})
+	}
+	return fmt.Sprintf("%s jobs %d–%d", name, from, from+n-1)
 }
 
 // checkScheduler wraps a scheduler and checks every binding it gives: an
@@ -254,7 +305,7 @@ func TestSoakPolicies(t *testing.T) {
 		n = 8
 	}
 	for seed := range uint64(n) {
-		fb := drawFabric(t, seed+1)
+		fb := drawFabric(t, seed+1, true)
 		for _, pol := range soakPolicies(fb.part) {
 			t.Run(fmt.Sprintf("seed%d/%s", seed+1, pol.name), func(t *testing.T) { soakPolicy(t, fb, seed, pol.name, pol.f) })
 		}
@@ -290,7 +341,7 @@ func TestSoakRegressions(t *testing.T) {
 		{"freeina-memory-lost-whole", 4, "freeina-whole"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fb := drawFabric(t, c.seed)
+			fb := drawFabric(t, c.seed, false)
 			for _, pol := range soakPolicies(fb.part) {
 				if pol.name == c.policy {
 					soakPolicy(t, fb, c.seed-1, pol.name, pol.f)
