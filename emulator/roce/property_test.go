@@ -298,15 +298,32 @@ type pairOpts struct {
 // o.done.
 func runPairWith(t *testing.T, top *topologies.Topology, o pairOpts) (a, b *side, elapsed time.Duration) {
 	t.Helper()
+	as, bs, elapsed := runQPs(t, top, o, 1)
+	return as[0], bs[0], elapsed
+}
+
+// runQPs is runPairWith with qps connections between the two hosts'
+// devices, each with a plan of its own both ways (a[i] and b[i] share
+// their host's device and connection manager), all running at once; o.done
+// is asked of every pair.
+func runQPs(t *testing.T, top *topologies.Topology, o pairOpts, qps int) (as, bs []*side, elapsed time.Duration) {
+	t.Helper()
 	seed, mtu, window, n := o.seed, o.mtu, o.window, o.n
 	r := rand.New(rand.NewPCG(seed, 42))
-	a, b = newSide(t, "a", mtu, window), newSide(t, "b", mtu, window)
-	a.psn, b.psn, a.fixPSN, b.fixPSN = o.psnA, o.psnB, o.fixPSN, o.fixPSN
-	b.noRecv = o.noRecvB
-	a.regions(t, r)
-	b.regions(t, r)
-	plan(a, b, r, n, mtu)
-	plan(b, a, r, n, mtu)
+	for i := range qps {
+		a, b := newSide(t, "a", mtu, window), newSide(t, "b", mtu, window)
+		if i > 0 {
+			a.name, b.name = fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+			a.dev, a.m, b.dev, b.m = as[0].dev, as[0].m, bs[0].dev, bs[0].m
+		}
+		a.psn, b.psn, a.fixPSN, b.fixPSN = o.psnA+uint32(i), o.psnB+uint32(i), o.fixPSN, o.fixPSN
+		b.noRecv = o.noRecvB
+		a.regions(t, r)
+		b.regions(t, r)
+		plan(a, b, r, n, mtu)
+		plan(b, a, r, n, mtu)
+		as, bs = append(as, a), append(bs, b)
+	}
 	prog := testplane.Program()
 	if o.wrap != nil {
 		plain := prog.New
@@ -330,40 +347,56 @@ func runPairWith(t *testing.T, top *topologies.Topology, o pairOpts) (a, b *side
 	}
 	const service = 7
 	hosts := top.Hosts()
-	bp := b.params()
-	bp.RetryCnt, bp.RNRRetry = o.retryCnt, o.rnrCnt
-	if err := b.m.Listen(service, bp, func(c *cm.Conn) { b.conn = c; b.start(a) }); err != nil {
+	aps := make([]cm.Params, qps)
+	for i := range qps {
+		a, b := as[i], bs[i]
+		bp := b.params()
+		bp.RetryCnt, bp.RNRRetry = o.retryCnt, o.rnrCnt
+		if err := b.m.Listen(service+uint64(i), bp, func(c *cm.Conn) { b.conn = c; b.start(a) }); err != nil {
+			t.Fatal(err)
+		}
+		aps[i] = a.params()
+		aps[i].RetryCnt, aps[i].RNRRetry = o.retryCnt, o.rnrCnt
+	}
+	if _, err := cm.Attach(tb, hosts[1].Name, bs[0].dev, bs[0].m); err != nil {
 		t.Fatal(err)
 	}
-	ap := a.params()
-	ap.RetryCnt, ap.RNRRetry = o.retryCnt, o.rnrCnt
-	if _, err := cm.Attach(tb, hosts[1].Name, b.dev, b.m); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cm.Attach(tb, hosts[0].Name, a.dev, a.m); err != nil {
+	if _, err := cm.Attach(tb, hosts[0].Name, as[0].dev, as[0].m); err != nil {
 		t.Fatal(err)
 	}
 	// Connect once both devices have started (their Start events run first).
 	tb.Sim.At(tb.Sim.Now(), func() {
-		err := a.m.Connect(hosts[1].IP, service, ap, func(c *cm.Conn, err error) {
+		for i := range qps {
+			a, b := as[i], bs[i]
+			err := a.m.Connect(hosts[1].IP, service+uint64(i), aps[i], func(c *cm.Conn, err error) {
+				if err != nil {
+					a.failures = append(a.failures, err.Error())
+					return
+				}
+				a.conn = c
+				a.start(b)
+			})
 			if err != nil {
 				a.failures = append(a.failures, err.Error())
-				return
 			}
-			a.conn = c
-			a.start(b)
-		})
-		if err != nil {
-			a.failures = append(a.failures, err.Error())
 		}
 	})
-	err = tb.Run(context.Background(), 100*time.Microsecond, o.limit, func() bool { return o.done(a, b) })
+	done := func() bool {
+		for i := range qps {
+			if !o.done(as[i], bs[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	err = tb.Run(context.Background(), 100*time.Microsecond, o.limit, done)
 	if err != nil {
+		a, b := as[0], bs[0]
 		t.Fatalf("%v; a: %d/%d sends, %d/%d receives, %v; b: %d/%d sends, %d/%d receives, %v", err,
 			len(a.sendWCs), len(a.ops), len(a.recvWCs), len(a.expRecv), a.dev.Counters(),
 			len(b.sendWCs), len(b.ops), len(b.recvWCs), len(b.expRecv), b.dev.Counters())
 	}
-	return a, b, tb.Now()
+	return as, bs, tb.Now()
 }
 
 // TestReliableUnderImpairments is the property of an RC connection: under

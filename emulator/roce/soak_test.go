@@ -80,26 +80,35 @@ func drawCase(seed uint64) soakCase {
 
 // TestSoakReliable is TestReliableUnderImpairments with every parameter
 // drawn: loss, duplication and reordering of 0–5% each, link rate and
-// delay, MTU, requester window, the number of operations, and starting
-// PSNs just below 2^24 so that the PSNs wrap during the run. Every
+// delay, MTU, requester window, the number of operations, starting PSNs
+// just below 2^24 so that the PSNs wrap during the run, and 1–8
+// connections between the two devices at once. Every
 // request must complete successfully, in order, and every byte land once
 // where it was sent, nothing else written.
 func TestSoakReliable(t *testing.T) {
 	n := soakCount(16, 4)
 	for seed := range uint64(n) {
 		c := drawCase(seed + 1)
-		t.Run(fmt.Sprintf("seed%d", seed+1), func(t *testing.T) {
+		// Connections between the two devices: one in half the cases,
+		// up to 8 at once otherwise (a stream of its own).
+		qps := 1
+		if q := rand.New(rand.NewPCG(seed, 0x9b5)); q.IntN(2) == 0 {
+			qps = 2 + q.IntN(7)
+		}
+		t.Run(fmt.Sprintf("seed%d-qps%d", seed+1, qps), func(t *testing.T) {
 			t.Parallel()
 			top := pair(t, c.imp, c.rate, c.delay)
-			a, b, _ := runPairWith(t, top, pairOpts{seed: seed + 1, mtu: c.mtu, window: c.window, n: c.n,
-				psnA: c.psnA, psnB: c.psnB, fixPSN: true})
-			for _, e := range append(a.check(b), b.check(a)...) {
-				t.Error(e)
+			as, bs, _ := runQPs(t, top, pairOpts{seed: seed + 1, mtu: c.mtu, window: c.window, n: c.n,
+				psnA: c.psnA, psnB: c.psnB, fixPSN: true}, qps)
+			for i := range as {
+				for _, e := range append(as[i].check(bs[i]), bs[i].check(as[i])...) {
+					t.Error(e)
+				}
 			}
 			if t.Failed() {
-				t.Logf("case: %v", c)
-				t.Logf("a: %v", a.dev.Counters())
-				t.Logf("b: %v", b.dev.Counters())
+				t.Logf("case: %v, %d connections", c, qps)
+				t.Logf("a: %v", as[0].dev.Counters())
+				t.Logf("b: %v", bs[0].dev.Counters())
 			}
 		})
 	}
