@@ -866,31 +866,46 @@ func (e *engine) checkHold(r *run) {
 	if e.fault != nil {
 		return
 	}
-	on := func(x *run) []*topologies.Node {
-		out := []*topologies.Node{x.sw}
-		for _, t := range x.tree.Lower {
-			out = append(out, t)
-		}
-		return out
-	}
-	mine := on(r)
-	for _, sw := range mine {
+	within := func(sw *topologies.Node) bool {
 		if r.b.Base < 0 || r.b.Base+r.b.Size > e.mem[sw.Name] {
 			e.fault = fmt.Errorf("flow model: job %d holds %v on %s, which has %d aggregators", r.spec.ID, r.b, sw.Name, e.mem[sw.Name])
+			return false
+		}
+		return true
+	}
+	if !within(r.sw) {
+		return
+	}
+	for _, t := range r.tree.Lower {
+		if !within(t) {
 			return
 		}
+	}
+	shared := func(o *run, sw *topologies.Node) bool {
+		if r.on(sw) {
+			e.fault = fmt.Errorf("flow model: at %.9f s jobs %d (%v) and %d (%v) hold aggregators of %s at once", e.now, r.spec.ID, r.b, o.spec.ID, o.b, sw.Name)
+			return true
+		}
+		return false
 	}
 	for _, o := range e.active {
 		if o == r || !o.holds() || !r.b.Overlaps(o.b) {
 			continue
 		}
-		for _, sw := range on(o) {
-			if slices.Contains(mine, sw) {
-				e.fault = fmt.Errorf("flow model: at %.9f s jobs %d (%v) and %d (%v) hold aggregators of %s at once", e.now, r.spec.ID, r.b, o.spec.ID, o.b, sw.Name)
+		if shared(o, o.sw) {
+			return
+		}
+		for _, t := range o.tree.Lower {
+			if shared(o, t) {
 				return
 			}
 		}
 	}
+}
+
+// on reports whether sw is a switch of r's tree.
+func (r *run) on(sw *topologies.Node) bool {
+	return r.sw == sw || slices.Contains(r.tree.Lower, sw)
 }
 
 // maxTo raises the entries of per-node values of r's tree switches to v.
