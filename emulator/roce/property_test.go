@@ -2,6 +2,7 @@ package roce_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -75,6 +76,8 @@ type side struct {
 	fixPSN bool
 	// noRecv posts no receive request (the peer's SENDs meet RNR NAKs).
 	noRecv bool
+	// timeout is the local ACK timeout code (0: 8, about 1 ms).
+	timeout uint8
 
 	ops      []op // what this side sends, in order
 	sendWCs  []roce.Completion
@@ -178,7 +181,7 @@ func (s *side) params() cm.Params {
 	})
 	return cm.Params{
 		QP:      roce.QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4096, MaxRecvWR: 4096},
-		Timeout: 8, // 1 ms
+		Timeout: cmp.Or(s.timeout, 8), // 8: 1 ms
 		PSN:     s.psn,
 		FixPSN:  s.fixPSN,
 		Region:  cm.Region{Addr: s.dst.Addr, RKey: s.dst.RKey, Length: regionSize},
@@ -292,6 +295,7 @@ type pairOpts struct {
 	done             func(a, b *side) bool                         // the end of the run (nil: both plans done)
 	retryCnt, rnrCnt uint8                                         // the QPs' retry counts (0: 7)
 	noRecvB          bool                                          // b posts no receive request
+	timeout          uint8                                         // the local ACK timeout code (0: 8, about 1 ms)
 }
 
 // runPairWith connects a and b over top and runs both plans until
@@ -318,6 +322,7 @@ func runQPs(t *testing.T, top *topologies.Topology, o pairOpts, qps int) (as, bs
 		}
 		a.psn, b.psn, a.fixPSN, b.fixPSN = o.psnA+uint32(i), o.psnB+uint32(i), o.fixPSN, o.fixPSN
 		b.noRecv = o.noRecvB
+		a.timeout, b.timeout = o.timeout, o.timeout
 		a.regions(t, r)
 		b.regions(t, r)
 		plan(a, b, r, n, mtu)

@@ -98,8 +98,18 @@ func TestSoakReliable(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d-qps%d", seed+1, qps), func(t *testing.T) {
 			t.Parallel()
 			top := pair(t, c.imp, c.rate, c.delay)
+			// The ACK timeout covers twice a full buffer's drain, as a
+			// deployment's must: shorter, the connections' own queueing
+			// (several windows at 1 Gbps) exhausts the retries.
+			var code uint8 = 8
+			for _, l := range top.Links {
+				drain := time.Duration(float64(l.Buffer) * 8 / float64(l.Rate) * float64(time.Second))
+				for wire.AckTimeout(code) < 2*drain {
+					code++
+				}
+			}
 			as, bs, _ := runQPs(t, top, pairOpts{seed: seed + 1, mtu: c.mtu, window: c.window, n: c.n,
-				psnA: c.psnA, psnB: c.psnB, fixPSN: true}, qps)
+				psnA: c.psnA, psnB: c.psnB, fixPSN: true, timeout: code}, qps)
 			for i := range as {
 				for _, e := range append(as[i].check(bs[i]), bs[i].check(as[i])...) {
 					t.Error(e)
