@@ -4,7 +4,7 @@ COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X main.commit=$(COMMIT)
 BIN     := bin/tracebed
 
-.PHONY: all build run test crossval bench lint portable fuzz fuzz-inputs soak clean p4 image
+.PHONY: all build run test crossval bench lint portable fuzz fuzz-inputs soak soak-ina clean p4 image
 
 all: build
 
@@ -86,6 +86,16 @@ fuzz-inputs:
 SOAK_FACTOR ?= 100
 soak:
 	$(GO) test ./cmd/tracebed -run '^TestSoak$$' -v -timeout 2h -soak -soak.factor $(SOAK_FACTOR)
+
+# The randomized soaks of INA and RoCE (docs/reliability.md §8) at
+# SOAK_CASES random cases each (make test runs a few of each); the flow
+# model's at ten times as many fabrics.
+SOAK_CASES ?= 300
+soak-ina:
+	$(GO) test ./emulator/roce -run Soak -count=1 -timeout 2h -roce.soak $(SOAK_CASES)
+	$(GO) test ./workloads/freeina -run '^TestSoak$$' -count=1 -timeout 2h -freeina.soak $(SOAK_CASES)
+	$(GO) test ./workloads/training/flow -run SoakPolicies -count=1 -timeout 2h -flow.soak $$(( $(SOAK_CASES) * 10 ))
+	$(GO) test ./workloads/training -run SoakPacketPolicies -count=1 -timeout 2h -training.soak $(SOAK_CASES)
 
 # Compile every P4 program (p4/*/*.p4) for bmv2 with p4c-bm2-ss when it is
 # installed: bin/p4/NAME.json and bin/p4/NAME.p4info.txtpb. Without p4c it

@@ -2,12 +2,14 @@ package roce_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/tracebed/tracebed/emulator/dataplane"
 	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/roce"
 	"github.com/tracebed/tracebed/emulator/roce/cm"
@@ -67,6 +69,15 @@ type side struct {
 	conn *cm.Conn
 
 	src, dst, rsrc, rdst, rbuf *roce.MR
+
+	// psn, if fixPSN, is the starting PSN of this side's requests (else
+	// the connection manager draws one).
+	psn    uint32
+	fixPSN bool
+	// noRecv posts no receive request (the peer's SENDs meet RNR NAKs).
+	noRecv bool
+	// timeout is the local ACK timeout code (0: 8, about 1 ms).
+	timeout uint8
 
 	ops      []op // what this side sends, in order
 	sendWCs  []roce.Completion
@@ -170,9 +181,14 @@ func (s *side) params() cm.Params {
 	})
 	return cm.Params{
 		QP:      roce.QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: 4096, MaxRecvWR: 4096},
-		Timeout: 8, // 1 ms
+		Timeout: cmp.Or(s.timeout, 8), // 8: 1 ms
+		PSN:     s.psn,
+		FixPSN:  s.fixPSN,
 		Region:  cm.Region{Addr: s.dst.Addr, RKey: s.dst.RKey, Length: regionSize},
 		OnReady: func(c *cm.Conn) {
+			if s.noRecv {
+				return
+			}
 			for _, o := range s.expRecv {
 				if err := c.QP.PostRecv(roce.RecvWR{ID: o.recvID, Local: s.rbuf.SGE(o.dst, o.size)}); err != nil {
 					s.failures = append(s.failures, fmt.Sprintf("post recv: %v", err))
@@ -265,51 +281,127 @@ func (s *side) check(peer *side) []string {
 // runPair connects a and b over top and runs both plans to the end.
 func runPair(t *testing.T, top *topologies.Topology, seed uint64, mtu, window, n int) (a, b *side, elapsed time.Duration) {
 	t.Helper()
+	return runPairWith(t, top, pairOpts{seed: seed, mtu: mtu, window: window, n: n})
+}
+
+// pairOpts are runPairWith's parameters beyond the topology.
+type pairOpts struct {
+	seed             uint64
+	mtu, window, n   int
+	psnA, psnB       uint32 // starting PSNs, if fixPSN
+	fixPSN           bool
+	wrap             func(dataplane.Dataplane) dataplane.Dataplane // wraps the switch's data plane, if set
+	limit            time.Duration                                 // of testbed time (0: 30 s)
+	done             func(a, b *side) bool                         // the end of the run (nil: both plans done)
+	retryCnt, rnrCnt uint8                                         // the QPs' retry counts (0: 7)
+	noRecvB          bool                                          // b posts no receive request
+	timeout          uint8                                         // the local ACK timeout code (0: 8, about 1 ms)
+}
+
+// runPairWith connects a and b over top and runs both plans until
+// o.done.
+func runPairWith(t *testing.T, top *topologies.Topology, o pairOpts) (a, b *side, elapsed time.Duration) {
+	t.Helper()
+	as, bs, elapsed := runQPs(t, top, o, 1)
+	return as[0], bs[0], elapsed
+}
+
+// runQPs is runPairWith with qps connections between the two hosts'
+// devices, each with a plan of its own both ways (a[i] and b[i] share
+// their host's device and connection manager), all running at once; o.done
+// is asked of every pair.
+func runQPs(t *testing.T, top *topologies.Topology, o pairOpts, qps int) (as, bs []*side, elapsed time.Duration) {
+	t.Helper()
+	seed, mtu, window, n := o.seed, o.mtu, o.window, o.n
 	r := rand.New(rand.NewPCG(seed, 42))
-	a, b = newSide(t, "a", mtu, window), newSide(t, "b", mtu, window)
-	a.regions(t, r)
-	b.regions(t, r)
-	plan(a, b, r, n, mtu)
-	plan(b, a, r, n, mtu)
+	for i := range qps {
+		a, b := newSide(t, "a", mtu, window), newSide(t, "b", mtu, window)
+		if i > 0 {
+			a.name, b.name = fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+			a.dev, a.m, b.dev, b.m = as[0].dev, as[0].m, bs[0].dev, bs[0].m
+		}
+		a.psn, b.psn, a.fixPSN, b.fixPSN = o.psnA+uint32(i), o.psnB+uint32(i), o.fixPSN, o.fixPSN
+		b.noRecv = o.noRecvB
+		a.timeout, b.timeout = o.timeout, o.timeout
+		a.regions(t, r)
+		b.regions(t, r)
+		plan(a, b, r, n, mtu)
+		plan(b, a, r, n, mtu)
+		as, bs = append(as, a), append(bs, b)
+	}
 	prog := testplane.Program()
+	if o.wrap != nil {
+		plain := prog.New
+		prog.New = func(sw *topologies.Node, routes topologies.RouteTable) (dataplane.Dataplane, error) {
+			d, err := plain(sw, routes)
+			if err != nil {
+				return nil, err
+			}
+			return o.wrap(d), nil
+		}
+	}
+	if o.limit == 0 {
+		o.limit = 30 * time.Second
+	}
+	if o.done == nil {
+		o.done = func(a, b *side) bool { return a.done(b) && b.done(a) }
+	}
 	tb, err := testbed.NewSim(testbed.Config{Topology: top, Program: &prog, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const service = 7
 	hosts := top.Hosts()
-	bp := b.params()
-	if err := b.m.Listen(service, bp, func(c *cm.Conn) { b.conn = c; b.start(a) }); err != nil {
+	aps := make([]cm.Params, qps)
+	for i := range qps {
+		a, b := as[i], bs[i]
+		bp := b.params()
+		bp.RetryCnt, bp.RNRRetry = o.retryCnt, o.rnrCnt
+		if err := b.m.Listen(service+uint64(i), bp, func(c *cm.Conn) { b.conn = c; b.start(a) }); err != nil {
+			t.Fatal(err)
+		}
+		aps[i] = a.params()
+		aps[i].RetryCnt, aps[i].RNRRetry = o.retryCnt, o.rnrCnt
+	}
+	if _, err := cm.Attach(tb, hosts[1].Name, bs[0].dev, bs[0].m); err != nil {
 		t.Fatal(err)
 	}
-	ap := a.params()
-	if _, err := cm.Attach(tb, hosts[1].Name, b.dev, b.m); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cm.Attach(tb, hosts[0].Name, a.dev, a.m); err != nil {
+	if _, err := cm.Attach(tb, hosts[0].Name, as[0].dev, as[0].m); err != nil {
 		t.Fatal(err)
 	}
 	// Connect once both devices have started (their Start events run first).
 	tb.Sim.At(tb.Sim.Now(), func() {
-		err := a.m.Connect(hosts[1].IP, service, ap, func(c *cm.Conn, err error) {
+		for i := range qps {
+			a, b := as[i], bs[i]
+			err := a.m.Connect(hosts[1].IP, service+uint64(i), aps[i], func(c *cm.Conn, err error) {
+				if err != nil {
+					a.failures = append(a.failures, err.Error())
+					return
+				}
+				a.conn = c
+				a.start(b)
+			})
 			if err != nil {
 				a.failures = append(a.failures, err.Error())
-				return
 			}
-			a.conn = c
-			a.start(b)
-		})
-		if err != nil {
-			a.failures = append(a.failures, err.Error())
 		}
 	})
-	err = tb.Run(context.Background(), 100*time.Microsecond, 30*time.Second, func() bool { return a.done(b) && b.done(a) })
+	done := func() bool {
+		for i := range qps {
+			if !o.done(as[i], bs[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	err = tb.Run(context.Background(), 100*time.Microsecond, o.limit, done)
 	if err != nil {
+		a, b := as[0], bs[0]
 		t.Fatalf("%v; a: %d/%d sends, %d/%d receives, %v; b: %d/%d sends, %d/%d receives, %v", err,
 			len(a.sendWCs), len(a.ops), len(a.recvWCs), len(a.expRecv), a.dev.Counters(),
 			len(b.sendWCs), len(b.ops), len(b.recvWCs), len(b.expRecv), b.dev.Counters())
 	}
-	return a, b, tb.Now()
+	return as, bs, tb.Now()
 }
 
 // TestReliableUnderImpairments is the property of an RC connection: under

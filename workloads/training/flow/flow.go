@@ -271,10 +271,13 @@ type engine struct {
 	sws     []*topologies.Node
 	occ     []float64 // shared-mode occupancy per node index (scratch)
 	want    []float64 // aggregators in use per node index (scratch)
+	pool    []float64 // the largest shared pool per node index (scratch)
 	// arl: the policy allocates memory per all-reduce (FreeINA): a job's
 	// binding is asked for when its all-reduce starts and released when
 	// it ends.
 	arl bool
+	// fault is the first breach of the memory invariants (checkHold).
+	fault error
 }
 
 // Simulate runs the flow-level model.
@@ -348,12 +351,20 @@ func Simulate(ctx context.Context, s Setup) (*Outcome, error) {
 		if err := e.handle(ev, r); err != nil {
 			return nil, err
 		}
+		if e.fault != nil {
+			return nil, e.fault
+		}
 		if e.dirty {
 			e.reallocate()
 		}
 	}
 	if e.done != len(e.runs) {
 		return nil, fmt.Errorf("flow model stopped with %d of %d jobs done", e.done, len(e.runs))
+	}
+	for _, sw := range e.sws {
+		if n := e.inUse[sw.Name]; math.Abs(n) > 1e-6 {
+			return nil, fmt.Errorf("flow model: %s has %.3f aggregators in use after every job finished", sw.Name, n)
+		}
 	}
 	return e.outcome(), nil
 }
@@ -594,6 +605,7 @@ func (e *engine) beginAllReduce(r *run) error {
 	}
 	r.b, r.haveB = act.Binding, true
 	if r.b.Mode == inasched.RDMA && r.b.INA() {
+		e.checkHold(r)
 		e.use(r, float64(r.b.Size))
 	}
 	return nil
@@ -606,6 +618,7 @@ func (e *engine) grant(r *run, handoff bool) {
 	if handoff {
 		r.granted += e.s.Net.Control.Seconds()
 	}
+	e.checkHold(r)
 	e.use(r, float64(r.b.Size))
 	if r.computed {
 		e.tryStart(r)
@@ -708,17 +721,20 @@ func (e *engine) reallocate() {
 	if len(e.occ) < len(e.s.Top.Nodes) {
 		e.occ = make([]float64, len(e.s.Top.Nodes))
 		e.want = make([]float64, len(e.s.Top.Nodes))
+		e.pool = make([]float64, len(e.s.Top.Nodes))
 	}
 	clear(e.occ)
 	clear(e.want)
+	clear(e.pool)
 	for _, r := range e.active {
-		if r.holder {
+		if r.holds() {
 			r.addTo(e.want, float64(r.b.Size))
 		}
 		if r.sharing() {
 			o := r.occupancy()
 			r.addTo(e.occ, o)
 			r.addTo(e.want, o)
+			r.maxTo(e.pool, float64(r.b.Size))
 		}
 	}
 	flows := e.flows[:0]
@@ -764,13 +780,18 @@ func (e *engine) reallocate() {
 		}
 	}
 	if passes > 1 {
+		// The occupancies at the collision probabilities found (e.occ
+		// is of the last pass's start).
 		clear(e.want)
+		clear(e.occ)
 		for _, r := range e.active {
-			if r.holder {
+			if r.holds() {
 				r.addTo(e.want, float64(r.b.Size))
 			}
 			if r.sharing() {
-				r.addTo(e.want, r.occupancy())
+				o := r.occupancy()
+				r.addTo(e.occ, o)
+				r.addTo(e.want, o)
 			}
 		}
 	}
@@ -795,9 +816,13 @@ func (e *engine) reallocate() {
 		r.scheduled = true
 		e.push(e.now+r.remaining/r.rate, evStreamEnd, e.index(r), r.ver)
 	}
-	// Aggregators in use changed with the phases; refresh them.
+	// Aggregators in use changed with the phases; refresh them. The
+	// shared-mode windows may add up to more than their pool (the excess
+	// collides, above), but a pool holds no more than its aggregators.
 	for _, sw := range e.sws {
-		if d := e.want[sw.Index] - e.inUse[sw.Name]; math.Abs(d) > 1e-9 {
+		i := sw.Index
+		want := e.want[i] - e.occ[i] + min(e.occ[i], e.pool[i])
+		if d := want - e.inUse[sw.Name]; math.Abs(d) > 1e-9 {
 			e.setUse(sw.Name, d)
 		}
 	}
@@ -823,6 +848,71 @@ func (r *run) addTo(per []float64, v float64) {
 	per[r.sw.Index] += v
 	for _, t := range r.tree.Lower {
 		per[t.Index] += v
+	}
+}
+
+// holds reports whether r holds its binding's range exclusively now: a
+// pool it was granted, or FreeINA's memory for its all-reduce.
+func (r *run) holds() bool {
+	return r.holder || r.haveB && r.b.Mode == inasched.RDMA && r.b.INA() && (r.phase == skew || r.phase == streaming || r.phase == draining)
+}
+
+// checkHold checks, as r takes its range, that the range lies within the
+// memory of every switch of its tree and that no other job holds any of
+// it on a switch they share (one holder per pool at a time, pools
+// disjoint); the first breach is the run's error (a bug of a policy or of
+// the admission, not of the input).
+func (e *engine) checkHold(r *run) {
+	if e.fault != nil {
+		return
+	}
+	within := func(sw *topologies.Node) bool {
+		if r.b.Base < 0 || r.b.Base+r.b.Size > e.mem[sw.Name] {
+			e.fault = fmt.Errorf("flow model: job %d holds %v on %s, which has %d aggregators", r.spec.ID, r.b, sw.Name, e.mem[sw.Name])
+			return false
+		}
+		return true
+	}
+	if !within(r.sw) {
+		return
+	}
+	for _, t := range r.tree.Lower {
+		if !within(t) {
+			return
+		}
+	}
+	shared := func(o *run, sw *topologies.Node) bool {
+		if r.on(sw) {
+			e.fault = fmt.Errorf("flow model: at %.9f s jobs %d (%v) and %d (%v) hold aggregators of %s at once", e.now, r.spec.ID, r.b, o.spec.ID, o.b, sw.Name)
+			return true
+		}
+		return false
+	}
+	for _, o := range e.active {
+		if o == r || !o.holds() || !r.b.Overlaps(o.b) {
+			continue
+		}
+		if shared(o, o.sw) {
+			return
+		}
+		for _, t := range o.tree.Lower {
+			if shared(o, t) {
+				return
+			}
+		}
+	}
+}
+
+// on reports whether sw is a switch of r's tree.
+func (r *run) on(sw *topologies.Node) bool {
+	return r.sw == sw || slices.Contains(r.tree.Lower, sw)
+}
+
+// maxTo raises the entries of per-node values of r's tree switches to v.
+func (r *run) maxTo(per []float64, v float64) {
+	per[r.sw.Index] = max(per[r.sw.Index], v)
+	for _, t := range r.tree.Lower {
+		per[t.Index] = max(per[t.Index], v)
 	}
 }
 
