@@ -532,11 +532,14 @@ func sets(n *yaml.Node, key string) bool {
 	return false
 }
 
-// checkTrace refuses a trace the scenario cannot replay: pages of another
-// size, page numbers beyond a host's page table, or more compute than a
-// run may take (whose clock, at the scenario's scale, would then run out).
+// checkTrace refuses a trace the scenario cannot replay: no accesses (a
+// run of nothing, whose figures would all be zero), pages of another size,
+// page numbers beyond a host's page table, or more compute than a run may
+// take (whose clock, at the scenario's scale, would then run out).
 func (s *scenario) checkTrace(t *memtrace.Prepared) error {
 	switch {
+	case t.Stats.Accesses == 0:
+		return fmt.Errorf("%s: no accesses: a host replaying it would do nothing and every figure of the run would be zero; want a trace with at least one access", t.Name)
 	case t.Header.PageSize != s.pageSize:
 		return fmt.Errorf("%s: the trace's pages are %d bytes, the scenario's %d (page_size)", t.Name, t.Header.PageSize, s.pageSize)
 	case t.Stats.MaxPage >= paging.MaxPages:
