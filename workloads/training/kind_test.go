@@ -157,6 +157,8 @@ func TestSpecErrors(t *testing.T) {
 		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
 		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
 		{"bad load", head + "policies: [noina]\nscenarios: [{name: a, load: 0}]\n", "scenarios[0].load: 0"},
+		{"huge turnaround", head + "policies: [noina]\nworkload: {turnaround: 1000s}\n", "s.yaml:4:24: workload.turnaround: turnaround 16m40s: want 0 to 1s"},
+		{"huge control", head + "policies: [dynaina]\nscenarios: [{name: a, control: 2s}]\n", "s.yaml:4:32: scenarios[0].control: control latency 2s: want 0 to 1s"},
 		{"bad jitter", head + "policies: [noina]\nworkload: {jitter: 0.9}\n", "workload.jitter: jitter 0.9"},
 		{"unknown field", head + "policies: [noina]\nworkload: {jobz: 3}\n", "workload.jobz"},
 		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "s.yaml:4:8: trace: nosuch.csv: no such file"},
@@ -482,5 +484,38 @@ func TestATPDefaults(t *testing.T) {
 		if n.ATPHold != tt.hold || n.ATPCollisions != tt.collisions {
 			t.Errorf("%q: hold %s, collisions %s; want %s, %s", tt.body, n.ATPHold, n.ATPCollisions, tt.hold, tt.collisions)
 		}
+	}
+}
+
+// TestLimitsNameTheField: a run refused for its memory or events is
+// refused at the field that drives the need.
+func TestLimitsNameTheField(t *testing.T) {
+	head := "kind: ina\ntopology: {generate: star, hosts: 8, aggregators: 256}\npolicies: [noina]\n"
+	for _, tt := range []struct {
+		name, body string
+		limits     experiments.Limits
+		want       string
+	}{
+		{"job list's events", head + "workload: {job_list: [{model: vgg16, workers: 2, iterations: 1000000}]}\n",
+			experiments.Limits{Memory: experiments.DefaultLimits.Memory, Events: 1e5}, "s.yaml:4:22: workload.job_list: a run of scenario default fires about 4e+06"},
+		{"job list's memory", head + "workload: {job_list: [{model: vgg16, workers: 2, iterations: 1000000}]}\n",
+			experiments.Limits{Memory: 64 << 20, Events: 1e10}, "s.yaml:4:22: workload.job_list: a run of scenario default needs about"},
+		{"switch memory", head + "workload: {jobs: 2}\nscenarios: [{name: a, aggregators: 1000000}]\n",
+			experiments.Limits{Memory: 64 << 20, Events: 1e10}, "s.yaml:5:36: scenarios[0].aggregators: a run of scenario a needs about"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := experiments.ParseSpec(filepath.Join(t.TempDir(), "s.yaml"), []byte(tt.body), embedded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exp, err := Kind{}.Compile(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = experiments.CheckLimits(spec, exp, tt.limits)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v; want it to contain %q", err, tt.want)
+			}
+		})
 	}
 }
