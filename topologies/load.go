@@ -393,6 +393,11 @@ func (f *File) Build(file string) (*Topology, error) {
 			probs.Add(w.Errorf("buffer", "must be positive (e.g. 1MiB)"))
 			ok = false
 		}
+		if l.Loss >= 1 {
+			// Nothing crosses it: a run that sends packets over it never ends.
+			probs.Add(w.Errorf("loss", "%v: the link would lose every frame; want a probability below 1", l.Loss))
+			ok = false
+		}
 		// Check both ends before attaching either.
 		var ends [2]*Port
 		for j, ep := range ls.Endpoints {

@@ -147,6 +147,7 @@ func TestBadTopologies(t *testing.T) {
 		{"disconnected", "name: t\ntopology:\n  nodes:\n    s1: {kind: switch}\n    s2: {kind: switch}\n    h1: {kind: host}\n    h2: {kind: host}\n  links:\n    - endpoints: [h1, s1]\n    - endpoints: [h2, s2]\n", 7, "topology.nodes.h2", "not connected"},
 		{"self link", head + "    - endpoints: [s1, s1]\n", 8, "topology.links[0].endpoints", "two different nodes"},
 		{"bad loss", head + "    - endpoints: [h1, s1]\n      loss: 2\n", 9, "topology.links[0].loss", "outside [0, 1]"},
+		{"loss of every frame", head + "    - endpoints: [h1, s1]\n      loss: 100%\n", 9, "topology.links[0].loss", "lose every frame"},
 		{"queues", "name: t\ntopology:\n  nodes:\n    s1: {kind: switch, queues: 0}\n  links: []\n", 4, "topology.nodes.s1.queues", "want 1 to 64"},
 		{"host aggregators", "name: t\ntopology:\n  nodes:\n    h1: {kind: host, aggregators: 4}\n  links: []\n", 4, "topology.nodes.h1.aggregators", "only switches"},
 		{"used iface", head + "    - endpoints: [h1, s1:eth1]\n    - endpoints: [h2, s1:eth1]\n", 9, "topology.links[1].endpoints[1]", "already used"},

@@ -350,6 +350,14 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		return nil, bad("background", "burst %v and frame %v: want a positive burst and a frame of 64 to 65000 bytes", p.Background.Burst, p.Background.Frame)
 	case p.Iterations < 0:
 		return nil, bad("iterations", "%d; want 0 (the workload's default) or more", p.Iterations)
+	case p.Loss >= 0.5:
+		// Past that, pages are hardly ever fetched: a loss of 1 never
+		// ended (as roce-demo, which also refuses it).
+		return nil, bad("loss", "%v; below 50%% please, or the pages' transfers are lost over and over and the run never ends", p.Loss)
+	case p.FaultOverhead < 0 || p.FaultOverhead > maxOverhead:
+		return nil, bad("fault_overhead", "%v; want 0 to %v of CPU a fault (Fastswap's are microseconds)", p.FaultOverhead, maxOverhead)
+	case p.ReclaimOverhead < 0 || p.ReclaimOverhead > maxOverhead:
+		return nil, bad("reclaim_overhead", "%v; want 0 to %v of CPU a reclaimed page (Fastswap's are microseconds)", p.ReclaimOverhead, maxOverhead)
 	}
 	s := &scenario{p: p, pageSize: int(p.PageSize), scale: spec.Scale}
 	if spec.Substrate == "netns" {
@@ -948,6 +956,11 @@ func (sc *scenario) fitsMTU(mtu int) error {
 	}
 	return nil
 }
+
+// maxOverhead bounds the CPU cost of a fault and of a reclaimed page: a
+// thousand times Fastswap's. At 1000 s a fault, a run validated and then
+// spun to the run limit.
+const maxOverhead = units.Duration(time.Millisecond)
 
 // runLimit is how much testbed time (at scale 1) a run may take;
 // maxDoneStep bounds how often the driver asks the hosts whether they are

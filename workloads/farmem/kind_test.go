@@ -102,6 +102,9 @@ func TestSpecErrors(t *testing.T) {
 		{"missing trace", head + "scenarios:\n  - {name: a, app: trace}\n", "scenarios[0].trace: app trace needs a trace file"},
 		{"unreadable trace", head + "workload: {app: trace, trace: nope.memtrace}\n", "workload.trace: nope.memtrace: no such file"},
 		{"unknown field", head + "workload: {local_mem: 0.5}\n", "bad.yaml:3:12: workload.local_mem: unknown field"},
+		{"loss of every frame", head + "scenarios:\n  - {name: a, loss: 1}\n", "bad.yaml:4:21: scenarios[0].loss: 1; below 50%"},
+		{"huge fault overhead", head + "workload: {fault_overhead: 1000s}\n", "bad.yaml:3:28: workload.fault_overhead: 16m40s; want 0 to 1ms"},
+		{"huge reclaim overhead", head + "workload: {reclaim_overhead: 2ms}\n", "bad.yaml:3:30: workload.reclaim_overhead: 2ms; want 0 to 1ms"},
 		{"background needs senders", head + "workload: {background: {load: 0.5}}\n", "background: load 0.5 needs senders"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
