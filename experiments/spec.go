@@ -95,6 +95,15 @@ func (s *Spec) AtBMv2Scale() *Spec {
 // trace of gigabytes stops on SIGINT like a run does.
 func (s *Spec) SetContext(ctx context.Context) { s.ctx = ctx }
 
+// Err reports why the spec's context (SetContext) is done, or nil: checks
+// of a kind that take long look at it between steps.
+func (s *Spec) Err() error {
+	if s.ctx == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
 // Interruptible returns open with its reader failing once the spec's
 // context (SetContext) is done.
 func (s *Spec) Interruptible(open func() (io.ReadCloser, error)) func() (io.ReadCloser, error) {

@@ -421,7 +421,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		if err != nil {
 			return nil, bad(key, "%v", err)
 		}
-		st, err := memtrace.Summarize(g)
+		st, err := memtrace.Summarize(interruptible{g, spec})
 		if err != nil {
 			return nil, err
 		}
@@ -430,6 +430,20 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		s.compute = append(s.compute, st.Compute)
 	}
 	return s, nil
+}
+
+// interruptible is a generated access stream that ends with the spec's
+// context: summarizing a large one takes minutes (docs/reliability.md).
+type interruptible struct {
+	memtrace.Source
+	spec *experiments.Spec
+}
+
+func (s interruptible) Read(buf []memtrace.Access) (int, error) {
+	if err := s.spec.Err(); err != nil {
+		return 0, err
+	}
+	return s.Source.Read(buf)
 }
 
 // hostTraces returns each host's trace (nil for hosts that run a

@@ -3,6 +3,7 @@ package farmem
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"math"
 	"os"
@@ -414,5 +415,22 @@ func TestSwitchCounters(t *testing.T) {
 		if len(o.Switches) != 3 || packets == 0 || (classified > 0) != tc.classified || (def > 0) == tc.classified {
 			t.Errorf("%s: %d switches, %d far-memory packets, %d classified, %d default", tc.policy, len(o.Switches), packets, classified, def)
 		}
+	}
+}
+
+// TestCompileInterrupted: Compile, which summarizes every host's generated
+// access stream, stops once the spec's context is done (a SIGTERM to
+// 'tracebed validate' waited a minute at iterations: 100000).
+func TestCompileInterrupted(t *testing.T) {
+	spec, err := experiments.ParseSpec("s.yaml", []byte("kind: farmem\npolicies: [fastswap]\nworkload: {iterations: 1}\n"), readEmbedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("stopped by the test")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(stop)
+	spec.SetContext(ctx)
+	if _, err := (Kind{}).Compile(spec); !errors.Is(err, stop) {
+		t.Fatalf("Compile with its context done: %v; want %v", err, stop)
 	}
 }
