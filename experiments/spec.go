@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -93,6 +94,15 @@ func (s *Spec) AtBMv2Scale() *Spec {
 // Interruptible) fail once ctx is done: compiling a spec that converts a
 // trace of gigabytes stops on SIGINT like a run does.
 func (s *Spec) SetContext(ctx context.Context) { s.ctx = ctx }
+
+// Err reports why the spec's context (SetContext) is done, or nil: checks
+// of a kind that take long look at it between steps.
+func (s *Spec) Err() error {
+	if s.ctx == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
 
 // Interruptible returns open with its reader failing once the spec's
 // context (SetContext) is done.
@@ -498,17 +508,52 @@ func EntryError(s *Spec, e Entry, key, format string, args ...any) error {
 
 // EntryWhere locates key of a scenario or policy entry as EntryError
 // does: the position and the dotted path of the field.
+//
+// A key may name a field inside the entry's value, such as "job_list[2]"
+// or "roles.hosts[0]": the deepest part of it the YAML holds is located.
+// The default scenario of a spec without scenarios takes its values from
+// the workload section, so its fields are located there.
 func EntryWhere(s *Spec, e Entry, key string) (yamlx.Pos, string) {
-	if v := valueOf(e.Node, key); v != nil {
+	if v := lookup(e.Node, key); v != nil {
 		return yamlx.NodePos(s.File, v), e.Path + "." + key
 	}
-	if v := valueOf(s.Workload, key); v != nil {
+	if v := lookup(s.Workload, key); v != nil {
 		return yamlx.NodePos(s.File, v), "workload." + key
 	}
 	if key == "trace" && s.At.Has(key) {
 		return s.At.At(key), key // the spec's own trace, which scenarios share
 	}
+	if e.Node == nil && e.Path == "scenarios" && s.Workload != nil {
+		return yamlx.NodePos(s.File, s.Workload), "workload." + key
+	}
 	return e.Pos, e.Path + "." + key
+}
+
+// lookup finds the value at key in n, where key is a field ("load") or a
+// path of fields and list indices ("job_list[2].arrival"): the deepest
+// value along the path that n holds, or nil if n does not hold its first
+// field.
+func lookup(n *yaml.Node, key string) *yaml.Node {
+	field, path, _ := strings.Cut(key, ".")
+	field, index, _ := strings.Cut(field, "[")
+	v := valueOf(n, field)
+	if v == nil {
+		return nil
+	}
+	for index != "" {
+		idx, rest, _ := strings.Cut(index, "]")
+		i, err := strconv.Atoi(idx)
+		if err != nil || v.Kind != yaml.SequenceNode || i < 0 || i >= len(v.Content) {
+			return v
+		}
+		v, index = v.Content[i], strings.TrimPrefix(rest, "[")
+	}
+	if path != "" {
+		if w := lookup(v, path); w != nil {
+			return w
+		}
+	}
+	return v
 }
 
 func valueOf(n *yaml.Node, key string) *yaml.Node {

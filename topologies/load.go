@@ -363,6 +363,7 @@ func (f *File) Build(file string) (*Topology, error) {
 	if len(f.Topology.Nodes) == 0 && !f.partial {
 		probs.Add(yamlx.Errorf(yamlx.Pos{File: file}, "topology.nodes", "no nodes; a topology needs hosts and switches"))
 	}
+	ports := make(map[portKey]*Port, 2*len(f.Topology.Links)) // attached ports: a switch may have thousands
 	for i, ls := range f.Topology.Links {
 		path := fmt.Sprintf("topology.links[%d]", i)
 		w := ls.At
@@ -390,6 +391,11 @@ func (f *File) Build(file string) (*Topology, error) {
 		ok := true
 		if l.Buffer <= 0 {
 			probs.Add(w.Errorf("buffer", "must be positive (e.g. 1MiB)"))
+			ok = false
+		}
+		if l.Loss >= 1 {
+			// Nothing crosses it: a run that sends packets over it never ends.
+			probs.Add(w.Errorf("loss", "%v: the link would lose every frame; want a probability below 1", l.Loss))
 			ok = false
 		}
 		// Check both ends before attaching either.
@@ -422,7 +428,7 @@ func (f *File) Build(file string) (*Topology, error) {
 				ok = false
 				continue
 			}
-			if p := n.port(iface); p != nil {
+			if p := ports[portKey{n, iface}]; p != nil {
 				probs.Add(w.Errorf(field, "%s:%s is already used by the link at %s", name, iface, p.Link.Pos))
 				ok = false
 				continue
@@ -441,6 +447,7 @@ func (f *File) Build(file string) (*Topology, error) {
 		}
 		for _, p := range ends {
 			p.Node.Ports = append(p.Node.Ports, p)
+			ports[portKey{p.Node, p.Iface}] = p
 		}
 		l.A, l.B = ends[0], ends[1]
 		l.A.Peer, l.B.Peer = l.B, l.A
@@ -468,14 +475,10 @@ func (f *File) Build(file string) (*Topology, error) {
 	return t, nil
 }
 
-// port returns n's port named iface, or nil.
-func (n *Node) port(iface string) *Port {
-	for _, p := range n.Ports {
-		if p.Iface == iface {
-			return p
-		}
-	}
-	return nil
+// portKey names a port by its node and interface.
+type portKey struct {
+	node  *Node
+	iface string
 }
 
 var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)

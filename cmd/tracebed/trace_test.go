@@ -95,6 +95,16 @@ func TestTraceErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("W 1\nW 0b101\nX 2\nR 3 soon\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(dir, "empty.memtxt")
+	if err := os.WriteFile(empty, []byte("# nothing\npages 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var header bytes.Buffer
+	if err := memtrace.WriteBinary(&header, memtrace.Header{PageSize: 4096}, nil); err != nil {
+		t.Fatal(err)
+	}
+	emptyBinary, headerSize := filepath.Join(dir, "empty.memtrace"), header.Len()
+	writeFile(t, emptyBinary, &header)
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -102,6 +112,8 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "convert", bad, filepath.Join(dir, "o.memtrace")}, []string{"bad.memtxt:2: page \"0b101\""}},
 		{[]string{"validate", bad}, []string{"bad.memtxt:2: page \"0b101\"", "bad.memtxt:3: \"X\"", "bad.memtxt:4: gap \"soon\""}},
 		{[]string{"trace", "info", bad}, []string{"bad.memtxt:2:", "bad.memtxt:4:"}},
+		{[]string{"validate", empty}, []string{"empty.memtxt:1: no accesses"}},
+		{[]string{"validate", emptyBinary}, []string{fmt.Sprintf("empty.memtrace: end at byte %d: no accesses", headerSize)}},
 		{[]string{"trace", "convert", bad, filepath.Join(dir, "o.csv")}, []string{"want a memory trace"}},
 		{[]string{"trace", "convert", "--time-compression", "0.5", "../../traces/jobs/sample.csv", filepath.Join(dir, "o.csv")}, []string{"--time-compression 0.5"}},
 		{[]string{"validate", "../../traces/jobs/philly-e13805.trace"}, []string{"philly-e13805.trace:214: total_steps:", "compress the trace in time by 2 or more", "--time-compression of tracebed trace convert, trace info and validate"}},

@@ -170,6 +170,15 @@ func validateMemTrace(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if info.Stats.Accesses == 0 {
+		// A far-memory run refuses it too (its figures would all be zero).
+		const why = "no accesses: a host replaying it would do nothing; want at least one access"
+		if info.Format == memtrace.Binary {
+			end, _ := f.Seek(0, io.SeekCurrent)
+			return "", fmt.Errorf("%s: end at byte %d: %s", path, end, why)
+		}
+		return "", fmt.Errorf("%s:1: %s", path, why)
+	}
 	what := fmt.Sprintf("memory trace, %s format", info.Format)
 	if info.Format == memtrace.Binary {
 		what = fmt.Sprintf("memory trace, binary format version %d", info.Version)

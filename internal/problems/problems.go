@@ -19,7 +19,7 @@ const Max = 20
 type List struct {
 	Limit int
 	errs  []error
-	more  int
+	more  []string // the messages of the problems only counted
 	seen  map[string]bool
 }
 
@@ -38,6 +38,14 @@ func (l *List) Add(err error) bool {
 		}
 		return true
 	}
+	if m, ok := err.(moreProblems); ok {
+		// Another list's problems beyond its limit, joined into its
+		// error: counted here too (once each), not kept as a problem.
+		for _, msg := range m {
+			l.Add(countedError(msg))
+		}
+		return true
+	}
 	if l.seen[err.Error()] {
 		return true
 	}
@@ -52,13 +60,13 @@ func (l *List) Add(err error) bool {
 	if len(l.errs) < limit {
 		l.errs = append(l.errs, err)
 	} else {
-		l.more++
+		l.more = append(l.more, err.Error())
 	}
 	return true
 }
 
 // Len is the number of problems recorded, counted ones included.
-func (l *List) Len() int { return len(l.errs) + l.more }
+func (l *List) Len() int { return len(l.errs) + len(l.more) }
 
 // Err joins the problems kept, followed by how many more there were; it
 // returns the problem itself when there was one, and nil when there were
@@ -67,21 +75,15 @@ func (l *List) Err() error {
 	if l == nil || len(l.errs) == 0 {
 		return nil
 	}
-	if len(l.errs) == 1 && l.more == 0 {
+	if len(l.errs) == 1 && len(l.more) == 0 {
 		return l.errs[0]
 	}
 	errs := l.errs
-	if l.more > 0 {
-		errs = append(errs[:len(errs):len(errs)], more(l.more))
+	if len(l.more) > 0 {
+		errs = append(errs[:len(errs):len(errs)], moreProblems(l.more))
 	}
 	return errors.Join(errs...)
 }
-
-// more is the last line of a report cut at the limit: how many problems
-// were counted but not kept.
-type more int
-
-func (m more) Error() string { return fmt.Sprintf("… and %d more problems", int(m)) }
 
 // Split returns the problems of a report (an error Err returned, or any
 // error joined with errors.Join): err itself when it joins nothing, and
@@ -97,7 +99,7 @@ func Split(err error) []error {
 	}
 	var out []error
 	for _, e := range j.Unwrap() {
-		if _, ok := e.(more); !ok {
+		if _, ok := e.(moreProblems); !ok {
 			out = append(out, e)
 		}
 	}
@@ -123,3 +125,15 @@ func Match(err error, want []string) error {
 	}
 	return errors.Join(bad...)
 }
+
+// moreProblems are the problems a List only counted, the last of the
+// problems its Err joins: their count, and their messages, so that a List
+// they are added to counts each once.
+type moreProblems []string
+
+func (m moreProblems) Error() string { return fmt.Sprintf("… and %d more problems", len(m)) }
+
+// countedError is a problem of another List's moreProblems.
+type countedError string
+
+func (e countedError) Error() string { return string(e) }

@@ -20,6 +20,24 @@ func TestList(t *testing.T) {
 		{name: "the same twice", add: []error{errors.New("a"), errors.New("b"), errors.New("a")}, want: []string{"a", "b"}, n: 2},
 		{name: "joined are counted one by one", limit: 3, add: []error{errors.Join(errors.New("a"), errors.New("b")), errors.New("c"), errors.New("d")},
 			want: []string{"a", "b", "c", "… and 1 more problems"}, n: 4},
+		{name: "another list's count is carried over", limit: 2, add: []error{func() error {
+			inner := List{Limit: 2}
+			for _, e := range []string{"a", "b", "c", "d", "e"} {
+				inner.Add(errors.New(e))
+			}
+			return inner.Err()
+		}(), errors.New("f")}, want: []string{"a", "b", "… and 4 more problems"}, n: 6},
+		{name: "another list's problems are counted once", limit: 2, add: func() []error {
+			var es []error
+			for range 3 { // three users of one section report its five problems
+				inner := List{Limit: 2}
+				for _, e := range []string{"a", "b", "c", "d", "e"} {
+					inner.Add(errors.New(e))
+				}
+				es = append(es, inner.Err())
+			}
+			return es
+		}(), want: []string{"a", "b", "… and 3 more problems"}, n: 5},
 		{name: "default limit", add: func() []error {
 			var es []error
 			for i := range Max + 5 {

@@ -112,8 +112,12 @@ func checkChoices[T any](cs []Choice[T], what string, ok func(T) error) error {
 		}
 		sum += c.Weight
 	}
-	if sum <= 0 {
+	switch {
+	case sum <= 0:
 		return fieldErrorf(what, "the weights sum to zero")
+	case math.IsInf(sum, 0):
+		// Every draw would pick the last choice.
+		return fieldErrorf(what, "the weights sum beyond the largest number (%v); want smaller weights (only their ratios matter)", math.MaxFloat64)
 	}
 	return nil
 }

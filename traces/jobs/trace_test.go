@@ -235,13 +235,14 @@ func TestGenerate(t *testing.T) {
 func TestGenerateErrors(t *testing.T) {
 	good := GenParams{Jobs: 1, Models: []Choice[string]{{"vgg16", 1}}, Workers: []Choice[int]{{2, 1}}, GPUTime: [2]time.Duration{1, 2}}
 	for name, mod := range map[string]func(*GenParams){
-		"jobs":         func(p *GenParams) { p.Jobs = 0 },
-		"model":        func(p *GenParams) { p.Models = []Choice[string]{{"lenet", 1}} },
-		"zero weights": func(p *GenParams) { p.Workers = []Choice[int]{{2, 0}} },
-		"neg weight":   func(p *GenParams) { p.Workers = []Choice[int]{{2, -1}, {4, 2}} },
-		"workers":      func(p *GenParams) { p.Workers = []Choice[int]{{0, 1}} },
-		"gpu time":     func(p *GenParams) { p.GPUTime = [2]time.Duration{3, 2} },
-		"no models":    func(p *GenParams) { p.Models = nil },
+		"jobs":                    func(p *GenParams) { p.Jobs = 0 },
+		"model":                   func(p *GenParams) { p.Models = []Choice[string]{{"lenet", 1}} },
+		"zero weights":            func(p *GenParams) { p.Workers = []Choice[int]{{2, 0}} },
+		"neg weight":              func(p *GenParams) { p.Workers = []Choice[int]{{2, -1}, {4, 2}} },
+		"weights sum to infinity": func(p *GenParams) { p.Workers = []Choice[int]{{2, math.MaxFloat64}, {4, math.MaxFloat64}} },
+		"workers":                 func(p *GenParams) { p.Workers = []Choice[int]{{0, 1}} },
+		"gpu time":                func(p *GenParams) { p.GPUTime = [2]time.Duration{3, 2} },
+		"no models":               func(p *GenParams) { p.Models = nil },
 	} {
 		p := good
 		mod(&p)

@@ -231,7 +231,7 @@ func NewReader(name string, r io.Reader) (*Reader, error) {
 		}
 		rd.off += 4
 		if got, want := crc32.Checksum(hdr, castagnoli), binary.LittleEndian.Uint32(sum[:]); got != want {
-			return nil, fmt.Errorf("%s: header: checksum mismatch (stored %08x, computed %08x): the header (page size, pages hint) is corrupt", name, want, got)
+			return nil, fmt.Errorf("%s: header at byte 0: checksum mismatch (stored %08x, computed %08x): the header (page size, pages hint, bytes 0 to %d) is corrupt", name, want, got, rd.off-1)
 		}
 	}
 	if fixed[5] > 30 {

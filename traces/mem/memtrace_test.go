@@ -126,8 +126,8 @@ func TestBinaryErrors(t *testing.T) {
 		{"truncated", good[:len(good)-1], "truncated: the trace ends without its end marker"},
 		{"truncated in chunk", good[:20], "truncated chunk"},
 		{"truncated header", good[:9], "header"},
-		{"flipped page size", func() []byte { b := bytes.Clone(good); b[5] = 13; return b }(), "header: checksum mismatch"},
-		{"flipped pages hint", flip(6), "header: checksum mismatch"},
+		{"flipped page size", func() []byte { b := bytes.Clone(good); b[5] = 13; return b }(), "header at byte 0: checksum mismatch"},
+		{"flipped pages hint", flip(6), "header at byte 0: checksum mismatch"},
 		{"corrupt payload", flip(len(good) - 8), "checksum mismatch"},
 		{"trailing data", append(bytes.Clone(good), 7), "after the end marker"},
 	} {

@@ -350,6 +350,14 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		return nil, bad("background", "burst %v and frame %v: want a positive burst and a frame of 64 to 65000 bytes", p.Background.Burst, p.Background.Frame)
 	case p.Iterations < 0:
 		return nil, bad("iterations", "%d; want 0 (the workload's default) or more", p.Iterations)
+	case p.Loss >= 0.5:
+		// Past that, pages are hardly ever fetched: a loss of 1 never
+		// ended (as roce-demo, which also refuses it).
+		return nil, bad("loss", "%v; below 50%% please, or the pages' transfers are lost over and over and the run never ends", p.Loss)
+	case p.FaultOverhead < 0 || p.FaultOverhead > maxOverhead:
+		return nil, bad("fault_overhead", "%v; want 0 to %v of CPU a fault (Fastswap's are microseconds)", p.FaultOverhead, maxOverhead)
+	case p.ReclaimOverhead < 0 || p.ReclaimOverhead > maxOverhead:
+		return nil, bad("reclaim_overhead", "%v; want 0 to %v of CPU a reclaimed page (Fastswap's are microseconds)", p.ReclaimOverhead, maxOverhead)
 	}
 	s := &scenario{p: p, pageSize: int(p.PageSize), scale: spec.Scale}
 	if spec.Substrate == "netns" {
@@ -413,7 +421,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		if err != nil {
 			return nil, bad(key, "%v", err)
 		}
-		st, err := memtrace.Summarize(g)
+		st, err := memtrace.Summarize(interruptible{g, spec})
 		if err != nil {
 			return nil, err
 		}
@@ -422,6 +430,20 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		s.compute = append(s.compute, st.Compute)
 	}
 	return s, nil
+}
+
+// interruptible is a generated access stream that ends with the spec's
+// context: summarizing a large one takes minutes (docs/reliability.md).
+type interruptible struct {
+	memtrace.Source
+	spec *experiments.Spec
+}
+
+func (s interruptible) Read(buf []memtrace.Access) (int, error) {
+	if err := s.spec.Err(); err != nil {
+		return 0, err
+	}
+	return s.Source.Read(buf)
 }
 
 // hostTraces returns each host's trace (nil for hosts that run a
@@ -532,11 +554,14 @@ func sets(n *yaml.Node, key string) bool {
 	return false
 }
 
-// checkTrace refuses a trace the scenario cannot replay: pages of another
-// size, page numbers beyond a host's page table, or more compute than a
-// run may take (whose clock, at the scenario's scale, would then run out).
+// checkTrace refuses a trace the scenario cannot replay: no accesses (a
+// run of nothing, whose figures would all be zero), pages of another size,
+// page numbers beyond a host's page table, or more compute than a run may
+// take (whose clock, at the scenario's scale, would then run out).
 func (s *scenario) checkTrace(t *memtrace.Prepared) error {
 	switch {
+	case t.Stats.Accesses == 0:
+		return fmt.Errorf("%s: no accesses: a host replaying it would do nothing and every figure of the run would be zero; want a trace with at least one access", t.Name)
 	case t.Header.PageSize != s.pageSize:
 		return fmt.Errorf("%s: the trace's pages are %d bytes, the scenario's %d (page_size)", t.Name, t.Header.PageSize, s.pageSize)
 	case t.Stats.MaxPage >= paging.MaxPages:
@@ -945,6 +970,11 @@ func (sc *scenario) fitsMTU(mtu int) error {
 	}
 	return nil
 }
+
+// maxOverhead bounds the CPU cost of a fault and of a reclaimed page: a
+// thousand times Fastswap's. At 1000 s a fault, a run validated and then
+// spun to the run limit.
+const maxOverhead = units.Duration(time.Millisecond)
 
 // runLimit is how much testbed time (at scale 1) a run may take;
 // maxDoneStep bounds how often the driver asks the hosts whether they are

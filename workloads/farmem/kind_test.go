@@ -3,6 +3,7 @@ package farmem
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"math"
 	"os"
@@ -102,6 +103,9 @@ func TestSpecErrors(t *testing.T) {
 		{"missing trace", head + "scenarios:\n  - {name: a, app: trace}\n", "scenarios[0].trace: app trace needs a trace file"},
 		{"unreadable trace", head + "workload: {app: trace, trace: nope.memtrace}\n", "workload.trace: nope.memtrace: no such file"},
 		{"unknown field", head + "workload: {local_mem: 0.5}\n", "bad.yaml:3:12: workload.local_mem: unknown field"},
+		{"loss of every frame", head + "scenarios:\n  - {name: a, loss: 1}\n", "bad.yaml:4:21: scenarios[0].loss: 1; below 50%"},
+		{"huge fault overhead", head + "workload: {fault_overhead: 1000s}\n", "bad.yaml:3:28: workload.fault_overhead: 16m40s; want 0 to 1ms"},
+		{"huge reclaim overhead", head + "workload: {reclaim_overhead: 2ms}\n", "bad.yaml:3:30: workload.reclaim_overhead: 2ms; want 0 to 1ms"},
 		{"background needs senders", head + "workload: {background: {load: 0.5}}\n", "background: load 0.5 needs senders"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -411,5 +415,22 @@ func TestSwitchCounters(t *testing.T) {
 		if len(o.Switches) != 3 || packets == 0 || (classified > 0) != tc.classified || (def > 0) == tc.classified {
 			t.Errorf("%s: %d switches, %d far-memory packets, %d classified, %d default", tc.policy, len(o.Switches), packets, classified, def)
 		}
+	}
+}
+
+// TestCompileInterrupted: Compile, which summarizes every host's generated
+// access stream, stops once the spec's context is done (a SIGTERM to
+// 'tracebed validate' waited a minute at iterations: 100000).
+func TestCompileInterrupted(t *testing.T) {
+	spec, err := experiments.ParseSpec("s.yaml", []byte("kind: farmem\npolicies: [fastswap]\nworkload: {iterations: 1}\n"), readEmbedded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("stopped by the test")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(stop)
+	spec.SetContext(ctx)
+	if _, err := (Kind{}).Compile(spec); !errors.Is(err, stop) {
+		t.Fatalf("Compile with its context done: %v; want %v", err, stop)
 	}
 }

@@ -158,12 +158,14 @@ func TestTraceLimits(t *testing.T) {
 		"ok.memtxt":     scanTrace(8, 2, 100),
 		"bad.memtxt":    "W 0\nW 0b101\nR x\n",
 		"sparse.memtxt": "W 0\nW 0x10000000\n",
+		"empty.memtxt":  "# no accesses\npages 4\n",
 	})
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"gaps", "workload: {app: trace, trace: hours.memtxt}\n", "spec.yaml:3:31: workload.trace: " + filepath.Join(dir, "hours.memtxt") + ": its gaps add up to 3h0m0s of compute, beyond the run limit of 16m40s"},
 		{"scale", "scale: 1e5\nworkload: {app: trace, trace: ok.memtxt}\n", "spec.yaml:3:8: scale: 100000: a far-memory run may take 16m40s"},
 		{"scale beyond any kind", "scale: 1e30\nworkload: {app: trace, trace: ok.memtxt}\n", "spec.yaml:3:8: scale: 1e+30; the scale factor divides rates"},
 		{"every line", "workload: {app: trace, trace: bad.memtxt}\n", "bad.memtxt:2: page \"0b101\""},
+		{"no accesses", "workload: {app: trace, trace: empty.memtxt}\n", "spec.yaml:3:31: workload.trace: " + filepath.Join(dir, "empty.memtxt") + ": no accesses"},
 		{"sparse", "workload: {app: trace, trace: sparse.memtxt}\n", "renumber the pages densely"},
 		{"too many traces", "workload: {app: trace, traces: [ok.memtxt, ok.memtxt, ok.memtxt, ok.memtxt, ok.memtxt]}\n", "workload.traces: 5 trace files for 4 hosts"},
 		{"traces without app", "workload: {traces: [ok.memtxt]}\n", "workload.traces: 1 traces, but no host replays one"},

@@ -467,6 +467,9 @@ func (s *scenario) listJobs(spec *experiments.Spec, sc experiments.Entry, hosts 
 	if p.Trace != "" {
 		bad("job_list", "give either a trace or a job_list, not both")
 	}
+	_, inEntry := experiments.EntryScalar(sc, "load")
+	_, inWorkload := experiments.EntryScalar(experiments.Entry{Node: spec.Workload}, "load")
+	loadSet := inEntry || inWorkload
 	for i, lj := range p.JobList {
 		key := fmt.Sprintf("job_list[%d]", i)
 		id := i
@@ -489,6 +492,11 @@ func (s *scenario) listJobs(spec *experiments.Spec, sc experiments.Entry, hosts 
 			continue
 		case lj.Iterations < 1 || lj.Iterations > jobtrace.MaxIterations:
 			bad(key, "%d iterations; want 1 to %d", lj.Iterations, jobtrace.MaxIterations)
+			continue
+		case !loadSet && p.Load > 0 && float64(lj.Arrival)/p.Load > float64(MaxArrival):
+			// Located at the job's arrival, not at a load the spec does not
+			// set (checkArrivals blames a load that is set).
+			bad(key+".arrival", "%v at load %v arrives %.3g s after the start, beyond the %.0f s (11 days) the model's clock keeps precise; make it earlier or raise the load", time.Duration(lj.Arrival), p.Load, float64(lj.Arrival)/p.Load/1e9, MaxArrival.Seconds())
 			continue
 		}
 		prof, ok := models.Lookup(lj.Model)

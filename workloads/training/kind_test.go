@@ -157,6 +157,8 @@ func TestSpecErrors(t *testing.T) {
 		{"bad mix", head + "policies: [noina]\nscenarios: [{name: a, mix: cartoons}]\n", "s.yaml:4:28: scenarios[0].mix: unknown mix \"cartoons\""},
 		{"too many workers", head + "policies: [noina]\nworkload: {workers: {\"64\": 1}}\n", "workload.workers: 64 workers; topology star has 8 hosts"},
 		{"bad load", head + "policies: [noina]\nscenarios: [{name: a, load: 0}]\n", "scenarios[0].load: 0"},
+		{"huge turnaround", head + "policies: [noina]\nworkload: {turnaround: 1000s}\n", "s.yaml:4:24: workload.turnaround: turnaround 16m40s: want 0 to 1s"},
+		{"huge control", head + "policies: [dynaina]\nscenarios: [{name: a, control: 2s}]\n", "s.yaml:4:32: scenarios[0].control: control latency 2s: want 0 to 1s"},
 		{"bad jitter", head + "policies: [noina]\nworkload: {jitter: 0.9}\n", "workload.jitter: jitter 0.9"},
 		{"unknown field", head + "policies: [noina]\nworkload: {jobz: 3}\n", "workload.jobz"},
 		{"missing trace", head + "policies: [noina]\ntrace: nosuch.csv\n", "s.yaml:4:8: trace: nosuch.csv: no such file"},
@@ -170,11 +172,14 @@ func TestSpecErrors(t *testing.T) {
 		{"flow overflow", head + "policies: [freeina]\nworkload: {freeina_overflow: 1%}\n", "workload.freeina_overflow: 0.01: the flow-level model carries no gradient values; set granularity: packet"},
 		{"bad overflow", head + "policies: [freeina]\nworkload: {granularity: packet, freeina_overflow: 2}\n", "workload.freeina_overflow"},
 		{"packet scale", head + "scale: 1e9\npolicies: [noina]\nworkload: {granularity: packet}\n", "scale: "},
-		{"job list model", head + "policies: [noina]\nworkload: {job_list: [{model: nosuch, workers: 2, iterations: 1}]}\n", "job_list[0]: unknown model \"nosuch\""},
-		{"job list workers", head + "policies: [noina]\nworkload: {job_list: [{model: vgg16, workers: 99, iterations: 1}]}\n", "job_list[0]: 99 workers; want 1 to"},
-		{"job list ids", head + "policies: [noina]\nworkload: {job_list: [{id: 3, model: vgg16, workers: 2, iterations: 1}, {id: 3, model: vgg16, workers: 2, iterations: 1}]}\n", "job_list[1]: id 3 is used twice"},
+		{"job list model", head + "policies: [noina]\nworkload: {job_list: [{model: nosuch, workers: 2, iterations: 1}]}\n", "s.yaml:4:23: workload.job_list[0]: unknown model \"nosuch\""},
+		{"job list workers", head + "policies: [noina]\nworkload: {job_list: [{model: vgg16, workers: 99, iterations: 1}]}\n", "s.yaml:4:23: workload.job_list[0]: 99 workers; want 1 to"},
+		{"job list ids", head + "policies: [noina]\nworkload: {job_list: [{id: 3, model: vgg16, workers: 2, iterations: 1}, {id: 3, model: vgg16, workers: 2, iterations: 1}]}\n", "s.yaml:4:73: workload.job_list[1]: id 3 is used twice"},
 		{"job list and trace", head + "policies: [noina]\ntrace: wide.csv\nworkload: {job_list: [{model: vgg16, workers: 2, iterations: 1}]}\n", "give either a trace or a job_list"},
 		{"trace too wide", head + "policies: [noina]\ntrace: wide.csv\n", "wide.csv:3: workers: job 1 needs 9 workers"},
+		{"job list late", head + "policies: [noina]\nworkload: {job_list: [{arrival: 8760h, model: vgg16, workers: 2, iterations: 1}]}\n", "s.yaml:4:33: workload.job_list[0].arrival: 8760h0m0s at load 1 arrives 3.15e+07 s after the start, beyond the 1000000 s"},
+		{"job list late at a scenario's load", head + "policies: [noina]\nworkload: {job_list: [{arrival: 10h, model: vgg16, workers: 2, iterations: 1}]}\nscenarios: [{name: a, load: 0.01}]\n", "s.yaml:5:29: scenarios[0].load: 0.01: job 0 would arrive"},
+		{"default scenario's load", head + "policies: [noina]\nworkload: {jobs: 2, load: 1e-9}\n", "s.yaml:4:27: workload.load: 1e-09: job"},
 		{"tiny load", head + "policies: [noina]\nscenarios: [{name: a, load: 1e-9}]\n", "s.yaml:4:29: scenarios[0].load: 1e-09: job"},
 		{"tiny load on a trace", head + "policies: [noina]\ntrace: long.csv\nworkload: {load: 0.001}\n", "workload.load: 0.001: job 1 would arrive"},
 		{"aggregators", head + "policies: [noina]\nworkload: {aggregators: 1000000000000}\n", "workload.aggregators: 1000000000000; want 0 to 1048576"},
@@ -479,5 +484,38 @@ func TestATPDefaults(t *testing.T) {
 		if n.ATPHold != tt.hold || n.ATPCollisions != tt.collisions {
 			t.Errorf("%q: hold %s, collisions %s; want %s, %s", tt.body, n.ATPHold, n.ATPCollisions, tt.hold, tt.collisions)
 		}
+	}
+}
+
+// TestLimitsNameTheField: a run refused for its memory or events is
+// refused at the field that drives the need.
+func TestLimitsNameTheField(t *testing.T) {
+	head := "kind: ina\ntopology: {generate: star, hosts: 8, aggregators: 256}\npolicies: [noina]\n"
+	for _, tt := range []struct {
+		name, body string
+		limits     experiments.Limits
+		want       string
+	}{
+		{"job list's events", head + "workload: {job_list: [{model: vgg16, workers: 2, iterations: 1000000}]}\n",
+			experiments.Limits{Memory: experiments.DefaultLimits.Memory, Events: 1e5}, "s.yaml:4:22: workload.job_list: a run of scenario default fires about 4e+06"},
+		{"job list's memory", head + "workload: {job_list: [{model: vgg16, workers: 2, iterations: 1000000}]}\n",
+			experiments.Limits{Memory: 64 << 20, Events: 1e10}, "s.yaml:4:22: workload.job_list: a run of scenario default needs about"},
+		{"switch memory", head + "workload: {jobs: 2}\nscenarios: [{name: a, aggregators: 1000000}]\n",
+			experiments.Limits{Memory: 64 << 20, Events: 1e10}, "s.yaml:5:36: scenarios[0].aggregators: a run of scenario a needs about"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := experiments.ParseSpec(filepath.Join(t.TempDir(), "s.yaml"), []byte(tt.body), embedded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exp, err := Kind{}.Compile(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = experiments.CheckLimits(spec, exp, tt.limits)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v; want it to contain %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -74,17 +74,25 @@ func (e *experiment) Need(name string) experiments.Need {
 		}
 		events, steps = max(events, ev), max(steps, st)
 	}
-	mem += jobs*(jobBytes+float64(sc.p.Bins)*16) + steps
+	work := jobs*(jobBytes+float64(sc.p.Bins)*16) + steps
 	entry := e.entries[name]
-	const memWhat = "the switches' aggregator registers, the jobs and the hosts"
-	memBy := experiments.EntryCause(e.spec, entry, "aggregators", memWhat)
-	if sc.p.Aggregators == nil {
-		memBy = experiments.Cause{Pos: e.spec.At.At("topology"), Field: "topology", What: memWhat}
-	}
 	eventsKey := "jobs"
-	if sc.jobs != nil {
+	switch {
+	case len(sc.p.JobList) > 0:
+		eventsKey = "job_list"
+	case sc.jobs != nil:
 		eventsKey = "trace"
 	}
+	const memWhat = "the switches' aggregator registers, the jobs and the hosts"
+	memBy := experiments.EntryCause(e.spec, entry, "aggregators", memWhat)
+	switch {
+	case work > mem:
+		// The jobs' records, not the network, drive it.
+		memBy = experiments.EntryCause(e.spec, entry, eventsKey, "the jobs' records: their switch memory series grows with their iterations")
+	case sc.p.Aggregators == nil:
+		memBy = experiments.Cause{Pos: e.spec.At.At("topology"), Field: "topology", What: memWhat}
+	}
+	mem += work
 	return experiments.Need{
 		Memory:   int64(math.Min(mem, math.MaxInt64/2)),
 		Events:   events,

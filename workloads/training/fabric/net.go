@@ -93,6 +93,12 @@ func (n Net) DataPlanePlace() uint8 {
 	return ina.PlaceHash
 }
 
+// MaxTurnaround bounds Turnaround and Control. Far beyond any host or
+// controller, it keeps the flow model's streams exact: at 1000 s a
+// turnaround, a stream of dynaina-100g ended with bytes left (the model's
+// float64 clock, at times of 10^8 s, loses the stream's last bytes).
+const MaxTurnaround = time.Second
+
 // Check validates n: every problem, each a *NetError naming the spec's
 // key (joined with errors.Join when there are several).
 func (n Net) Check() error {
@@ -105,11 +111,11 @@ func (n Net) Check() error {
 	} else if n.Frame < n.Payload || n.Frame > 9216 {
 		bad("frame", "frame %d: want the payload (%d) plus headers, at most 9216", n.Frame, n.Payload)
 	}
-	if n.Turnaround < 0 {
-		bad("turnaround", "turnaround and control latency must not be negative")
+	if n.Turnaround < 0 || n.Turnaround > MaxTurnaround {
+		bad("turnaround", "turnaround %v: want 0 to %v (the papers' workers take 10µs)", n.Turnaround, MaxTurnaround)
 	}
-	if n.Control < 0 {
-		bad("control", "turnaround and control latency must not be negative")
+	if n.Control < 0 || n.Control > MaxTurnaround {
+		bad("control", "control latency %v: want 0 to %v (a controller's handoff takes tens of µs)", n.Control, MaxTurnaround)
 	}
 	if !(n.Jitter >= 0 && n.Jitter <= 0.3) {
 		bad("jitter", "jitter %v: want 0 to 0.3", n.Jitter)
