@@ -253,6 +253,21 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
+// idle returns the switch "tor" of top on socketpair wires, not running
+// (a test drives it with receive and service); both are released when t
+// ends.
+func idle(t testing.TB, top *topologies.Topology) (*Switch, *wires) {
+	t.Helper()
+	w := &wires{}
+	t.Cleanup(w.close)
+	s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: w.open, DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.release)
+	return s, w
+}
+
 // FuzzPacketPath feeds arbitrary frames into a switch port: the switch must
 // never panic, and every frame must be either forwarded or counted as a
 // drop by the switch or its pipeline.
@@ -264,13 +279,7 @@ func FuzzPacketPath(f *testing.F) {
 	sw := top.Node("tor")
 	f.Add(byte(1), frame.AppendUDP(nil, frame.UDP{Src: netip.AddrPortFrom(top.Node("h1").IP, 1), Dst: netip.AddrPortFrom(sw.IP, 1)}, nil))
 	f.Fuzz(func(t *testing.T, port byte, data []byte) {
-		w := &wires{}
-		defer w.close()
-		s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: w.open, DeviceID: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.release()
+		s, _ := idle(t, top)
 		p := s.ports[int(port)%3+1]
 		buf := s.getBuf()
 		n := copy(buf, data)
@@ -447,13 +456,7 @@ func TestBlockedSendSocket(t *testing.T) {
 // INA result multicast to its workers allocates nothing per copy.
 func TestNewFrame(t *testing.T) {
 	top := topo(t, topologies.Params{Generate: "star", Hosts: 2})
-	w := &wires{}
-	defer w.close()
-	s, err := New(Config{Topology: top, Name: "tor", Programs: registry(t), Open: w.open, DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.release()
+	s, w := idle(t, top)
 	var pool emulator.FramePool = s // the switch is the pipeline's Emitter
 	f := emulator.NewFrame(s, 100)
 	if len(f) != 0 || cap(f) != s.cfg.MaxFrame {
