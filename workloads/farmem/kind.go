@@ -170,6 +170,8 @@ type scenario struct {
 	pages    []int                // page table per host, in pages (seed 1)
 	compute  []time.Duration      // compute per host, the trace's gaps (seed 1, paper time)
 	pageSize int
+	// paperRate is each link's rate before scaleTopology.
+	paperRate map[*topologies.Link]units.Rate
 	// scale is the spec's scale factor s: the scenario runs with link
 	// rates divided by s and every time constant multiplied by s
 	// (docs/scaling.md, "Far memory"); 1 is paper scale.
@@ -190,6 +192,10 @@ func (sc *scenario) stretch(d time.Duration) time.Duration {
 // holds as many pages as at paper scale, and drains in s times as long,
 // like everything else.
 func (sc *scenario) scaleTopology() {
+	sc.paperRate = map[*topologies.Link]units.Rate{}
+	for _, l := range sc.top.Links {
+		sc.paperRate[l] = l.Rate
+	}
 	if sc.scale == 1 {
 		return
 	}
@@ -258,13 +264,30 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		prepared[key] = p
 		return p, nil
 	}
+	// Scenarios often run the same applications: each stream is
+	// summarized once.
+	totals := map[apps.Params]map[string]apps.Total{}
+	summarize := func(app string, p apps.Params) (apps.Total, error) {
+		if t, ok := totals[p][app]; ok {
+			return t, nil
+		}
+		t, err := apps.Summarize(app, p, summaryBudget, spec.Err)
+		if err != nil {
+			return t, err
+		}
+		if totals[p] == nil {
+			totals[p] = map[string]apps.Total{}
+		}
+		totals[p][app] = t
+		return t, nil
+	}
 	replays := false
 	for _, sc := range spec.Scenarios {
 		p := base
 		if err := spec.DecodeEntry(sc, &p); err != nil {
 			errs = append(errs, err)
 		}
-		s, err := compileScenario(spec, sc, p, prepare)
+		s, err := compileScenario(spec, sc, p, prepare, summarize)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -325,7 +348,11 @@ func policyNames() []string {
 // once per compile.
 type prepareFunc func(f memtrace.File, pageSize int) (*memtrace.Prepared, error)
 
-func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, prepare prepareFunc) (*scenario, error) {
+// summarizeFunc returns the totals of an application's stream
+// (apps.Summarize), once per compile.
+type summarizeFunc func(app string, p apps.Params) (apps.Total, error)
+
+func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, prepare prepareFunc, summarize summarizeFunc) (*scenario, error) {
 	bad := func(key, format string, args ...any) error {
 		return experiments.EntryError(spec, sc, key, format, args...)
 	}
@@ -377,6 +404,17 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 	}
 	s.top = top
 	s.scaleTopology()
+	if spec.Substrate == "netns" {
+		for _, l := range s.top.Links {
+			if l.Rate > 0 && l.Rate < netnsMinRate {
+				at := bad
+				if !sets(sc.Node, "topology") {
+					at = spec.Errorf // the spec's topology
+				}
+				return nil, at("topology", "link %s–%s: %v at scale %g is %d bit/s on netns, below what HTB can shape (%d bit/s, a byte a second): raise the rate", l.A, l.B, s.paperRate[l], s.scale, int64(l.Rate), int64(netnsMinRate))
+			}
+		}
+	}
 	if err := s.assignRoles(spec, sc); err != nil {
 		return nil, err
 	}
@@ -417,34 +455,75 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		if len(p.Apps) > 0 {
 			key = fmt.Sprintf("apps[%d]", i)
 		}
-		g, err := apps.New(a, apps.Params{Scale: p.MemoryScale, Seed: 1, Iterations: p.Iterations})
+		ap := apps.Params{Scale: p.MemoryScale, Seed: 1, Iterations: p.Iterations}
+		pages, err := apps.WorkingSet(a, p.MemoryScale)
 		if err != nil {
 			return nil, bad(key, "%v", err)
 		}
-		st, err := memtrace.Summarize(interruptible{g, spec})
+		st, err := summarize(a, ap)
 		if err != nil {
 			return nil, err
 		}
 		s.ops = append(s.ops, st.Accesses)
-		s.pages = append(s.pages, g.Pages())
+		s.pages = append(s.pages, pages)
 		s.compute = append(s.compute, st.Compute)
+	}
+	if err := s.checkDuration(); err != nil {
+		return nil, bad("local_memory", "%v", err)
 	}
 	return s, nil
 }
 
-// interruptible is a generated access stream that ends with the spec's
-// context: summarizing a large one takes minutes (docs/reliability.md).
-type interruptible struct {
-	memtrace.Source
-	spec *experiments.Spec
+// checkDuration refuses a scenario whose runs cannot end within runLimit
+// (paper time), by two lower bounds of a host's run: its application's
+// compute, and the write-backs it cannot avoid. A generated application
+// writes every page of its working set, and at the end only local_memory
+// of them (and the reclaimer's headroom) are resident, so every other page
+// went to a server at least once, over the host's link and, with the other hosts' pages, over the
+// servers' links. (A trace may leave pages clean, so its write-backs are
+// not counted; its compute was checked with the trace.) Before it, a
+// scenario with a link too slow for its pages validated and then ran to
+// the run limit.
+func (s *scenario) checkDuration() error {
+	var total, serverRate float64
+	for _, name := range s.servers {
+		serverRate += float64(s.paperRate[s.top.Node(name).Ports[0].Link])
+	}
+	paper := func(bytes, rate float64) time.Duration {
+		if rate <= 0 {
+			return time.Duration(math.MaxInt64)
+		}
+		return time.Duration(min(bytes*8/rate*float64(time.Second), math.MaxInt64))
+	}
+	for i, host := range s.hosts {
+		if s.traces[i] != nil {
+			continue
+		}
+		if s.compute[i] > runLimit {
+			return fmt.Errorf("host %s's %s computes for %v (paper time) at memory_scale %v and iterations %d, beyond the run limit of %v: lower the iterations or raise memory_scale", host, s.apps[i], s.compute[i].Round(time.Second), s.p.MemoryScale, s.p.Iterations, runLimit)
+		}
+		// At most its limit and Fastswap's headroom stay resident.
+		resident := max(1, int(math.Ceil(s.p.LocalMemory*float64(s.pages[i])))) + fastswap.Scaled(fastswap.MaxReclaimOffload, s.p.MemoryScale)
+		out := float64(max(0, s.pages[i]-resident)) * float64(s.pageSize)
+		total += out
+		rate := s.paperRate[s.top.Node(host).Ports[0].Link]
+		if d := paper(out, float64(rate)); d > runLimit {
+			return fmt.Errorf("host %s's %s writes %d pages of its %d to a server at least once (local_memory %v), %s over a %s link: at least %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale",
+				host, s.apps[i], s.pages[i]-resident, s.pages[i], s.p.LocalMemory, units.Bytes(out), rate, d.Round(time.Second), runLimit)
+		}
+	}
+	if d := paper(total, serverRate); d > runLimit {
+		return fmt.Errorf("the hosts write %s to the memory servers (%d) at least once (local_memory %v), over %s of server links: at least %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale, or add servers",
+			units.Bytes(total), len(s.servers), s.p.LocalMemory, units.Rate(serverRate), d.Round(time.Second), runLimit)
+	}
+	return nil
 }
 
-func (s interruptible) Read(buf []memtrace.Access) (int, error) {
-	if err := s.spec.Err(); err != nil {
-		return 0, err
-	}
-	return s.Source.Read(buf)
-}
+// summaryBudget is how many accesses of an application's stream the
+// compile counts before it extrapolates the rest (apps.Summarize): about a
+// CPU-second, so that validating a scenario of many iterations takes no
+// longer than one of a few.
+const summaryBudget = 1 << 22
 
 // hostTraces returns each host's trace (nil for hosts that run a
 // generator): the files of Traces or Trace (a path or a pattern), prepared
@@ -953,6 +1032,10 @@ func (sc *scenario) checkMTU(tb testbed.Testbed) error {
 	}
 	return sc.fitsMTU(m.MTU())
 }
+
+// netnsMinRate is the slowest link HTB shapes: its rates count bytes a
+// second.
+const netnsMinRate = 8 * units.BitPerSecond
 
 // NetnsMTU is the MTU of the links of the netns substrate as 'tracebed
 // run' builds it (netnstb.DefaultMTU, jumbo frames): validate checks

@@ -107,6 +107,16 @@ func TestSpecErrors(t *testing.T) {
 		{"huge fault overhead", head + "workload: {fault_overhead: 1000s}\n", "bad.yaml:3:28: workload.fault_overhead: 16m40s; want 0 to 1ms"},
 		{"huge reclaim overhead", head + "workload: {reclaim_overhead: 2ms}\n", "bad.yaml:3:30: workload.reclaim_overhead: 2ms; want 0 to 1ms"},
 		{"background needs senders", head + "workload: {background: {load: 0.5}}\n", "background: load 0.5 needs senders"},
+		// Runs that cannot end within the run limit (they validated,
+		// then ran to it).
+		{"host link too slow for its write-backs", head + "topology: {generate: star, hosts: 3, rate: 1kbps}\nworkload: {hosts: 1, servers: 1, memory_scale: 2048}\n",
+			"bad.yaml:4:11: workload.local_memory: host h1's memcached writes 127 pages of its 256 to a server at least once (local_memory 0.5), 508KiB over a 1Kbps link: at least 1h9m22s of paper time, beyond the run limit of 16m40s"},
+		{"server links too slow", head + "topology: {generate: star, hosts: 4, rate: 10kbps}\nworkload: {hosts: 3, servers: 1, memory_scale: 2048}\n",
+			"workload.local_memory: the hosts write 1524KiB to the memory servers (1) at least once (local_memory 0.5), over 10Kbps of server links: at least 20m48s"},
+		{"compute beyond the run limit", head + "workload: {app: quicksort, memory_scale: 2048, iterations: 1000000}\n",
+			"workload.local_memory: host h1's quicksort computes for"},
+		{"netns link HTB cannot shape", head + "substrate: netns\nscale: 1000\ntopology: {generate: star, hosts: 3, rate: 4kbps}\nworkload: {hosts: 1, servers: 1, memory_scale: 2048, local_memory: 1}\n",
+			"bad.yaml:5:11: topology: link h1:eth0–tor:eth1: 4Kbps at scale 1000 is 4 bit/s on netns, below what HTB can shape (8 bit/s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := compile(t, "bad.yaml", tc.yaml)

@@ -190,10 +190,15 @@ type pagerank struct {
 	n                int
 	offs, edges, rks int // pages of each array
 	iter, iters      int
+	e                int // the next edge page of this iteration
 	init             bool
 	z                *zipf
 	perm             []int32
 }
+
+// prBlock is how many edge pages pagerank's generator emits at a time (a
+// multiple of 4: four edge pages share an offsets page and a ranks page).
+const prBlock = 1024
 
 func newPagerank(pages int, p Params) Generator {
 	// V vertices, 8 edges each: offsets 8V, edges 32V, ranks 2 × 8V bytes.
@@ -223,7 +228,11 @@ func (g *pagerank) step() {
 	if g.iter%2 == 1 {
 		old, nw = nw, old
 	}
-	for e := range g.edges {
+	// A block of edge pages at a time: the queue stays small whatever the
+	// graph's size (an iteration at full size is 10^7 accesses).
+	from := g.e
+	g.e = min(g.e+prBlock, g.edges)
+	for e := from; e < g.e; e++ {
 		if e%4 == 0 {
 			g.emit(e/4, 0, false) // the offsets of these edges' vertices
 		}
@@ -235,7 +244,10 @@ func (g *pagerank) step() {
 			g.emit(nw+e/4, 0, true) // the new ranks of these vertices
 		}
 	}
-	g.iter++
+	if g.e == g.edges {
+		g.e = 0
+		g.iter++
+	}
 }
 
 // memcached: hash buckets, then slab pages of four 1 KiB items.
