@@ -1,7 +1,9 @@
 // Command tracebed runs trace-driven experiments on switch resources shared
-// by many tenants: in-network aggregation (DynaINA and its baselines) and
-// far-memory eviction (Glitter and Fastswap), on a deterministic simulation
-// or on real network namespaces.
+// by many tenants: multi-tenant in-network aggregation (DynaINA and its
+// baselines), in-network aggregation over RDMA reliable connections
+// (FreeINA against ATP, on tracebed's own RoCEv2 transport) and far-memory
+// eviction (Glitter and Fastswap), on a deterministic simulation or on real
+// network namespaces.
 //
 // Exit codes: 0 success; 1 failure: a run failed or was interrupted
 // (SIGINT, SIGTERM), compare found a regression, or tracebed has a bug (an
@@ -118,9 +120,11 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "tracebed",
 		Short: "A trace-driven testbed for switch resources shared by many tenants",
 		Long: `tracebed reproduces multi-tenant in-network aggregation (DynaINA against
-SwitchML, ATP and no INA) and far-memory eviction (Glitter against Fastswap)
-on a deterministic simulation (sim, the default) or on real network
-namespaces (netns), and prints comparison tables.
+SwitchML, ATP and no INA), in-network aggregation that keeps RDMA reliable
+connections working (FreeINA against ATP, on tracebed's own RoCEv2
+transport) and far-memory eviction (Glitter against Fastswap) on a
+deterministic simulation (sim, the default) or on real network namespaces
+(netns), and prints comparison tables.
 
 Run the default suite with 'tracebed run'; see 'tracebed run --help'.
 
