@@ -203,8 +203,12 @@ func SetMACs(f []byte, src, dst MAC) {
 	copy(f[6:12], src[:])
 }
 
-// DecTTL decrements the IPv4 TTL of a frame that passed IsIPv4, updating the
-// header checksum incrementally (RFC 1624). It reports false, leaving the frame
+// DecTTL decrements the IPv4 TTL of a frame that passed IsIPv4 and
+// computes its header checksum anew, as the P4 programs' update_checksum
+// does: a frame that arrived with a wrong checksum leaves with the right
+// one, on the Go twins as on bmv2 (no program verifies it; RFC 1812's
+// routers would drop it, P4's v1model leaves that to verify_checksum,
+// which no tracebed program calls). It reports false, leaving the frame
 // unchanged, when the TTL is already 0 or 1 and the frame must be dropped.
 func DecTTL(f []byte) bool {
 	ttl := f[offTTL]
@@ -212,11 +216,9 @@ func DecTTL(f []byte) bool {
 		return false
 	}
 	f[offTTL] = ttl - 1
-	// The TTL is the high byte of the 16-bit word at offset 8: it fell by 0x0100.
-	sum := uint32(^binary.BigEndian.Uint16(f[offIPCsum:])) + 0xfeff // ~m + m' where m'-m = -0x100
-	sum = (sum & 0xffff) + sum>>16
-	sum = (sum & 0xffff) + sum>>16
-	binary.BigEndian.PutUint16(f[offIPCsum:], ^uint16(sum))
+	ihl := int(f[offIP]&0x0f) * 4
+	binary.BigEndian.PutUint16(f[offIPCsum:], 0)
+	binary.BigEndian.PutUint16(f[offIPCsum:], Checksum(f[offIP:offIP+ihl]))
 	return true
 }
 

@@ -81,6 +81,21 @@ func TestDecTTLKeepsChecksum(t *testing.T) {
 	}
 }
 
+// TestDecTTLRecomputes: a frame whose header checksum is wrong when it
+// arrives leaves with the right one, as P4's update_checksum writes it.
+func TestDecTTLRecomputes(t *testing.T) {
+	for _, bad := range []uint16{0, 0xffff, 0x1234} {
+		f := AppendUDP(nil, sampleUDP(), []byte("data"))
+		binary.BigEndian.PutUint16(f[offIPCsum:], bad)
+		if !DecTTL(f) {
+			t.Fatal("DecTTL refused a TTL of 64")
+		}
+		if Checksum(f[EthLen:EthLen+IPv4Len]) != 0 {
+			t.Errorf("checksum %#04x in: %#04x out, which does not verify", bad, binary.BigEndian.Uint16(f[offIPCsum:]))
+		}
+	}
+}
+
 func TestParseRejects(t *testing.T) {
 	good := AppendUDP(nil, sampleUDP(), []byte("data"))
 	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }

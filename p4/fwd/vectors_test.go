@@ -133,6 +133,8 @@ func fwdCases(top *topologies.Topology) []fwdCase {
 	binary.BigEndian.PutUint16(opts[24:], 0)
 	binary.BigEndian.PutUint16(opts[24:], frame.Checksum(opts[14:38]))
 	short := append(udp(0, 1, 0, 64)[:14], 0x45, 0, 0, 20) // an IPv4 header cut after 4 bytes
+	badSum := udp(0, 2, 0, 64)
+	badSum[24] ^= 0x5a // the header checksum, wrong
 	return []fwdCase{
 		{name: "UDP h1 to h3", in: 1, frame: udp(0, 2, 0, 64), wantPort: 3},
 		{name: "UDP h3 to h1, DSCP CS3 to queue 3, ECN kept", in: 3, frame: udp(2, 0, 3<<5|1, 64), wantPort: 1, wantPrio: 3},
@@ -147,6 +149,9 @@ func fwdCases(top *topologies.Topology) []fwdCase {
 		{name: "IPv4 header with options (IHL 6): dropped (malformed)", in: 1, frame: opts, drop: DropMalformed},
 		{name: "total length beyond the frame: dropped (malformed)", in: 2, frame: long, drop: DropMalformed},
 		{name: "frame ends inside the IPv4 header: dropped (malformed)", in: 1, frame: short, drop: DropMalformed},
+		// Neither twin verifies the header checksum (fwd.p4 has no
+		// verify_checksum); both compute it anew (update_checksum).
+		{name: "wrong IPv4 header checksum: forwarded, and leaves with the right one", in: 1, frame: badSum, wantPort: 3},
 	}
 }
 
