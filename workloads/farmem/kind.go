@@ -487,10 +487,10 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 // matter, the faults and write-backs of the first summaryBudget accesses
 // replayed through the host's frames with its replacement, taken at
 // replayShare (the run's latencies, headers and background traffic only
-// add to it). A trace is not checked here: it may
-// leave pages clean, and its compute was checked with the trace. Before
-// it, a scenario with a link too slow for its pages validated and then ran
-// to the run limit.
+// add to it). A trace is not checked here: it may leave pages clean, and
+// its compute was checked with the trace. Before these checks, a scenario
+// with a link too slow for its pages validated and then ran to the run
+// limit.
 func (s *scenario) checkDuration(stop func() error) error {
 	var serverRate, serverReads, serverWrites float64
 	for _, name := range s.servers {
