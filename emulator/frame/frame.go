@@ -211,15 +211,30 @@ func SetMACs(f []byte, src, dst MAC) {
 // which no tracebed program calls). It reports false, leaving the frame
 // unchanged, when the TTL is already 0 or 1 and the frame must be dropped.
 func DecTTL(f []byte) bool {
-	ttl := f[offTTL]
-	if ttl <= 1 {
+	if f[offTTL] <= 1 {
 		return false
 	}
-	f[offTTL] = ttl - 1
-	ihl := int(f[offIP]&0x0f) * 4
-	binary.BigEndian.PutUint16(f[offIPCsum:], 0)
-	binary.BigEndian.PutUint16(f[offIPCsum:], Checksum(f[offIP:offIP+ihl]))
+	h := f[offIP : offIP+int(f[offIP]&0x0f)*4]
+	// TTL, protocol and checksum are one 32-bit word: read and written
+	// whole, so that the sum never waits on a byte just stored.
+	ttlProto := binary.BigEndian.Uint32(h[8:])&0xffff0000 - 1<<24
+	binary.BigEndian.PutUint32(h[8:], ttlProto|uint32(headerChecksum(h, ttlProto)))
 	return true
+}
+
+// headerChecksum returns the checksum of IPv4 header h (its length a
+// multiple of 4, at least 20) whose TTL and protocol are those of
+// ttlProto's high half and whose checksum field is zero, as Checksum
+// would: 32-bit words at once, since every frame a switch forwards pays
+// it.
+func headerChecksum(h []byte, ttlProto uint32) uint16 {
+	_ = h[19]
+	s := uint64(binary.BigEndian.Uint32(h)) + uint64(binary.BigEndian.Uint32(h[4:])) + uint64(ttlProto) +
+		uint64(binary.BigEndian.Uint32(h[12:])) + uint64(binary.BigEndian.Uint32(h[16:]))
+	for h = h[20:]; len(h) >= 4; h = h[4:] { // options
+		s += uint64(binary.BigEndian.Uint32(h))
+	}
+	return ^fold(s)
 }
 
 // FlowHash hashes the IPv4 5-tuple of a frame that passed IsIPv4 (ports are
