@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -172,17 +173,11 @@ func openReader(name string, r io.Reader, lackey LackeyOptions, p *problems.List
 // ReadAll drains src into a slice.
 func ReadAll(src Source) ([]Access, error) {
 	var out []Access
-	buf := make([]Access, 4096)
-	for {
-		n, err := src.Read(buf)
-		out = append(out, buf[:n]...)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-	}
+	_, _, err := Scan(src, math.MaxUint64, nil, func(acc []Access) error {
+		out = append(out, acc...)
+		return nil
+	})
+	return out, err
 }
 
 // Stats summarise a trace.
@@ -199,17 +194,38 @@ type Stats struct {
 // trace's length.
 func Summarize(src Source) (Stats, error) {
 	var c statsCounter
+	_, _, err := Scan(src, math.MaxUint64, nil, func(acc []Access) error {
+		c.add(acc)
+		return nil
+	})
+	return c.stats(), err
+}
+
+// Scan reads src a block at a time and hands each block to fn, until src
+// ends (done) or more than budget accesses were read. stop, if not nil, is
+// called before each block; its error, or fn's, ends the scan and is
+// returned. n is the accesses read.
+func Scan(src Source, budget uint64, stop func() error, fn func([]Access) error) (n uint64, done bool, err error) {
 	buf := make([]Access, 4096)
-	for {
-		n, err := src.Read(buf)
-		c.add(buf[:n])
+	for n <= budget {
+		if stop != nil {
+			if err := stop(); err != nil {
+				return n, false, err
+			}
+		}
+		k, err := src.Read(buf)
+		n += uint64(k)
+		if ferr := fn(buf[:k]); ferr != nil {
+			return n, false, ferr
+		}
 		if errors.Is(err, io.EOF) {
-			return c.stats(), nil
+			return n, true, nil
 		}
 		if err != nil {
-			return c.stats(), err
+			return n, false, err
 		}
 	}
+	return n, false, nil
 }
 
 // statsCounter accumulates Stats access by access.

@@ -1,9 +1,7 @@
 package farmem
 
 import (
-	"errors"
 	"fmt"
-	"io"
 
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 	"github.com/tracebed/tracebed/workloads/farmem/paging"
@@ -42,17 +40,11 @@ func replayLoad(src memtrace.Source, pages, frames int, repl paging.Replacement,
 	seen := make([]bool, pages)
 	dirty := make([]bool, pages)
 	var l pagingLoad
-	buf := make([]memtrace.Access, 4096)
-	for l.accesses < budget {
-		if stop != nil {
-			if err := stop(); err != nil {
-				return l, err
-			}
-		}
-		n, err := src.Read(buf)
-		for _, a := range buf[:n] {
+	var err error
+	l.accesses, _, err = memtrace.Scan(src, budget, stop, func(acc []memtrace.Access) error {
+		for _, a := range acc {
 			if a.Page >= uint64(pages) {
-				return l, fmt.Errorf("page %d beyond the working set of %d pages", a.Page, pages)
+				return fmt.Errorf("page %d beyond the working set of %d pages", a.Page, pages)
 			}
 			p := int32(a.Page)
 			if !c.hit(p) {
@@ -68,15 +60,9 @@ func replayLoad(src memtrace.Source, pages, frames int, repl paging.Replacement,
 			}
 			dirty[p] = dirty[p] || a.Write
 		}
-		l.accesses += uint64(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return l, err
-		}
-	}
-	return l, nil
+		return nil
+	})
+	return l, err
 }
 
 // clockCache is second chance over the frames, as paging.Host picks its

@@ -2,7 +2,6 @@ package farmem
 
 import (
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -10,25 +9,13 @@ import (
 	"github.com/tracebed/tracebed/workloads/farmem/paging"
 )
 
-// accesses is a memtrace.Source of a fixed list.
-type accesses []memtrace.Access
-
-func (a *accesses) Read(buf []memtrace.Access) (int, error) {
-	if len(*a) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(buf, *a)
-	*a = (*a)[n:]
-	return n, nil
-}
-
 // stream parses "W0 R1 …": a write or read of a page each.
-func stream(s string) *accesses {
-	var a accesses
+func stream(s string) memtrace.Source {
+	var a []memtrace.Access
 	for _, f := range strings.Fields(s) {
 		a = append(a, memtrace.Access{Page: uint64(f[1] - '0'), Write: f[0] == 'W'})
 	}
-	return &a
+	return memtrace.NewSliceSource(a)
 }
 
 // TestReplayLoad: faults and write-backs of short streams, counted by hand.

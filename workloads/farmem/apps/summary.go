@@ -1,8 +1,6 @@
 package apps
 
 import (
-	"errors"
-	"io"
 	"math"
 	"time"
 
@@ -69,26 +67,13 @@ func Summarize(name string, p Params, budget uint64, stop func() error) (Total, 
 // count reads src until its end (done) or until it has counted more than
 // budget accesses.
 func count(src memtrace.Source, budget uint64, stop func() error) (t Total, done bool, err error) {
-	buf := make([]memtrace.Access, 4096)
-	for t.Accesses <= budget {
-		if stop != nil {
-			if err := stop(); err != nil {
-				return t, false, err
-			}
-		}
-		n, err := src.Read(buf)
-		for _, a := range buf[:n] {
+	t.Accesses, done, err = memtrace.Scan(src, budget, stop, func(acc []memtrace.Access) error {
+		for _, a := range acc {
 			t.Compute += a.Gap
 		}
-		t.Accesses += uint64(n)
-		if errors.Is(err, io.EOF) {
-			return t, true, nil
-		}
-		if err != nil {
-			return t, false, err
-		}
-	}
-	return t, false, nil
+		return nil
+	})
+	return t, done, err
 }
 
 // addMul returns a + b·n, saturating at the largest uint64.
