@@ -266,20 +266,20 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 	}
 	// Scenarios often run the same applications: each stream is
 	// summarized once.
-	totals := map[apps.Params]map[string]apps.Total{}
+	type stream struct {
+		app string
+		p   apps.Params
+	}
+	totals := map[stream]apps.Total{}
 	summarize := func(app string, p apps.Params) (apps.Total, error) {
-		if t, ok := totals[p][app]; ok {
+		if t, ok := totals[stream{app, p}]; ok {
 			return t, nil
 		}
 		t, err := apps.Summarize(app, p, summaryBudget, spec.Err)
-		if err != nil {
-			return t, err
+		if err == nil {
+			totals[stream{app, p}] = t
 		}
-		if totals[p] == nil {
-			totals[p] = map[string]apps.Total{}
-		}
-		totals[p][app] = t
-		return t, nil
+		return t, err
 	}
 	replays := false
 	for _, sc := range spec.Scenarios {
@@ -301,6 +301,9 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		at.Node = nil // the workload's field
 		errs = append(errs, experiments.EntryError(spec, at, "trace", "%s, but no scenario replays a trace: set app: trace (or name trace in apps)", base.Trace))
 	}
+	// A spec runs when each policy's runs end: checkDuration counts the
+	// traffic of the policy that keeps the fewest frames.
+	headroom := math.MaxInt
 	for _, pe := range spec.Policies {
 		pol, err := compilePolicy(spec, pe)
 		if err != nil {
@@ -308,6 +311,22 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			continue
 		}
 		e.policies[pe.Name] = pol
+		headroom = min(headroom, pol.offload())
+	}
+	for _, sc := range spec.Scenarios {
+		s := e.scenarios[sc.Name]
+		if s == nil {
+			continue
+		}
+		if headroom == math.MaxInt {
+			break // no policy compiled
+		}
+		if err := s.checkDuration(fastswap.Scaled(headroom, s.p.MemoryScale), spec.Err); err != nil {
+			if spec.Err() != nil {
+				return nil, err
+			}
+			errs = append(errs, experiments.EntryError(spec, sc, "local_memory", "%v", err))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -468,12 +487,6 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 		s.pages = append(s.pages, pages)
 		s.compute = append(s.compute, st.Compute)
 	}
-	if err := s.checkDuration(spec.Err); err != nil {
-		if spec.Err() != nil {
-			return nil, err
-		}
-		return nil, bad("local_memory", "%v", err)
-	}
 	return s, nil
 }
 
@@ -483,7 +496,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 // other; the servers' links carry every host's): at least the write-backs
 // no replacement avoids — an application writes every page of its working
 // set and at the end at most local_memory of them and the reclaimer's
-// headroom are resident — and, where the link is slow enough for it to
+// headroom (the smallest of the spec's policies) are resident — and, where the link is slow enough for it to
 // matter, the faults and write-backs of the first summaryBudget accesses
 // replayed through the host's frames with its replacement, taken at
 // replayShare (the run's latencies, headers and background traffic only
@@ -491,7 +504,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 // its compute was checked with the trace. Before these checks, a scenario
 // with a link too slow for its pages validated and then ran to the run
 // limit.
-func (s *scenario) checkDuration(stop func() error) error {
+func (s *scenario) checkDuration(headroom int, stop func() error) error {
 	var serverRate, serverReads, serverWrites float64
 	for _, name := range s.servers {
 		serverRate += float64(s.paperRate[s.top.Node(name).Ports[0].Link])
@@ -510,7 +523,7 @@ func (s *scenario) checkDuration(stop func() error) error {
 		if s.compute[i] > runLimit {
 			return fmt.Errorf("host %s's %s computes for %v (paper time) at memory_scale %v and iterations %d, beyond the run limit of %v: lower the iterations or raise memory_scale", host, s.apps[i], s.compute[i].Round(time.Second), s.p.MemoryScale, s.p.Iterations, runLimit)
 		}
-		frames := max(1, int(math.Ceil(s.p.LocalMemory*float64(s.pages[i])))) + fastswap.Scaled(fastswap.MaxReclaimOffload, s.p.MemoryScale)
+		frames := s.limit(s.pages[i]) + headroom
 		rate := float64(s.paperRate[s.top.Node(host).Ports[0].Link])
 		writes := float64(max(0, s.pages[i]-frames))
 		if d := paper(writes, rate); d > runLimit {
@@ -544,6 +557,19 @@ func (s *scenario) checkDuration(stop func() error) error {
 			mib(serverReads*ps), mib(serverWrites*ps), len(s.servers), units.Rate(serverRate), s.p.LocalMemory, d.Round(time.Second), runLimit)
 	}
 	return nil
+}
+
+// limit is the local memory, in pages, of a host whose working set is ws
+// pages.
+func (sc *scenario) limit(ws int) int { return max(1, int(math.Ceil(sc.p.LocalMemory*float64(ws)))) }
+
+// offload is the policy's MAX_RECLAIM_OFFLOAD before scaling: the host's
+// headroom.
+func (p Policy) offload() int {
+	if p.OffloadPages == 0 {
+		return fastswap.MaxReclaimOffload
+	}
+	return p.OffloadPages
 }
 
 // mib formats bytes in MiB.
@@ -905,10 +931,7 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		addrs = append(addrs, netip.AddrPortFrom(sc.top.Node(name).IP, pfarmem.Port))
 	}
 	memScale := sc.p.MemoryScale
-	offload := pol.OffloadPages
-	if offload == 0 {
-		offload = fastswap.MaxReclaimOffload
-	}
+	offload := pol.offload()
 	urgencyBase := time.Duration(pol.UrgencyBase)
 	if urgencyBase <= 0 {
 		urgencyBase = glitter.DefaultUrgencyBase
@@ -946,7 +969,7 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		}
 		cfg := paging.HostConfig{
 			ID:    uint32(i + 1),
-			Limit: max(1, int(math.Ceil(sc.p.LocalMemory*float64(ws)))), Headroom: fastswap.Scaled(offload, memScale),
+			Limit: sc.limit(ws), Headroom: fastswap.Scaled(offload, memScale),
 			PageSize: sc.pageSize, Servers: addrs, Stripe: i, Replacement: paging.Replacement(sc.p.Replacement),
 			Engine: engine, Marker: marker,
 			FaultOverhead: sc.stretch(time.Duration(sc.p.FaultOverhead)), ReclaimOverhead: sc.stretch(time.Duration(sc.p.ReclaimOverhead)),

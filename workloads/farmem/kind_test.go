@@ -446,3 +446,27 @@ func TestCompileInterrupted(t *testing.T) {
 		t.Fatalf("Compile with its context done: %v; want %v", err, stop)
 	}
 }
+
+// TestDurationCountsHeadroom: the paging traffic validate counts is that
+// of the policy that keeps the fewest frames, since every policy's runs
+// must end. The kmeans scenario refused over 100 kbit/s links with
+// Fastswap's headroom (TestSpecErrors) passes with a policy whose
+// offload_pages lets the whole working set stay, and is refused again
+// with Fastswap beside it.
+func TestDurationCountsHeadroom(t *testing.T) {
+	const body = "topology: {generate: star, hosts: 3, rate: 100kbps}\nworkload: {hosts: 1, servers: 1, memory_scale: 256, app: kmeans}\n"
+	const roomy = "{name: roomy, host: fastswap, network: fifo, offload_pages: 1000000}"
+	for _, tc := range []struct {
+		policies string
+		refused  bool
+	}{
+		{"[fastswap]", true},
+		{"[" + roomy + "]", false},
+		{"[" + roomy + ", fastswap]", true},
+	} {
+		_, _, err := compile(t, "s.yaml", "kind: farmem\npolicies: "+tc.policies+"\n"+body)
+		if refused := err != nil && strings.Contains(err.Error(), "replayed through clock"); refused != tc.refused || (err != nil && !refused) {
+			t.Errorf("policies %s: %v; want refused by the replay: %v", tc.policies, err, tc.refused)
+		}
+	}
+}
