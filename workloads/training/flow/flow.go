@@ -723,20 +723,7 @@ func (e *engine) reallocate() {
 		e.want = make([]float64, len(e.s.Top.Nodes))
 		e.pool = make([]float64, len(e.s.Top.Nodes))
 	}
-	clear(e.occ)
-	clear(e.want)
-	clear(e.pool)
-	for _, r := range e.active {
-		if r.holds() {
-			r.addTo(e.want, float64(r.b.Size))
-		}
-		if r.sharing() {
-			o := r.occupancy()
-			r.addTo(e.occ, o)
-			r.addTo(e.want, o)
-			r.maxTo(e.pool, float64(r.b.Size))
-		}
-	}
+	e.tally()
 	flows := e.flows[:0]
 	for _, r := range e.active {
 		if r.phase == streaming {
@@ -753,12 +740,7 @@ func (e *engine) reallocate() {
 	}
 	for pass := range passes {
 		if pass > 0 {
-			clear(e.occ)
-			for _, r := range e.active {
-				if r.sharing() {
-					r.addTo(e.occ, r.occupancy())
-				}
-			}
+			e.tally()
 		}
 		moved := 0.0
 		for _, r := range flows {
@@ -780,20 +762,7 @@ func (e *engine) reallocate() {
 		}
 	}
 	if passes > 1 {
-		// The occupancies at the collision probabilities found (e.occ
-		// is of the last pass's start).
-		clear(e.want)
-		clear(e.occ)
-		for _, r := range e.active {
-			if r.holds() {
-				r.addTo(e.want, float64(r.b.Size))
-			}
-			if r.sharing() {
-				o := r.occupancy()
-				r.addTo(e.occ, o)
-				r.addTo(e.want, o)
-			}
-		}
+		e.tally() // at the collision probabilities found
 	}
 	slices.SortFunc(flows, func(a, b *run) int { return a.sj.ID - b.sj.ID })
 	coefs, caps := e.coefs[:0], e.caps[:0]
@@ -851,10 +820,35 @@ func (r *run) addTo(per []float64, v float64) {
 	}
 }
 
+// tally sums, per switch, the shared-mode occupancy (occ), the aggregators
+// in use (want: held ranges and occupancies) and the largest shared pool
+// (pool) of the active jobs.
+func (e *engine) tally() {
+	clear(e.occ)
+	clear(e.want)
+	clear(e.pool)
+	for _, r := range e.active {
+		if r.holds() {
+			r.addTo(e.want, float64(r.b.Size))
+		}
+		if r.sharing() {
+			o := r.occupancy()
+			r.addTo(e.occ, o)
+			r.addTo(e.want, o)
+			r.maxTo(e.pool, float64(r.b.Size))
+		}
+	}
+}
+
 // holds reports whether r holds its binding's range exclusively now: a
 // pool it was granted, or FreeINA's memory for its all-reduce.
 func (r *run) holds() bool {
-	return r.holder || r.haveB && r.b.Mode == inasched.RDMA && r.b.INA() && (r.phase == skew || r.phase == streaming || r.phase == draining)
+	return r.holder || r.aggregating() && r.b.Mode == inasched.RDMA
+}
+
+// aggregating reports whether r's all-reduce is on the switches now.
+func (r *run) aggregating() bool {
+	return r.haveB && r.b.INA() && (r.phase == skew || r.phase == streaming || r.phase == draining)
 }
 
 // checkHold checks, as r takes its range, that the range lies within the
@@ -918,7 +912,7 @@ func (r *run) maxTo(per []float64, v float64) {
 
 // sharing reports whether r holds shared-mode aggregators now.
 func (r *run) sharing() bool {
-	return r.haveB && r.b.Mode == inasched.Shared && r.b.INA() && (r.phase == skew || r.phase == streaming || r.phase == draining)
+	return r.aggregating() && r.b.Mode == inasched.Shared
 }
 
 // occupancy is the aggregators a shared-mode job holds: its early workers'
