@@ -122,7 +122,13 @@ func removeRun(id string) error {
 		if err := vnetns.DeleteNamed(filepath.Base(p)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			// A namespace whose mount is already gone is just a file.
 			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("remove namespace %s: %w", filepath.Base(p), err))
+				if errors.Is(rerr, unix.EBUSY) {
+					rerr = fmt.Errorf("%w: its mount is hidden below a later mount of %s on itself "+
+						"(iproute2 makes one the first time 'ip netns add' runs); it goes at the next reboot, "+
+						"or, when no other namespace is in use, after 'umount -l %s' and 'tracebed cleanup'",
+						rerr, NetnsDir, NetnsDir)
+				}
+				errs = append(errs, fmt.Errorf("remove namespace %s: %w", filepath.Base(p), rerr))
 			}
 		}
 	}

@@ -138,6 +138,9 @@ func Up(ctx context.Context, topo *topologies.Topology, opts Options) (_ *Networ
 			n.Down()
 		}
 	}()
+	if err := shareNetnsDir(); err != nil {
+		return nil, err
+	}
 	for _, node := range topo.Nodes {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -1,0 +1,116 @@
+//go:build linux && !nonetns
+
+package netns
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tracebed/tracebed/internal/units"
+)
+
+// privateMountsEnv, when set, tells TestNetnsDirMountedLater that it runs in
+// a private mount namespace of its own, with the run id to use.
+const privateMountsEnv = "TRACEBED_TEST_PRIVATE_MOUNTS"
+
+// TestNetnsDirMountedLater brings a network up on a machine where NetnsDir
+// is not yet a mount point (as after a reboot), lets iproute2 run
+// 'ip netns add' for the first time while the network is up, and checks
+// that the network still comes down. iproute2 then mounts NetnsDir on
+// itself; a run whose namespaces were mounted below that could not remove
+// them (EBUSY) until a reboot, which is how CI once left three behind.
+//
+// The machine's own mounts are not touched: the test runs again in a
+// private mount namespace (unshare --mount --propagation private), where
+// it unmounts NetnsDir and whatever is mounted in it first.
+func TestNetnsDirMountedLater(t *testing.T) {
+	needRoot(t)
+	for _, tool := range []string{"unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: %s is not installed (util-linux, iproute2)", tool)
+		}
+	}
+	if id := os.Getenv(privateMountsEnv); id != "" {
+		inPrivateMounts(t, id)
+		return
+	}
+	id := TestRunID(testPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private",
+		os.Args[0], "-test.run", "^TestNetnsDirMountedLater$", "-test.v", "-test.count", "1")
+	cmd.Env = append(os.Environ(), privateMountsEnv+"="+id)
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a private mount namespace:\n%s", out)
+	// The namespaces die with the private mount namespace; files it left
+	// in NetnsDir are plain files out here.
+	if rerr := removeRun(id); rerr != nil {
+		t.Errorf("remove what the run left: %v", rerr)
+	}
+	if err != nil {
+		t.Fatalf("unshare: %v", err)
+	}
+}
+
+func inPrivateMounts(t *testing.T, id string) {
+	// Unmount, in this mount namespace only, NetnsDir and the namespaces of
+	// runs that are up elsewhere, deepest first, so NetnsDir is a plain
+	// directory as on a machine just booted.
+	for i := 0; ; i++ {
+		if i == 10 {
+			t.Fatalf("%s: mounts remain after unmounting ten times", NetnsDir)
+		}
+		under, err := mountsUnder(NetnsDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range under {
+			unix.Unmount(p, unix.MNT_DETACH)
+		}
+		if err := unix.Unmount(NetnsDir, unix.MNT_DETACH); err != nil {
+			if !errors.Is(err, unix.EINVAL) {
+				t.Fatal(err)
+			}
+			if len(under) == 0 {
+				break
+			}
+		}
+	}
+	n := up(t, star(t, 2, units.Gbps), Options{RunID: id})
+	probe := n.Namespace("probe")
+	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", probe, err, out)
+	}
+	if out, err := exec.Command("ip", "netns", "del", probe).CombinedOutput(); err != nil {
+		t.Errorf("ip netns del %s: %v: %s", probe, err, out)
+	}
+	if err := n.Down(); err != nil {
+		t.Fatalf("down after 'ip netns add': %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(NetnsDir, Prefix+id+"-*"))
+	if len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"/run/netns/a", "/run/netns/a"},
+		{`/run/netns/a\040b`, "/run/netns/a b"},
+		{`/x\011y\012z\134`, "/x\ty\nz\\"},
+		{`/odd\04`, `/odd\04`},
+		{`/big\777`, `/big\777`},
+		{`/end\`, `/end\`},
+	} {
+		if got := unescapeMountinfo(c.in); got != c.want {
+			t.Errorf("unescapeMountinfo(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
