@@ -20,11 +20,13 @@ import (
 	"math"
 	"net/netip"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
 
 	"github.com/tracebed/tracebed/analysis"
@@ -313,6 +315,7 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		e.policies[pe.Name] = pol
 		headroom = min(headroom, pol.offload())
 	}
+	var near []nearScenario
 	for _, sc := range spec.Scenarios {
 		s := e.scenarios[sc.Name]
 		if s == nil {
@@ -321,17 +324,52 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		if headroom == math.MaxInt {
 			break // no policy compiled
 		}
-		if err := s.checkDuration(fastswap.Scaled(headroom, s.p.MemoryScale), spec.Err); err != nil {
+		lower, rough, err := s.checkDuration(fastswap.Scaled(headroom, s.p.MemoryScale), spec.Err)
+		if err != nil {
 			if spec.Err() != nil {
 				return nil, err
 			}
 			errs = append(errs, experiments.EntryError(spec, sc, "local_memory", "%v", err))
+			continue
+		}
+		if rough > runLimit/dryRunNear {
+			near = append(near, nearScenario{sc, lower, rough})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// The dry runs, only for a spec that passed every other check, as many
+	// at a time as there are cores.
+	dry := make([]error, len(near))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, n := range near {
+		g.Go(func() error {
+			dry[i] = e.dryRun(spec, n.entry.Name, n.lower, n.rough)
+			return nil
+		})
+	}
+	g.Wait()
+	if err := spec.Err(); err != nil {
+		return nil, err
+	}
+	for i, err := range dry {
+		if err != nil {
+			errs = append(errs, experiments.EntryError(spec, near[i].entry, "local_memory", "%v", err))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return e, nil
+}
+
+// nearScenario is a scenario whose estimate comes near the run limit, for
+// a dry run.
+type nearScenario struct {
+	entry        experiments.Entry
+	lower, rough time.Duration
 }
 
 func compilePolicy(spec *experiments.Spec, pe experiments.Entry) (Policy, error) {
@@ -500,12 +538,18 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 // matter, the faults and write-backs of the first summaryBudget accesses
 // replayed through the host's frames with its replacement, taken at
 // replayShare (the run's latencies, headers and background traffic only
-// add to it). A trace is not checked here: it may leave pages clean, and
-// its compute was checked with the trace. Before these checks, a scenario
-// with a link too slow for its pages validated and then ran to the run
-// limit.
-func (s *scenario) checkDuration(headroom int, stop func() error) error {
-	var serverRate, serverReads, serverWrites float64
+// add to it), and their faults, each waiting at least faultTime's least.
+// A trace is not checked here: it may leave pages clean, and its compute
+// was checked with the trace. Before these checks, a scenario with a link
+// too slow for its pages validated and then ran to the run limit.
+//
+// It returns the largest of those lower bounds, and a rough upper figure:
+// all of the stream's faults (the replay's, extrapolated) each behind full
+// queues (faultTime's worst), and the server links' traffic sharing them
+// with the background load. Compile runs a scenario whose rough figure
+// comes near the limit (dryRun).
+func (s *scenario) checkDuration(headroom int, stop func() error) (lower, rough time.Duration, err error) {
+	var serverRate, serverReads, serverWrites, serverRough float64
 	for _, name := range s.servers {
 		serverRate += float64(s.paperRate[s.top.Node(name).Ports[0].Link])
 	}
@@ -521,42 +565,72 @@ func (s *scenario) checkDuration(headroom int, stop func() error) error {
 			continue
 		}
 		if s.compute[i] > runLimit {
-			return fmt.Errorf("host %s's %s computes for %v (paper time) at memory_scale %v and iterations %d, beyond the run limit of %v: lower the iterations or raise memory_scale", host, s.apps[i], s.compute[i].Round(time.Second), s.p.MemoryScale, s.p.Iterations, runLimit)
+			return 0, 0, fmt.Errorf("host %s's %s computes for %v (paper time) at memory_scale %v and iterations %d, beyond the run limit of %v: lower the iterations or raise memory_scale", host, s.apps[i], s.compute[i].Round(time.Second), s.p.MemoryScale, s.p.Iterations, runLimit)
 		}
 		frames := s.limit(s.pages[i]) + headroom
 		rate := float64(s.paperRate[s.top.Node(host).Ports[0].Link])
 		writes := float64(max(0, s.pages[i]-frames))
 		if d := paper(writes, rate); d > runLimit {
-			return fmt.Errorf("host %s's %s writes %d pages of its %d to a server at least once (local_memory %v), %s over a %s link: at least %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale",
+			return 0, 0, fmt.Errorf("host %s's %s writes %d pages of its %d to a server at least once (local_memory %v), %s over a %s link: at least %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale",
 				host, s.apps[i], int(writes), s.pages[i], s.p.LocalMemory, mib(writes*ps), units.Rate(rate), d.Round(time.Second), runLimit)
 		}
+		lower = max(lower, s.compute[i], paper(writes, rate))
+		hostRough := s.compute[i] + paper(writes, rate)
 		var reads float64
-		// Every access a fault and a write-back could not take so long:
-		// no replay needed.
-		if most := 2 * float64(s.ops[i]); paper(most, min(rate, serverRate)) > runLimit && frames < s.pages[i] {
+		fault, worst := s.faultTime(host)
+		times := func(n float64, d time.Duration) time.Duration {
+			return time.Duration(min(n*float64(d), math.MaxInt64/2))
+		}
+		// Every access a fault and a write-back could not take so long,
+		// even with every queue full: no replay needed.
+		ops := float64(s.ops[i])
+		if frames < s.pages[i] && (paper(2*ops, min(rate, serverRate)) > runLimit || s.compute[i]+times(ops, worst) > runLimit/dryRunNear) {
 			g, err := apps.New(s.apps[i], apps.Params{Scale: s.p.MemoryScale, Seed: 1, Iterations: s.p.Iterations})
 			if err != nil {
-				return err
+				return 0, 0, err
 			}
 			l, err := replayLoad(g, g.Pages(), frames, paging.Replacement(s.p.Replacement), summaryBudget, stop)
 			if err != nil {
-				return err
+				return 0, 0, err
 			}
 			reads = replayShare * float64(l.reads)
 			writes = max(writes, replayShare*float64(l.writes))
 			if d := paper(max(reads, writes), rate); d > runLimit {
-				return fmt.Errorf("host %s's %s, its first %d accesses replayed through %s over its %d frames (local_memory %v), faults %d times and writes back %d pages: %.0f%% of that, %s over a %s link, takes %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale",
+				return 0, 0, fmt.Errorf("host %s's %s, its first %d accesses replayed through %s over its %d frames (local_memory %v), faults %d times and writes back %d pages: %.0f%% of that, %s over a %s link, takes %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale",
 					host, s.apps[i], l.accesses, s.p.Replacement, frames, s.p.LocalMemory, l.reads, l.writes, 100*replayShare, mib(max(reads, writes)*ps), units.Rate(rate), d.Round(time.Second), runLimit)
 			}
+			lower = max(lower, paper(max(reads, writes), rate))
+			// The application waits for each fault's page: a round trip
+			// and the page's transmission at the path's slowest link.
+			d := s.compute[i] + times(reads, fault)
+			if d > runLimit {
+				return 0, 0, fmt.Errorf("host %s's %s, its first %d accesses replayed through %s over its %d frames (local_memory %v), faults %d times: %.0f%% of those faults, each waiting %v for its page, and %v of compute take %v of paper time, beyond the run limit of %v: raise the link rate, lower the delays, or raise local_memory or memory_scale",
+					host, s.apps[i], l.accesses, s.p.Replacement, frames, s.p.LocalMemory, l.reads, 100*replayShare, fault.Round(time.Microsecond), s.compute[i].Round(time.Millisecond), d.Round(time.Second), runLimit)
+			}
+			lower = max(lower, d)
+			// All of the stream's faults, each behind full queues.
+			all := float64(l.reads) * ops / float64(max(l.accesses, 1))
+			hostRough = max(hostRough, s.compute[i]+times(all, worst))
+			serverRough += all + float64(l.writes)*ops/float64(max(l.accesses, 1))
+		} else {
+			serverRough += writes
 		}
+		rough = max(rough, hostRough)
 		serverReads += reads
 		serverWrites += writes
 	}
-	if d := paper(max(serverReads, serverWrites), serverRate); d > runLimit {
-		return fmt.Errorf("the hosts read %s from and write %s to the memory servers (%d) at least, over %s of server links (local_memory %v): about %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale, or add servers",
+	d := paper(max(serverReads, serverWrites), serverRate)
+	if d > runLimit {
+		return 0, 0, fmt.Errorf("the hosts read %s from and write %s to the memory servers (%d) at least, over %s of server links (local_memory %v): about %v of paper time, beyond the run limit of %v: raise the link rate, local_memory or memory_scale, or add servers",
 			mib(serverReads*ps), mib(serverWrites*ps), len(s.servers), units.Rate(serverRate), s.p.LocalMemory, d.Round(time.Second), runLimit)
 	}
-	return nil
+	lower = max(lower, d)
+	if len(s.senders) > 0 && s.p.Background.Load > 0 {
+		// The other tenant's load leaves the rest of the server links,
+		// a tenth at least (it may offer more than the links carry).
+		serverRough /= max(0.1, 1-s.p.Background.Load)
+	}
+	return lower, max(rough, lower, paper(serverRough, serverRate)), nil
 }
 
 // limit is the local memory, in pages, of a host whose working set is ws
@@ -849,7 +923,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if newTestbed == nil {
 		newTestbed = experiments.SimTestbed
 	}
-	o, err := run(ctx, newTestbed, sc, pol, r.Seed, r.Progress, e.pages)
+	o, err := run(ctx, newTestbed, sc, pol, r.Seed, r.Progress, e.pages, runLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -879,7 +953,7 @@ type Outcome struct {
 // that order; the run ends when every host has replayed its trace and seen
 // every write-back acknowledged. The same code runs on every substrate.
 // The memory servers take their page memory from pages (nil: allocate).
-func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64), pages *paging.PagePool) (_ *Outcome, err error) {
+func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64), pages *paging.PagePool, limit time.Duration) (_ *Outcome, err error) {
 	prog := pfarmem.SwitchProgram()
 	tb, err := newTestbed(ctx, testbed.Config{Topology: sc.top, Program: &prog, Seed: uint64(seed)})
 	if err != nil {
@@ -1025,7 +1099,7 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		return all
 	}
 	step := min(sc.stretch(time.Millisecond), maxDoneStep)
-	if err := tb.Run(ctx, step, sc.stretch(runLimit), done); err != nil {
+	if err := tb.Run(ctx, step, sc.stretch(limit), done); err != nil {
 		return nil, fmt.Errorf("hosts not done: %w", err)
 	}
 	o := &Outcome{End: tb.Now(), Switches: map[string]pfarmem.ClassCounts{}, Scale: sc.scale}
@@ -1119,6 +1193,54 @@ func (sc *scenario) fitsMTU(mtu int) error {
 // thousand times Fastswap's. At 1000 s a fault, a run validated and then
 // spun to the run limit.
 const maxOverhead = units.Duration(time.Millisecond)
+
+// dryRun runs every policy of scenario name once on sim, with the spec's
+// first seed, and refuses the scenario when a run is not done within
+// dryRunShare of the run limit (paper time) or fails. Compile calls it for
+// the scenarios whose estimate (checkDuration's largest lower bound of a
+// run's duration) is within dryRunNear of the limit: the bounds count no
+// queueing behind the other tenant, no contention between the hosts and
+// only the replayed share of the faults, so runs there took from about the
+// estimate to several times it, and without a run the spec validated and
+// then stopped at the limit. The margin stands for the other seeds and for
+// the netns substrate's timing.
+func (e *experiment) dryRun(spec *experiments.Spec, name string, lower, rough time.Duration) error {
+	sc := e.scenarios[name]
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stop := context.AfterFunc(spec.Context(), func() { cancel(context.Cause(spec.Context())) })
+	defer stop()
+	limit := time.Duration(dryRunShare * float64(runLimit))
+	for _, pe := range spec.Policies {
+		pol := e.policies[pe.Name]
+		if _, err := run(ctx, experiments.SimTestbed, sc, pol, spec.Seeds[0], nil, e.pages, limit); err != nil {
+			if cerr := spec.Err(); cerr != nil {
+				return cerr
+			}
+			if errors.Is(err, testbed.ErrLimit) {
+				return fmt.Errorf("%s, so policy %s ran once on sim (seed %d): not done after %v of paper time (%.0f%% of the limit, a margin for other seeds and substrates): raise the link rates, local_memory or memory_scale",
+					estimated(lower, rough), pe.Name, spec.Seeds[0], limit, 100*dryRunShare)
+			}
+			return fmt.Errorf("%s, so policy %s ran once on sim (seed %d), and failed: %w",
+				estimated(lower, rough), pe.Name, spec.Seeds[0], err)
+		}
+	}
+	return nil
+}
+
+// estimated says what checkDuration estimated of a scenario's runs.
+func estimated(lower, rough time.Duration) string {
+	return fmt.Sprintf("its runs are estimated to take from %v to %v of paper time, with every queue full, against the run limit of %v",
+		lower.Round(time.Second), rough.Round(time.Second), runLimit)
+}
+
+// dryRunNear and dryRunShare place and size Compile's dry runs (dryRun):
+// a scenario whose estimate is above runLimit/dryRunNear runs once per
+// policy on sim and must be done within dryRunShare of runLimit.
+const (
+	dryRunNear  = 8
+	dryRunShare = 0.8
+)
 
 // runLimit is how much testbed time (at scale 1) a run may take;
 // maxDoneStep bounds how often the driver asks the hosts whether they are
@@ -1439,4 +1561,52 @@ func geomean(v []float64) float64 {
 		s += math.Log(x)
 	}
 	return math.Exp(s / float64(len(v)))
+}
+
+// faultTime is the paper time host waits for a page it faults on, at
+// least and at worst. At least: the round trip to the nearest memory server
+// (propagation and switch pipelines, both ways) and the page's
+// transmission at the path's slowest link. At worst, besides: every switch
+// queue on the way there and back full to its link's buffer, as behind the
+// other tenant's bursts or the other hosts' write-backs.
+func (s *scenario) faultTime(host string) (least, worst time.Duration) {
+	h := s.top.Node(host)
+	least, worst = time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	for _, name := range s.servers {
+		path := s.top.Path(h, s.top.Node(name))
+		if len(path) < 2 {
+			continue
+		}
+		var oneWay time.Duration
+		var queues float64 // seconds
+		slowest := units.Rate(math.MaxInt64)
+		for j, n := range path[:len(path)-1] {
+			if j > 0 {
+				oneWay += n.Latency
+			}
+			for _, p := range n.Ports {
+				if p.Peer.Node != path[j+1] {
+					continue
+				}
+				l, rate := p.Link, float64(max(s.paperRate[p.Link], 1))
+				oneWay += l.Delay
+				slowest = min(slowest, s.paperRate[l])
+				for _, end := range []*topologies.Node{n, path[j+1]} {
+					if !end.IsHost() {
+						queues += float64(l.Buffer) * 8 / rate
+					}
+				}
+				break
+			}
+		}
+		// The topology's delays are stretched by the scale factor.
+		rtt := time.Duration(float64(2*oneWay) / max(s.scale, 1))
+		tx := time.Duration(float64(s.pageSize) * 8 / float64(max(slowest, 1)) * float64(time.Second))
+		least = min(least, rtt+tx)
+		worst = min(worst, rtt+tx+time.Duration(min(queues*float64(time.Second), math.MaxInt64/2)))
+	}
+	if least == math.MaxInt64 {
+		return 0, 0
+	}
+	return least, worst
 }

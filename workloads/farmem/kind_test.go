@@ -17,6 +17,7 @@ import (
 	"github.com/tracebed/tracebed/experiments"
 	"github.com/tracebed/tracebed/internal/testproc"
 	pfarmem "github.com/tracebed/tracebed/p4/farmem"
+	"github.com/tracebed/tracebed/systems/fastswap"
 	memtrace "github.com/tracebed/tracebed/traces/mem"
 )
 
@@ -115,6 +116,10 @@ func TestSpecErrors(t *testing.T) {
 			"bad.yaml:4:11: workload.local_memory: the hosts read 4.9 MiB from and write 2.2 MiB to the memory servers (1) at least, over 20Kbps of server links (local_memory 0.5): about 33m58s of paper time, beyond the run limit of 16m40s"},
 		{"faults over a slow link", head + "topology: {generate: star, hosts: 3, rate: 100kbps}\nworkload: {hosts: 1, servers: 1, memory_scale: 256, app: kmeans}\n",
 			"bad.yaml:4:11: workload.local_memory: host h1's kmeans, its first 17823 accesses replayed through clock over its 1032 frames (local_memory 0.5), faults 8068 times and writes back 2349 pages: 60% of that, 18.9 MiB over a 100Kbps link, takes 26m26s of paper time, beyond the run limit of 16m40s"},
+		{"faults over long round trips", head + "topology: {generate: star, hosts: 3, rate: 10Gbps, delay: 100ms}\nworkload: {hosts: 1, servers: 1, memory_scale: 256, app: kmeans}\n",
+			"bad.yaml:4:11: workload.local_memory: host h1's kmeans, its first 17823 accesses replayed through clock over its 1032 frames (local_memory 0.5), faults 8068 times: 60% of those faults, each waiting 400.003ms for its page, and 24ms of compute take 32m16s of paper time, beyond the run limit of 16m40s"},
+		{"a dry run not done", head + "topology: {generate: star, hosts: 3, rate: 10Gbps, delay: 30ms}\nworkload: {hosts: 1, servers: 1, memory_scale: 256, app: kmeans}\n",
+			"bad.yaml:4:11: workload.local_memory: its runs are estimated to take from 9m41s to 16m22s of paper time, with every queue full, against the run limit of 16m40s, so policy fastswap ran once on sim (seed 1): not done after 13m20s of paper time"},
 		{"compute beyond the run limit", head + "workload: {app: quicksort, memory_scale: 2048, iterations: 1000000}\n",
 			"workload.local_memory: host h1's quicksort computes for"},
 		{"netns link HTB cannot shape", head + "substrate: netns\nscale: 1000\ntopology: {generate: star, hosts: 3, rate: 4kbps}\nworkload: {hosts: 1, servers: 1, memory_scale: 2048, local_memory: 1}\n",
@@ -412,7 +417,7 @@ func TestSwitchCounters(t *testing.T) {
 		policy     string
 		classified bool
 	}{{"fastswap", false}, {"glitter", true}} {
-		o, err := run(context.Background(), experiments.SimTestbed, e.scenarios["tight"], e.policies[tc.policy], 1, nil, nil)
+		o, err := run(context.Background(), experiments.SimTestbed, e.scenarios["tight"], e.policies[tc.policy], 1, nil, nil, runLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -468,5 +473,30 @@ func TestDurationCountsHeadroom(t *testing.T) {
 		if refused := err != nil && strings.Contains(err.Error(), "replayed through clock"); refused != tc.refused || (err != nil && !refused) {
 			t.Errorf("policies %s: %v; want refused by the replay: %v", tc.policies, err, tc.refused)
 		}
+	}
+}
+
+// TestDryRunAccepts compiles a scenario near the run limit (its estimate
+// makes Compile run it once on sim, and it is done in time) and checks that
+// the runs validate accepted end, for every policy and other seeds.
+func TestDryRunAccepts(t *testing.T) {
+	const yaml = "kind: farmem\npolicies: [fastswap, glitter]\nseeds: [1, 2]\n" +
+		"topology: {generate: star, hosts: 3, rate: 10Gbps, delay: 20ms}\nworkload: {hosts: 1, servers: 1, memory_scale: 256, app: kmeans}\n"
+	spec, exp, err := compile(t, "near.yaml", yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := exp.(*experiment)
+	lower, rough, err := e.scenarios["default"].checkDuration(fastswap.Scaled(fastswap.MaxReclaimOffload, 256), nil)
+	if err != nil || rough <= runLimit/dryRunNear {
+		t.Fatalf("estimate %v to %v (%v); want one above %v, so that Compile runs the scenario", lower, rough, err, runLimit/dryRunNear)
+	}
+	for _, r := range experiments.Runs(spec) {
+		res, err := exp.Run(context.Background(), r)
+		if err != nil {
+			t.Errorf("%s/%s/seed %d: %v", r.Scenario, r.Policy, r.Seed, err)
+			continue
+		}
+		t.Logf("%s/%s/seed %d: done in %.0f s of paper time (lower bound %v)", r.Scenario, r.Policy, r.Seed, res.Metrics[MetricCompletion], lower)
 	}
 }
