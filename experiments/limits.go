@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -61,6 +62,24 @@ func EntryCause(s *Spec, e Entry, key, what string) Cause {
 // calls it for every scenario.
 type Estimator interface {
 	Need(scenario string) Need
+}
+
+// Rehearser is implemented by experiments some of whose runs only running
+// can tell will end in time (far memory near its run limit). Rehearse runs
+// those once, on sim, and returns an input error, at the field that
+// drives it, for each that would not end; it stops when ctx is done.
+// validate and run call it after CheckLimits, so that a rehearsal is never
+// longer than the runs the limits allow.
+type Rehearser interface {
+	Rehearse(ctx context.Context) error
+}
+
+// Rehearse calls exp's Rehearse, if it has one.
+func Rehearse(ctx context.Context, exp Experiment) error {
+	if r, ok := exp.(Rehearser); ok {
+		return r.Rehearse(ctx)
+	}
+	return nil
 }
 
 // baseMemory is what any run holds besides what its kind estimates: the

@@ -95,16 +95,6 @@ func (s *Spec) AtBMv2Scale() *Spec {
 // trace of gigabytes stops on SIGINT like a run does.
 func (s *Spec) SetContext(ctx context.Context) { s.ctx = ctx }
 
-// Context returns the spec's context (SetContext), or
-// context.Background() when none was set: compile steps that run
-// something (a kind's dry run) stop with it.
-func (s *Spec) Context() context.Context {
-	if s.ctx == nil {
-		return context.Background()
-	}
-	return s.ctx
-}
-
 // Err reports why the spec's context (SetContext) is done, or nil: checks
 // of a kind that take long look at it between steps.
 func (s *Spec) Err() error {

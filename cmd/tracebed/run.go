@@ -120,6 +120,12 @@ writes, byte for byte (docs/scale-out.md).`,
 				if err := experiments.CheckLimits(s, exp, limits); err != nil {
 					return badInput(err)
 				}
+				if err := experiments.Rehearse(cmd.Context(), exp); err != nil {
+					if cmd.Context().Err() != nil {
+						return fmt.Errorf("%s: %w", s.Name, context.Cause(cmd.Context()))
+					}
+					return badInput(err)
+				}
 				todo = append(todo, compiled{s, exp})
 			}
 			if !slices.Contains(netnstb.Networks, network) {

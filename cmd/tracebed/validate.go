@@ -134,6 +134,9 @@ func (a *app) validate(ctx context.Context, path string, limits experiments.Limi
 			if err := experiments.CheckLimits(s, exp, limits); err != nil {
 				return "", err
 			}
+			if err := experiments.Rehearse(ctx, exp); err != nil {
+				return "", err
+			}
 			runs := len(s.Policies) * len(s.Scenarios) * len(s.Seeds)
 			return fmt.Sprintf("experiment %s of kind %s: %d policies × %d scenarios × %d seeds = %d runs%s", s.Name, s.Kind, len(s.Policies), len(s.Scenarios), len(s.Seeds), runs, needSummary(s, experiments.Needs(s, exp))), nil
 		case "topology":

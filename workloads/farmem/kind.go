@@ -174,6 +174,8 @@ type scenario struct {
 	pageSize int
 	// paperRate is each link's rate before scaleTopology.
 	paperRate map[*topologies.Link]units.Rate
+	// rough is checkDuration's rough upper estimate of a run's paper time.
+	rough time.Duration
 	// scale is the spec's scale factor s: the scenario runs with link
 	// rates divided by s and every time constant multiplied by s
 	// (docs/scaling.md, "Far memory"); 1 is paper scale.
@@ -232,6 +234,8 @@ type experiment struct {
 	// pages is the page memory of the memory servers, which each run
 	// hands on to the next (paging.PagePool).
 	pages *paging.PagePool
+	// near are the scenarios Rehearse runs, in spec order.
+	near []nearScenario
 }
 
 // Compile implements experiments.Kind. It reports every problem of the
@@ -315,7 +319,6 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 		e.policies[pe.Name] = pol
 		headroom = min(headroom, pol.offload())
 	}
-	var near []nearScenario
 	for _, sc := range spec.Scenarios {
 		s := e.scenarios[sc.Name]
 		if s == nil {
@@ -332,37 +335,42 @@ func (k Kind) Compile(spec *experiments.Spec) (experiments.Experiment, error) {
 			errs = append(errs, experiments.EntryError(spec, sc, "local_memory", "%v", err))
 			continue
 		}
+		s.rough = rough
 		if rough > runLimit/dryRunNear {
-			near = append(near, nearScenario{sc, lower, rough})
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	// The dry runs, only for a spec that passed every other check, as many
-	// at a time as there are cores.
-	dry := make([]error, len(near))
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, n := range near {
-		g.Go(func() error {
-			dry[i] = e.dryRun(spec, n.entry.Name, n.lower, n.rough)
-			return nil
-		})
-	}
-	g.Wait()
-	if err := spec.Err(); err != nil {
-		return nil, err
-	}
-	for i, err := range dry {
-		if err != nil {
-			errs = append(errs, experiments.EntryError(spec, near[i].entry, "local_memory", "%v", err))
+			e.near = append(e.near, nearScenario{sc, lower, rough})
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return e, nil
+}
+
+// Rehearse implements experiments.Rehearser: the scenarios whose rough
+// estimate came near the run limit run once per policy on sim (dryRun), as
+// many at a time as there are cores; each that is not done in time is
+// refused at its local_memory.
+func (e *experiment) Rehearse(ctx context.Context) error {
+	dry := make([]error, len(e.near))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, n := range e.near {
+		g.Go(func() error {
+			dry[i] = e.dryRun(ctx, n)
+			return nil
+		})
+	}
+	g.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	var errs []error
+	for i, err := range dry {
+		if err != nil {
+			errs = append(errs, experiments.EntryError(e.spec, e.near[i].entry, "local_memory", "%v", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // nearScenario is a scenario whose estimate comes near the run limit, for
@@ -546,7 +554,7 @@ func compileScenario(spec *experiments.Spec, sc experiments.Entry, p Params, pre
 // It returns the largest of those lower bounds, and a rough upper figure:
 // all of the stream's faults (the replay's, extrapolated) each behind full
 // queues (faultTime's worst), and the server links' traffic sharing them
-// with the background load. Compile runs a scenario whose rough figure
+// with the background load. Rehearse runs a scenario whose rough figure
 // comes near the limit (dryRun).
 func (s *scenario) checkDuration(headroom int, stop func() error) (lower, rough time.Duration, err error) {
 	var serverRate, serverReads, serverWrites, serverRough float64
@@ -923,7 +931,7 @@ func (e *experiment) Run(ctx context.Context, r experiments.Run) (*analysis.Run,
 	if newTestbed == nil {
 		newTestbed = experiments.SimTestbed
 	}
-	o, err := run(ctx, newTestbed, sc, pol, r.Seed, r.Progress, e.pages, runLimit)
+	o, err := run(ctx, newTestbed, sc, pol, r.Seed, r.Progress, e.pages, runLimit, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -953,7 +961,7 @@ type Outcome struct {
 // that order; the run ends when every host has replayed its trace and seen
 // every write-back acknowledged. The same code runs on every substrate.
 // The memory servers take their page memory from pages (nil: allocate).
-func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64), pages *paging.PagePool, limit time.Duration) (_ *Outcome, err error) {
+func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenario, pol Policy, seed int64, progress func(float64), pages *paging.PagePool, limit time.Duration, watch func(now time.Duration, done float64) bool) (_ *Outcome, err error) {
 	prog := pfarmem.SwitchProgram()
 	tb, err := newTestbed(ctx, testbed.Config{Topology: sc.top, Program: &prog, Seed: uint64(seed)})
 	if err != nil {
@@ -1084,6 +1092,9 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 	for _, n := range sc.ops {
 		total += n
 	}
+	// watch stops the run through runCtx; the counters are read with ctx.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	// Every host is asked on its own loop whether it is done (Inspect).
 	done := func() bool {
 		all, ops := true, uint64(0)
@@ -1096,10 +1107,16 @@ func run(ctx context.Context, newTestbed experiments.TestbedFactory, sc *scenari
 		if progress != nil && total > 0 {
 			progress(float64(ops) / float64(total))
 		}
+		if watch != nil && total > 0 && !all && !watch(tb.Now(), float64(ops)/float64(total)) {
+			stop(errProjected)
+		}
 		return all
 	}
 	step := min(sc.stretch(time.Millisecond), maxDoneStep)
-	if err := tb.Run(ctx, step, sc.stretch(limit), done); err != nil {
+	if err := tb.Run(runCtx, step, sc.stretch(limit), done); err != nil {
+		if errors.Is(context.Cause(runCtx), errProjected) {
+			return nil, errProjected
+		}
 		return nil, fmt.Errorf("hosts not done: %w", err)
 	}
 	o := &Outcome{End: tb.Now(), Switches: map[string]pfarmem.ClassCounts{}, Scale: sc.scale}
@@ -1194,39 +1211,53 @@ func (sc *scenario) fitsMTU(mtu int) error {
 // spun to the run limit.
 const maxOverhead = units.Duration(time.Millisecond)
 
-// dryRun runs every policy of scenario name once on sim, with the spec's
+// dryRun runs every policy of scenario n once on sim, with the spec's
 // first seed, and refuses the scenario when a run is not done within
-// dryRunShare of the run limit (paper time) or fails. Compile calls it for
-// the scenarios whose estimate (checkDuration's largest lower bound of a
-// run's duration) is within dryRunNear of the limit: the bounds count no
-// queueing behind the other tenant, no contention between the hosts and
-// only the replayed share of the faults, so runs there took from about the
-// estimate to several times it, and without a run the spec validated and
-// then stopped at the limit. The margin stands for the other seeds and for
-// the netns substrate's timing.
-func (e *experiment) dryRun(spec *experiments.Spec, name string, lower, rough time.Duration) error {
-	sc := e.scenarios[name]
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	stop := context.AfterFunc(spec.Context(), func() { cancel(context.Cause(spec.Context())) })
-	defer stop()
+// dryRunShare of the run limit (paper time), or fails. Rehearse calls it
+// for the scenarios whose rough estimate (checkDuration) is above
+// runLimit/dryRunNear: the lower bounds count no queueing behind the other
+// tenant, no contention between the hosts and only the replayed share of
+// the faults, and runs took from about them to thousands of times them;
+// without a run such a spec validated and then stopped at the limit. The
+// margin stands for the other seeds and for the netns substrate's timing.
+// A run whose progress, once a tenth of the limit has passed, projects to
+// more than dryRunProject times the allowed time is stopped there.
+func (e *experiment) dryRun(ctx context.Context, n nearScenario) error {
+	sc := e.scenarios[n.entry.Name]
+	seed := e.spec.Seeds[0]
 	limit := time.Duration(dryRunShare * float64(runLimit))
-	for _, pe := range spec.Policies {
-		pol := e.policies[pe.Name]
-		if _, err := run(ctx, experiments.SimTestbed, sc, pol, spec.Seeds[0], nil, e.pages, limit); err != nil {
-			if cerr := spec.Err(); cerr != nil {
-				return cerr
+	for _, pe := range e.spec.Policies {
+		var projected time.Duration
+		watch := func(now time.Duration, done float64) bool {
+			paper := time.Duration(float64(now) / max(sc.scale, 1))
+			if paper < runLimit/10 {
+				return true
 			}
-			if errors.Is(err, testbed.ErrLimit) {
-				return fmt.Errorf("%s, so policy %s ran once on sim (seed %d): not done after %v of paper time (%.0f%% of the limit, a margin for other seeds and substrates): raise the link rates, local_memory or memory_scale",
-					estimated(lower, rough), pe.Name, spec.Seeds[0], limit, 100*dryRunShare)
-			}
+			projected = time.Duration(min(float64(paper)/max(done, 1e-9), math.MaxInt64/2))
+			return projected <= dryRunProject*limit
+		}
+		_, err := run(ctx, experiments.SimTestbed, sc, e.policies[pe.Name], seed, nil, e.pages, limit, watch)
+		switch {
+		case err == nil:
+			continue
+		case context.Cause(ctx) != nil:
+			return context.Cause(ctx)
+		case errors.Is(err, errProjected):
+			return fmt.Errorf("%s, so policy %s ran on sim (seed %d): after %v of paper time its progress projected %v: raise the link rates, local_memory or memory_scale",
+				estimated(n.lower, n.rough), pe.Name, seed, runLimit/10, projected.Round(time.Second))
+		case errors.Is(err, testbed.ErrLimit):
+			return fmt.Errorf("%s, so policy %s ran once on sim (seed %d): not done after %v of paper time (%.0f%% of the limit, a margin for other seeds and substrates): raise the link rates, local_memory or memory_scale",
+				estimated(n.lower, n.rough), pe.Name, seed, limit, 100*dryRunShare)
+		default:
 			return fmt.Errorf("%s, so policy %s ran once on sim (seed %d), and failed: %w",
-				estimated(lower, rough), pe.Name, spec.Seeds[0], err)
+				estimated(n.lower, n.rough), pe.Name, seed, err)
 		}
 	}
 	return nil
 }
+
+// errProjected stops a dry run whose progress projects past its limit.
+var errProjected = errors.New("progress projects past the limit")
 
 // estimated says what checkDuration estimated of a scenario's runs.
 func estimated(lower, rough time.Duration) string {
@@ -1234,12 +1265,15 @@ func estimated(lower, rough time.Duration) string {
 		lower.Round(time.Second), rough.Round(time.Second), runLimit)
 }
 
-// dryRunNear and dryRunShare place and size Compile's dry runs (dryRun):
-// a scenario whose estimate is above runLimit/dryRunNear runs once per
-// policy on sim and must be done within dryRunShare of runLimit.
+// dryRunNear, dryRunShare and dryRunProject place and size the dry runs
+// (dryRun): a scenario whose rough estimate is above runLimit/dryRunNear
+// runs once per policy on sim and must be done within dryRunShare of
+// runLimit; one whose progress projects past dryRunProject times that is
+// stopped early.
 const (
-	dryRunNear  = 8
-	dryRunShare = 0.8
+	dryRunNear    = 8
+	dryRunShare   = 0.8
+	dryRunProject = 2
 )
 
 // runLimit is how much testbed time (at scale 1) a run may take;

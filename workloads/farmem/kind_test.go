@@ -48,6 +48,10 @@ func compile(t testing.TB, file, yaml string) (*experiments.Spec, experiments.Ex
 		return nil, nil, err
 	}
 	exp, err := Kind{}.Compile(spec)
+	if err == nil {
+		// As validate and run do, after their limits.
+		err = experiments.Rehearse(context.Background(), exp)
+	}
 	return spec, exp, err
 }
 
@@ -417,7 +421,7 @@ func TestSwitchCounters(t *testing.T) {
 		policy     string
 		classified bool
 	}{{"fastswap", false}, {"glitter", true}} {
-		o, err := run(context.Background(), experiments.SimTestbed, e.scenarios["tight"], e.policies[tc.policy], 1, nil, nil, runLimit)
+		o, err := run(context.Background(), experiments.SimTestbed, e.scenarios["tight"], e.policies[tc.policy], 1, nil, nil, runLimit, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,11 +44,15 @@ func (e *experiment) Need(name string) experiments.Need {
 		mem += float64(analysis.DurationsBytes(int(math.Min(ops, analysis.MaxExactDurations+1)), 0))
 		mem += math.Min(ops, paging.MaxBlockEvents) * 2 * 24
 		events += ops * eventsByAccess
-		// The run lasts the compute, at least, and every fault's
-		// round trip (a few µs) at most: a bound for the background
-		// traffic below.
-		longest = max(longest, sc.compute[i].Seconds()+ops*4e-6)
+		// The run lasts the compute, at least, and every access a fault
+		// that waits its round trip and page (a few µs on fast links) at
+		// most: a bound for the background traffic below.
+		least, _ := sc.faultTime(sc.hosts[i])
+		longest = max(longest, sc.compute[i].Seconds()+ops*max(4e-6, least.Seconds()))
 	}
+	// Where the links make faults slow, checkDuration's rough estimate
+	// (from the replay), up to the run limit.
+	longest = min(max(longest, sc.rough.Seconds()), runLimit.Seconds())
 	mem += float64(sc.top.QueueCapacity()) * 1.3 // frames and their overhead
 	if bg := sc.p.Background; bg.Load > 0 {
 		for _, name := range sc.senders {
