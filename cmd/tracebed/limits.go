@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -46,3 +49,26 @@ func needSummary(s *experiments.Spec, needs []experiments.Need) string {
 	}
 	return out
 }
+
+// rehearse runs exp's rehearsal (experiments.Rehearse). When it lasts
+// longer than rehearseNotice, one line on stderr (unless quiet) says what
+// the wait is for: a spec near a run limit validates in about as long as
+// its runs take.
+func rehearse(ctx context.Context, stderr io.Writer, quiet bool, name string, exp experiments.Experiment) error {
+	if quiet {
+		return experiments.Rehearse(ctx, exp)
+	}
+	said := make(chan struct{})
+	t := time.AfterFunc(rehearseNotice, func() {
+		defer close(said)
+		fmt.Fprintf(stderr, "%s: rehearsing, once each on sim, the runs whose estimates come near the run limit (docs/reliability.md §1)\n", name)
+	})
+	err := experiments.Rehearse(ctx, exp)
+	if !t.Stop() {
+		<-said // the line is written before anything that follows
+	}
+	return err
+}
+
+// rehearseNotice is how long a rehearsal runs before rehearse says so.
+const rehearseNotice = 2 * time.Second

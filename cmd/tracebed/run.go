@@ -120,7 +120,7 @@ writes, byte for byte (docs/scale-out.md).`,
 				if err := experiments.CheckLimits(s, exp, limits); err != nil {
 					return badInput(err)
 				}
-				if err := experiments.Rehearse(cmd.Context(), exp); err != nil {
+				if err := rehearse(cmd.Context(), a.stderr, quiet, s.Name, exp); err != nil {
 					if cmd.Context().Err() != nil {
 						return fmt.Errorf("%s: %w", s.Name, context.Cause(cmd.Context()))
 					}

@@ -134,7 +134,7 @@ func (a *app) validate(ctx context.Context, path string, limits experiments.Limi
 			if err := experiments.CheckLimits(s, exp, limits); err != nil {
 				return "", err
 			}
-			if err := experiments.Rehearse(ctx, exp); err != nil {
+			if err := rehearse(ctx, a.stderr, false, path, exp); err != nil {
 				return "", err
 			}
 			runs := len(s.Policies) * len(s.Scenarios) * len(s.Seeds)
