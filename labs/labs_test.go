@@ -237,35 +237,58 @@ func TestLab2(t *testing.T) {
 		defer removeRun(id)
 		tracebed(t, "topo", "up", "labs/2-switch-memory/lab2.yaml", "--program", "ina", "--detach", "--run-id", id)
 		defer tracebed(t, "topo", "down", "--run", id)
+		// Real time on a shared machine: each pool's time is the least of
+		// up to three rounds, taken in turn, so that a moment of load
+		// (make test runs packages side by side) slows one measurement,
+		// not the comparison. The rounds stop once the times are as the
+		// lab says.
 		times := map[int]time.Duration{}
 		re := regexp.MustCompile(`all-reduce time ([0-9.]+[µm]?s)`)
-		for _, p := range []int{2, 8, 32, 128} {
-			out := tracebed(t, "topo", "allreduce", "--run", id, "--hosts", "h1,h2", "--elements", "65536", "--pool", strconv.Itoa(p))
-			mm := re.FindStringSubmatch(out)
-			if mm == nil || !strings.Contains(out, "every sum exact") {
-				t.Fatalf("pool %d:\n%s", p, out)
+		var problems []string
+		for round := 1; round <= 3; round++ {
+			for _, p := range []int{2, 8, 32, 128} {
+				out := tracebed(t, "topo", "allreduce", "--run", id, "--hosts", "h1,h2", "--elements", "65536", "--pool", strconv.Itoa(p))
+				mm := re.FindStringSubmatch(out)
+				if mm == nil || !strings.Contains(out, "every sum exact") {
+					t.Fatalf("pool %d:\n%s", p, out)
+				}
+				d, err := time.ParseDuration(mm[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if old, ok := times[p]; !ok || d < old {
+					times[p] = d
+				}
+				t.Logf("round %d, pool %3d: %v", round, p, d)
 			}
-			d, err := time.ParseDuration(mm[1])
-			if err != nil {
-				t.Fatal(err)
+			if problems = lab2Times(times); len(problems) == 0 {
+				return
 			}
-			times[p] = d
-			t.Logf("pool %3d: %v", p, d)
 		}
-		// Latency-bound: a pool of 8 about four times faster than 2.
-		if r := float64(times[2]) / float64(times[8]); r < 2.5 {
-			t.Errorf("pool 2 → 8 cuts the time %.1f×, want about 4×", r)
-		}
-		// Bandwidth-bound: 1024 frames of 322 bytes at 10 Mbit/s take
-		// 264 ms; a pool four times larger gains little.
-		link := time.Duration(1024 * 322 * 8 * float64(time.Second) / 10e6)
-		if times[128] < link*9/10 {
-			t.Errorf("pool 128: %v, faster than the link allows (%v)", times[128], link)
-		}
-		if r := float64(times[32]) / float64(times[128]); r > 1.6 {
-			t.Errorf("pool 32 → 128 cuts the time %.1f×: the link should be (nearly) full", r)
+		for _, p := range problems {
+			t.Error(p)
 		}
 	})
+}
+
+// lab2Times checks lab 2's all-reduce times by pool size (the least of
+// each) against what its README says, and returns what disagrees.
+func lab2Times(times map[int]time.Duration) []string {
+	var problems []string
+	// Latency-bound: a pool of 8 about four times faster than 2.
+	if r := float64(times[2]) / float64(times[8]); r < 2.5 {
+		problems = append(problems, fmt.Sprintf("pool 2 → 8 cuts the time %.1f×, want about 4×", r))
+	}
+	// Bandwidth-bound: 1024 frames of 322 bytes at 10 Mbit/s take
+	// 264 ms; a pool four times larger gains little.
+	link := time.Duration(1024 * 322 * 8 * float64(time.Second) / 10e6)
+	if times[128] < link*9/10 {
+		problems = append(problems, fmt.Sprintf("pool 128: %v, faster than the link allows (%v)", times[128], link))
+	}
+	if r := float64(times[32]) / float64(times[128]); r > 1.6 {
+		problems = append(problems, fmt.Sprintf("pool 32 → 128 cuts the time %.1f×: the link should be (nearly) full", r))
+	}
+	return problems
 }
 
 // TestLab1 follows labs/1-watch-an-aggregate/README.md as root: two
