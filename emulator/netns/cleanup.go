@@ -73,12 +73,14 @@ func Cleanup(prefix string) ([]string, error) {
 	}
 	// Temporary veth ends of any run (tb<id><n><a|b>) still in the root
 	// namespace, e.g. from a run killed while creating its links.
-	if links, err := netlink.LinkList(); err == nil {
-		for _, l := range links {
-			if isTempLink(l.Attrs().Name, "") && strings.HasPrefix(l.Attrs().Name, "tb"+prefix) {
-				if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
-					errs = append(errs, fmt.Errorf("remove link %s: %w", l.Attrs().Name, err))
-				}
+	links, err := LinkList()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, l := range links {
+		if isTempLink(l.Attrs().Name, "") && strings.HasPrefix(l.Attrs().Name, "tb"+prefix) {
+			if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+				errs = append(errs, fmt.Errorf("remove link %s: %w", l.Attrs().Name, err))
 			}
 		}
 	}
@@ -132,12 +134,14 @@ func removeRun(id string) error {
 			}
 		}
 	}
-	if links, err := netlink.LinkList(); err == nil {
-		for _, l := range links {
-			if isTempLink(l.Attrs().Name, id) {
-				if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
-					errs = append(errs, fmt.Errorf("remove link %s: %w", l.Attrs().Name, err))
-				}
+	links, err := LinkList()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, l := range links {
+		if isTempLink(l.Attrs().Name, id) {
+			if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+				errs = append(errs, fmt.Errorf("remove link %s: %w", l.Attrs().Name, err))
 			}
 		}
 	}
@@ -245,11 +249,13 @@ func CheckClean(prefix string) error {
 	if pids, _ := Processes(paths); len(pids) > 0 {
 		left = append(left, fmt.Sprintf("processes %v", pids))
 	}
-	if links, err := netlink.LinkList(); err == nil {
-		for _, l := range links {
-			if isTempLink(l.Attrs().Name, "") && strings.HasPrefix(l.Attrs().Name, "tb"+prefix) {
-				left = append(left, "link "+l.Attrs().Name)
-			}
+	links, err := LinkList()
+	if err != nil {
+		left = append(left, fmt.Sprintf("links unknown (%v)", err))
+	}
+	for _, l := range links {
+		if isTempLink(l.Attrs().Name, "") && strings.HasPrefix(l.Attrs().Name, "tb"+prefix) {
+			left = append(left, "link "+l.Attrs().Name)
 		}
 	}
 	dirs, _ := os.ReadDir(RunDir)
@@ -281,3 +287,22 @@ func RunTests(m interface{ Run() int }, prefix string) int {
 	}
 	return code
 }
+
+// LinkList lists the links of the calling thread's network namespace, as
+// netlink.LinkList does, dumping again while the kernel reports the dump
+// interrupted (netlink.ErrDumpInterrupted: links came or went meanwhile,
+// as other runs' veths do in the root namespace). Such a dump may be
+// incomplete, and a cleanup that trusted it could miss a link.
+func LinkList() ([]netlink.Link, error) {
+	var err error
+	for range dumpTries {
+		var links []netlink.Link
+		if links, err = netlink.LinkList(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return links, err
+		}
+	}
+	return nil, fmt.Errorf("netns: list links: %w (%d times)", err, dumpTries)
+}
+
+// dumpTries is how many times LinkList dumps before it gives up.
+const dumpTries = 20

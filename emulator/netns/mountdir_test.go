@@ -5,12 +5,15 @@ package netns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/tracebed/tracebed/internal/units"
@@ -113,4 +116,65 @@ func TestUnescapeMountinfo(t *testing.T) {
 			t.Errorf("unescapeMountinfo(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// TestLinkListWhileLinksChange lists a namespace's links while another
+// goroutine adds and deletes links in it, as other runs do in the root
+// namespace: LinkList dumps again when the kernel says a dump was
+// interrupted, so it never fails and never returns a partial list (the
+// namespace's loopback is always there).
+func TestLinkListWhileLinksChange(t *testing.T) {
+	needRoot(t)
+	n := up(t, star(t, 1, units.Gbps), Options{})
+	h, err := n.Handle("h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Delete()
+	// Enough links that a dump takes several messages, as in a root
+	// namespace with many runs: only such a dump can be interrupted.
+	for i := range 150 {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("still%da", i)}, PeerName: fmt.Sprintf("still%db", i)}
+		if err := h.LinkAdd(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		k := 0
+		defer func() { churned <- k }()
+		for ; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("churn%da", k%4)}, PeerName: fmt.Sprintf("churn%db", k%4)}
+			if err := h.LinkAdd(l); err != nil {
+				t.Errorf("add %s: %v", l.Name, err)
+				return
+			}
+			h.LinkDel(l)
+		}
+	}()
+	var lists int
+	err = n.Do("h1", func() error {
+		for ; lists < 200; lists++ {
+			links, err := LinkList()
+			if err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(links, func(l netlink.Link) bool { return l.Attrs().Name == "lo" }) {
+				return fmt.Errorf("list %d has no lo: %d links", lists, len(links))
+			}
+		}
+		return nil
+	})
+	close(stop)
+	k := <-churned
+	if err != nil {
+		t.Fatalf("after %d lists and %d links added and deleted: %v", lists, k, err)
+	}
+	t.Logf("%d lists while %d links were added and deleted", lists, k)
 }

@@ -604,12 +604,15 @@ func Claim(id string) error {
 			return inUse("namespace " + e.Name())
 		}
 	}
-	if links, err := netlink.LinkList(); err == nil {
-		for _, l := range links {
-			if isTempLink(l.Attrs().Name, id) {
-				os.Remove(dir)
-				return inUse("link " + l.Attrs().Name)
-			}
+	links, err := LinkList()
+	if err != nil {
+		os.Remove(dir)
+		return err
+	}
+	for _, l := range links {
+		if isTempLink(l.Attrs().Name, id) {
+			os.Remove(dir)
+			return inUse("link " + l.Attrs().Name)
 		}
 	}
 	return nil

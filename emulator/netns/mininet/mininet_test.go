@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/tracebed/tracebed/emulator/bmv2"
 	"github.com/tracebed/tracebed/emulator/internal/testplane"
 	"github.com/tracebed/tracebed/emulator/netns"
@@ -119,7 +117,7 @@ func needRoot(t *testing.T) {
 // rootLinks returns the names of the links in the root namespace.
 func rootLinks(t *testing.T) map[string]bool {
 	t.Helper()
-	ls, err := netlink.LinkList()
+	ls, err := netns.LinkList()
 	if err != nil {
 		t.Fatal(err)
 	}
