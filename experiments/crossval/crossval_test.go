@@ -5,9 +5,11 @@ package crossval
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +52,8 @@ type variant struct {
 
 // crossValidate runs the first scenario of each spec on two variants: the
 // policies must rank the same and each policy's headline metric on b must
-// be within tol of a's.
+// be within tol of a's, in the first trial or, both variants run again, in
+// the second.
 func crossValidate(t *testing.T, a, b variant, tol float64) {
 	registry := experiments.NewRegistry(training.Kind{}, farmem.Kind{})
 	restore, err := netnstb.Realtime(10)
@@ -75,50 +78,76 @@ func crossValidate(t *testing.T, a, b variant, tol float64) {
 				t.Fatal(err)
 			}
 			scenario := s.Scenarios[0].Name
-			results := map[string]*analysis.Results{}
-			for _, v := range []variant{a, b} {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-				v.opts.RunIDPrefix = prefix
-				f := netnstb.NewFactory(v.opts)
-				start := time.Now()
-				res, err := experiments.Execute(ctx, s, exp, experiments.Options{Parallel: 1, NewTestbed: f.New})
-				f.Close()
-				cancel()
-				if err != nil {
-					t.Fatalf("%s on %s: %v", tc.name, v.name, err)
+			// Both variants run in real time on a shared machine: a
+			// disagreement counts when a second trial, both variants run
+			// again, disagrees too (make test runs other packages beside
+			// this one).
+			var problems []string
+			for trial := 1; trial <= 2; trial++ {
+				if trial > 1 {
+					t.Logf("trial 1 disagreed (%s); running both variants again", strings.Join(problems, "; "))
 				}
-				t.Logf("%s on %s: %v", tc.name, v.name, time.Since(start).Round(time.Second))
-				results[v.name] = res
-			}
-			value := func(v, policy string) float64 {
-				return results[v].Aggregate(scenario, policy)[tc.metric].Mean
-			}
-			rank := func(v string) []string {
-				p := slices.Clone(results[v].Policies)
-				slices.SortStableFunc(p, func(x, y string) int {
-					c := cmp.Compare(value(v, x), value(v, y))
-					if !tc.lower {
-						c = -c
-					}
-					return c
-				})
-				return p
-			}
-			t.Logf("%-9s %14s %14s %8s", "policy", tc.metric+" "+a.name, b.name, "ratio")
-			for _, p := range results[a.name].Policies {
-				x, y := value(a.name, p), value(b.name, p)
-				t.Logf("%-9s %14.4g %14.4g %8.3f", p, x, y, y/x)
-				if math.Abs(y/x-1) > tol {
-					t.Errorf("%s: %s %.4g on %s is %+.1f%% off %s's (%.4g); want within %.0f%%", p, tc.metric, y, b.name, 100*(y/x-1), a.name, x, 100*tol)
+				problems = compareVariants(t, s, exp, scenario, tc, a, b, tol)
+				if len(problems) == 0 {
+					return
 				}
 			}
-			if ra, rb := rank(a.name), rank(b.name); !slices.Equal(ra, rb) {
-				t.Errorf("policies rank %v on %s, %v on %s", ra, a.name, rb, b.name)
-			} else {
-				t.Logf("rank on both: %v", ra)
+			for _, p := range problems {
+				t.Error(p)
 			}
 		})
 	}
+}
+
+// compareVariants runs scenario of s on variants a and b and returns how
+// they disagree: a policy's headline metric beyond tol, or the policies'
+// ranking.
+func compareVariants(t *testing.T, s *experiments.Spec, exp experiments.Experiment, scenario string, tc spec, a, b variant, tol float64) []string {
+	t.Helper()
+	results := map[string]*analysis.Results{}
+	for _, v := range []variant{a, b} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		v.opts.RunIDPrefix = prefix
+		f := netnstb.NewFactory(v.opts)
+		start := time.Now()
+		res, err := experiments.Execute(ctx, s, exp, experiments.Options{Parallel: 1, NewTestbed: f.New})
+		f.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s on %s: %v", tc.name, v.name, err)
+		}
+		t.Logf("%s on %s: %v", tc.name, v.name, time.Since(start).Round(time.Second))
+		results[v.name] = res
+	}
+	value := func(v, policy string) float64 {
+		return results[v].Aggregate(scenario, policy)[tc.metric].Mean
+	}
+	rank := func(v string) []string {
+		p := slices.Clone(results[v].Policies)
+		slices.SortStableFunc(p, func(x, y string) int {
+			c := cmp.Compare(value(v, x), value(v, y))
+			if !tc.lower {
+				c = -c
+			}
+			return c
+		})
+		return p
+	}
+	var problems []string
+	t.Logf("%-9s %14s %14s %8s", "policy", tc.metric+" "+a.name, b.name, "ratio")
+	for _, p := range results[a.name].Policies {
+		x, y := value(a.name, p), value(b.name, p)
+		t.Logf("%-9s %14.4g %14.4g %8.3f", p, x, y, y/x)
+		if math.Abs(y/x-1) > tol {
+			problems = append(problems, fmt.Sprintf("%s: %s %.4g on %s is %+.1f%% off %s's (%.4g); want within %.0f%%", p, tc.metric, y, b.name, 100*(y/x-1), a.name, x, 100*tol))
+		}
+	}
+	if ra, rb := rank(a.name), rank(b.name); !slices.Equal(ra, rb) {
+		problems = append(problems, fmt.Sprintf("policies rank %v on %s, %v on %s", ra, a.name, rb, b.name))
+	} else {
+		t.Logf("rank on both: %v", ra)
+	}
+	return problems
 }
 
 // TestMininetCrossValidation runs the first scenario of dynaina-netns and
