@@ -436,3 +436,27 @@ func TestOmitUDPChecksum(t *testing.T) {
 		t.Fatalf("UDP checksums sent: %#04x, want one then 0", sums)
 	}
 }
+
+// TestTimerStopAfterClose stops timers after their queue has closed, as a
+// loop's last callback does while the runtime shuts down (a QP leaving for
+// the error state stops its retransmission timer). The queue had dropped
+// its heap but not the timers' places in it, and Stop indexed the empty
+// heap: a panic that ended a FreeINA run under the full test suite.
+func TestTimerStopAfterClose(t *testing.T) {
+	var q timerQueue
+	var ps []*pending
+	for i := range 3 {
+		p, ok := q.add(time.Hour+time.Duration(i), func() {})
+		if !ok {
+			t.Fatal("add refused on an open queue")
+		}
+		ps = append(ps, p)
+	}
+	q.close()
+	for _, p := range ps {
+		q.remove(p) // must not panic
+	}
+	if _, ok := q.add(time.Second, func() {}); ok {
+		t.Error("add accepted on a closed queue")
+	}
+}

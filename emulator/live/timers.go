@@ -96,11 +96,13 @@ func (q *timerQueue) add(d time.Duration, fire func()) (*pending, bool) {
 	return p, true
 }
 
-// remove takes p out of the heap if it is still there.
+// remove takes p out of the heap if it is still there. A timer stopped
+// after close (a loop's last callback, while the runtime shuts down) is in
+// no heap.
 func (q *timerQueue) remove(p *pending) {
 	q.mu.Lock()
-	if p.index >= 0 {
-		heap.Remove(&q.h, p.index)
+	if i := p.index; i >= 0 && i < len(q.h) && q.h[i] == p {
+		heap.Remove(&q.h, i)
 	}
 	q.mu.Unlock()
 }
@@ -167,6 +169,9 @@ func (q *timerQueue) run() {
 func (q *timerQueue) close() {
 	q.mu.Lock()
 	q.closed = true
+	for _, p := range q.h {
+		p.index = -1
+	}
 	q.h = nil
 	started := q.started
 	q.mu.Unlock()
