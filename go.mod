@@ -9,6 +9,7 @@ require (
 	github.com/containernetworking/plugins v1.10.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/gopacket/gopacket v1.7.7
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/p4lang/p4runtime v1.4.1
 	github.com/safchain/ethtool v0.7.0

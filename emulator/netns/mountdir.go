@@ -3,12 +3,11 @@
 package netns
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,59 +69,17 @@ func shareNetnsDir() error {
 	return nil
 }
 
-// mountsUnder returns the mount points strictly below dir, read from
-// /proc/self/mountinfo.
+// mountsUnder returns the mount points strictly below dir.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return nil, fmt.Errorf("netns: %w", err)
 	}
-	defer f.Close()
 	var under []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID parent major:minor root mountpoint options ...
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
+	for _, m := range ms {
+		if m.Mountpoint != dir {
+			under = append(under, m.Mountpoint)
 		}
-		if p := unescapeMountinfo(fields[4]); strings.HasPrefix(p, dir+"/") {
-			under = append(under, p)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("netns: read /proc/self/mountinfo: %w", err)
 	}
 	return under, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space, \011, \012,
-// \134) that the kernel writes in mountinfo's paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1:i+4]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(s string) bool {
-	if len(s) != 3 {
-		return false
-	}
-	for i := 0; i < 3; i++ {
-		if s[i] < '0' || s[i] > '7' {
-			return false
-		}
-	}
-	return s[0] <= '3'
 }

@@ -103,21 +103,6 @@ func inPrivateMounts(t *testing.T, id string) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"/run/netns/a", "/run/netns/a"},
-		{`/run/netns/a\040b`, "/run/netns/a b"},
-		{`/x\011y\012z\134`, "/x\ty\nz\\"},
-		{`/odd\04`, `/odd\04`},
-		{`/big\777`, `/big\777`},
-		{`/end\`, `/end\`},
-	} {
-		if got := unescapeMountinfo(c.in); got != c.want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 // TestLinkListWhileLinksChange lists a namespace's links while another
 // goroutine adds and deletes links in it, as other runs do in the root
 // namespace: LinkList dumps again when the kernel says a dump was
